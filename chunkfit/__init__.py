@@ -1,0 +1,51 @@
+"""chunkfit: train Keras models on sensor signals far larger than memory.
+
+Heavy parts (TensorFlow) load only when a training, evaluation or prediction name is first used,
+so ``import chunkfit`` and the data commands stay fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import errors
+from .config import BlockSpec, IngestOptions, SplitSpec, WindowSpec
+from .errors import ChunkfitError
+from .store import Store, StoreWriter, open_store
+
+__version__ = "0.1.0"
+
+# name -> module that defines it, imported on first use
+_LAZY: dict[str, str] = {
+    "ingest": ".ingest",
+    "IngestReport": ".ingest",
+    "synth": ".synth",
+    "SynthSpec": ".synth",
+}
+
+__all__ = [
+    "BlockSpec",
+    "ChunkfitError",
+    "IngestOptions",
+    "SplitSpec",
+    "Store",
+    "StoreWriter",
+    "WindowSpec",
+    "errors",
+    "open_store",
+    *sorted(_LAZY),
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'chunkfit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,3 @@
+from chunkfit.cli import main
+
+main()

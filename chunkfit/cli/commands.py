@@ -1,0 +1,5 @@
+"""Imports every command module so each registers itself on the app."""
+
+from __future__ import annotations
+
+from . import ingest_cmd  # noqa: F401

@@ -1,0 +1,143 @@
+"""Frozen configuration objects, validated once at construction.
+
+Each round-trips through ``to_dict``/``from_dict`` so it can live in store attributes and run.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Literal, TypeVar
+
+from .errors import UsageError, WindowError
+
+T = TypeVar("T", bound="_Config")
+
+LabelRule = Literal["any-event", "last", "majority"]
+NanPolicy = Literal["refuse", "keep", "interpolate"]
+LABEL_RULES: tuple[str, ...] = ("any-event", "last", "majority")
+NAN_POLICIES: tuple[str, ...] = ("refuse", "keep", "interpolate")
+
+
+class _Config:
+    """Shared ``to_dict``/``from_dict`` for the frozen dataclasses below."""
+
+    _tuple_fields: ClassVar[tuple[str, ...]] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)  # type: ignore[call-overload]
+        for name in self._tuple_fields:
+            if out[name] is not None:
+                out[name] = list(out[name])
+        return out
+
+    @classmethod
+    def from_dict(cls: type[T], data: dict[str, Any]) -> T:
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise UsageError(
+                f"unknown {cls.__name__} field(s) {', '.join(unknown)} (known: {', '.join(sorted(names))})"
+            )
+        kwargs = dict(data)
+        for name in cls._tuple_fields:
+            if kwargs.get(name) is not None:
+                kwargs[name] = tuple(kwargs[name])
+        return cls(**kwargs)
+
+
+def _positive(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise WindowError(f"{name} must be a positive integer (received {name}={value!r})")
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowSpec(_Config):
+    """How windows are cut from a signal and labelled.
+
+    Window k of a segment [a, b) covers samples [a + k*stride, a + k*stride + window).
+    """
+
+    window: int = 104
+    stride: int = 1
+    label: str = "any-event"
+
+    def __post_init__(self) -> None:
+        _positive("window", self.window)
+        _positive("stride", self.stride)
+        if self.label not in LABEL_RULES:
+            raise WindowError(
+                f"label rule must be one of {', '.join(LABEL_RULES)} (received {self.label!r})"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitSpec(_Config):
+    """Validation hold-out: the last ``validation`` share of every segment, kept apart by a gap.
+
+    The gap between the last training window and the first validation window is at least
+    ``window`` samples, so no validation window shares a sample with a training window.
+    """
+
+    validation: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.validation < 1.0):
+            raise WindowError(
+                f"validation must be a fraction in [0, 1) (received validation={self.validation})"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockSpec(_Config):
+    """Blocks of ``chunk`` consecutive windows, visited in an order shuffled from (seed, epoch)."""
+
+    chunk: int = 200_000
+    seed: int = 0
+    shuffle_blocks: bool = True
+    shuffle_windows: bool = True
+
+    def __post_init__(self) -> None:
+        _positive("chunk", self.chunk)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise UsageError(f"seed must be a non-negative integer (received seed={self.seed!r})")
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestOptions(_Config):
+    """How sources are parsed into a store."""
+
+    columns: tuple[str, ...] | None = None
+    time_column: str | None = None
+    rate: float | None = None
+    label_column: str | None = None
+    events: str | None = None
+    nan: str = "refuse"
+    delimiter: str | None = None
+    header: bool | None = None
+    names: tuple[str, ...] | None = None
+    gap_factor: float = 1.5
+    chunk_samples: int = 65_536
+    codec: str = "zstd"
+    block_bytes: int = 8 << 20
+
+    _tuple_fields: ClassVar[tuple[str, ...]] = ("columns", "names")
+
+    def __post_init__(self) -> None:
+        if self.nan not in NAN_POLICIES:
+            raise UsageError(
+                f"--nan must be one of {', '.join(NAN_POLICIES)} (received {self.nan!r})"
+            )
+        if self.rate is not None and not (self.rate > 0 and self.rate < float("inf")):
+            raise UsageError(f"--rate must be a positive number of Hz (received {self.rate})")
+        if self.gap_factor <= 1.0:
+            raise UsageError(f"gap factor must be above 1 (received {self.gap_factor})")
+        if self.chunk_samples < 1:
+            raise UsageError(f"chunk samples must be positive (received {self.chunk_samples})")
+        if self.codec not in ("zstd", "lz4", "none"):
+            raise UsageError(f"codec must be zstd, lz4 or none (received {self.codec!r})")
+        if self.delimiter is not None and len(self.delimiter) != 1:
+            raise UsageError(
+                f"--delimiter must be one character (received {self.delimiter!r}); use '\\t' for TSV"
+            )
+        if self.label_column is not None and self.events is not None:
+            raise UsageError("give either --events or --label-column, not both")

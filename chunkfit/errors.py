@@ -1,0 +1,65 @@
+"""Every error chunkfit raises on purpose.
+
+A ``ChunkfitError`` is a user's mistake or a fault in their data: the CLI prints its message on one
+line and exits non-zero without a traceback. Anything else is a bug and keeps its traceback.
+Subclasses also inherit the matching built-in so callers can catch either.
+"""
+
+from __future__ import annotations
+
+
+class ChunkfitError(Exception):
+    """Base class: something the user can act on. ``str(err)`` is the whole message."""
+
+    exit_code = 1
+
+
+class UsageError(ChunkfitError, ValueError):
+    """A flag, argument or combination of them that cannot work."""
+
+    exit_code = 2
+
+
+class StoreNotFoundError(ChunkfitError, FileNotFoundError):
+    """A store path that does not exist."""
+
+
+class StoreExistsError(ChunkfitError, FileExistsError):
+    """A path that would be overwritten."""
+
+
+class StoreFormatError(ChunkfitError, ValueError):
+    """A store whose layout, attributes or arrays are malformed or damaged."""
+
+
+class SourceNotFoundError(ChunkfitError, FileNotFoundError):
+    """An input file that does not exist."""
+
+
+class SourceFormatError(ChunkfitError, ValueError):
+    """An input file that cannot be parsed; the message names file, line and column."""
+
+
+class IncompatibleError(ChunkfitError, ValueError):
+    """Two things that must agree do not: channels on append, a model and the windows, a run and a store."""
+
+
+class WindowError(ChunkfitError, ValueError):
+    """Window, stride, chunk or split settings that do not fit the signal."""
+
+
+class ModelError(ChunkfitError, ValueError):
+    """A model that cannot be built, loaded or trained on these windows."""
+
+
+class RunError(ChunkfitError, OSError):
+    """A run folder that cannot be written, resumed or read."""
+
+
+class DiskFullError(ChunkfitError, OSError):
+    """The disk filled up or a file-size limit was hit while writing."""
+
+
+def describe_path(path: object) -> str:
+    """Format a path for messages."""
+    return str(path)

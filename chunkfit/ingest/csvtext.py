@@ -1,0 +1,262 @@
+"""CSV/TSV parsing: pyarrow parses each block of lines at full speed; when it refuses a block, a
+slow pass over that block alone finds the exact line and column to name in the error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..config import IngestOptions
+from ..errors import SourceFormatError, UsageError
+from .textblocks import LineBlocks
+
+DELIMITERS = (",", "\t", ";", "|")
+
+
+@dataclasses.dataclass
+class ParsedBlock:
+    """Rows of one block: channel values, optional times (seconds) and labels, and line numbers."""
+
+    values: np.ndarray  # float64 [rows, channels]
+    times: np.ndarray | None
+    labels: np.ndarray | None
+    first_line: int
+    raw: bytes
+    header_lines: int = 0
+    name: str = ""
+    unit: str = "line"
+
+    def where(self, row: int) -> str:
+        """Where data row ``row`` of this block sits in its source, for messages."""
+        if self.unit == "row":
+            return f"{self.name}: row {self.first_line + row}"
+        return f"{self.name}:{self.line_of(row)}"
+
+    def line_of(self, row: int) -> int:
+        """File line number of data row ``row`` of this block (blank lines skipped by the parser)."""
+        lines = self.raw.split(b"\n")
+        seen = -1
+        for i, line in enumerate(lines[self.header_lines :]):
+            if line.strip(b"\r"):
+                seen += 1
+                if seen == row:
+                    return self.first_line + self.header_lines + i
+        return self.first_line + row
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _decode(line: bytes, where: str) -> str:
+    if b"\x00" in line:
+        raise SourceFormatError(
+            f"{where}: binary data or UTF-16 text, not a CSV log; save it as UTF-8 text"
+        )
+    try:
+        return line.decode("utf-8-sig").rstrip("\r\n")
+    except UnicodeDecodeError as err:
+        raise SourceFormatError(
+            f"{where}: not UTF-8 text (byte {err.start + 1} of the line); re-save the file as UTF-8"
+        ) from None
+
+
+def _sniff_delimiter(line: str, name: str) -> str:
+    if name.lower().endswith((".tsv", ".tsv.gz", ".tab")):
+        return "\t"
+    counts = {d: line.count(d) for d in DELIMITERS}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] else ","
+
+
+class CsvLayout:
+    """Column roles decided from the first line(s): delimiter, header, channels, time and labels."""
+
+    def __init__(self, name: str, first: str, second: str | None, options: IngestOptions) -> None:
+        self.name = name
+        self.delimiter = options.delimiter or _sniff_delimiter(first, name)
+        fields = [f.strip() for f in first.split(self.delimiter)]
+        header = options.header
+        if header is None:
+            header = not all(_is_number(f) for f in fields if f) or (
+                options.time_column is not None and options.time_column in fields
+            )
+        self.header = header
+        self.names = fields if header else [f"ch{i}" for i in range(len(fields))]
+        if len(set(self.names)) != len(self.names):
+            dup = sorted({n for n in self.names if self.names.count(n) > 1})
+            raise SourceFormatError(f"{name}:1: duplicate column name(s) {', '.join(dup)}; rename them")
+        sample = [f.strip() for f in (second if header else first).split(self.delimiter)] if (second or not header) else []
+        self.time = self._resolve(options.time_column, "--time-column")
+        self.label = self._resolve(options.label_column, "--label-column")
+        if options.columns is not None:
+            self.channels = [self._resolve(c, "--columns") for c in options.columns]
+        else:
+            skip = {self.time, self.label}
+            self.channels = [
+                n for i, n in enumerate(self.names)
+                if n not in skip and (not sample or i >= len(sample) or _is_number(sample[i]) or sample[i] == "")
+            ]
+        if not self.channels:
+            raise SourceFormatError(
+                f"{name}: no numeric channel column found (columns: {', '.join(self.names)}); "
+                "choose them with --columns"
+            )
+        self.time_is_number = True
+        self.time_tz = False
+        if self.time is not None and sample:
+            value = sample[self.names.index(self.time)]
+            self.time_is_number = _is_number(value)
+            self.time_tz = not self.time_is_number and (value.endswith("Z") or "+" in value[10:] or value[19:].count("-") > 0)
+
+    def _resolve(self, column: str | None, flag: str) -> Any:
+        if column is None:
+            return None
+        if column in self.names:
+            return column
+        if column.isdigit() and int(column) < len(self.names):
+            return self.names[int(column)]
+        raise UsageError(
+            f"{self.name}: {flag} {column!r} is not a column (columns: {', '.join(self.names)})"
+        )
+
+    @property
+    def needed(self) -> list[str]:
+        cols = list(self.channels)
+        for extra in (self.time, self.label):
+            if extra is not None and extra not in cols:
+                cols.append(extra)
+        return cols
+
+
+def _locate(block: bytes, first_line: int, layout: CsvLayout, header_lines: int, fallback: str) -> SourceFormatError:
+    """Find the first bad line of a block that pyarrow refused and describe it."""
+    lines = block.split(b"\n")
+    ncols = len(layout.names)
+    index = {n: i for i, n in enumerate(layout.names)}
+    for i, raw in enumerate(lines[header_lines:]):
+        line_no = first_line + header_lines + i
+        where = f"{layout.name}:{line_no}"
+        text = _decode(raw, where)
+        if not text.strip():
+            continue
+        fields = text.split(layout.delimiter)
+        if len(fields) != ncols:
+            return SourceFormatError(
+                f"{where}: ragged row: expected {ncols} fields separated by {layout.delimiter!r}, "
+                f"found {len(fields)}; fix or remove the line"
+            )
+        for col in layout.needed:
+            j = index[col]
+            value = fields[j].strip().strip('"')
+            if col == layout.time and not layout.time_is_number:
+                continue
+            if col == layout.label:
+                if not value.lstrip("-").isdigit():
+                    return SourceFormatError(
+                        f"{where}:{j + 1}: label {value!r} in column {col!r} is not an integer class"
+                    )
+                continue
+            if value and not _is_number(value):
+                return SourceFormatError(
+                    f"{where}:{j + 1}: {value[:40]!r} in column {col!r} is not a number; "
+                    "fix the value or leave the column out with --columns"
+                )
+    return SourceFormatError(f"{layout.name}:{first_line}: cannot parse this block: {fallback}")
+
+
+def parse_blocks(lines: LineBlocks, name: str, options: IngestOptions) -> tuple[CsvLayout, Iterator[ParsedBlock]]:
+    """Decide the layout from the first block, then parse block after block."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    it = iter(lines)
+    try:
+        first_line, first_block = next(it)
+    except StopIteration:
+        raise SourceFormatError(f"{name}: empty source: no rows to ingest") from None
+    head = first_block.split(b"\n", 2)
+    first = _decode(head[0], f"{name}:1")
+    second = _decode(head[1], f"{name}:2") if len(head) > 1 and head[1].strip() else None
+    if not first.strip():
+        raise SourceFormatError(f"{name}:1: the first line is empty; the header or first row must come first")
+    layout = CsvLayout(name, first, second, options)
+
+    types: dict[str, Any] = {c: pa.float64() for c in layout.channels}
+    if layout.label is not None:
+        types[layout.label] = pa.int64()
+    if layout.time is not None:
+        types[layout.time] = pa.float64() if layout.time_is_number else pa.timestamp("ns", tz="UTC" if layout.time_tz else None)
+    read_opts = pacsv.ReadOptions(column_names=layout.names, use_threads=True, block_size=1 << 22)
+    parse_opts = pacsv.ParseOptions(delimiter=layout.delimiter)
+    convert_opts = pacsv.ConvertOptions(include_columns=layout.needed, column_types=types)
+
+    def gen() -> Iterator[ParsedBlock]:
+        blocks = [(first_line, first_block)]
+        header_lines = 1 if layout.header else 0
+        while True:
+            for start, block in blocks:
+                body = block
+                if header_lines:
+                    body = block.split(b"\n", 1)[1] if b"\n" in block else b""
+                if body.strip():
+                    yield _parse_one(body, block, start, header_lines)
+                header_lines = 0
+            nxt = next(it, None)
+            if nxt is None:
+                return
+            blocks = [nxt]
+
+    def _parse_one(body: bytes, block: bytes, start: int, header_lines: int) -> ParsedBlock:
+        nul = body.find(b"\x00")
+        if nul >= 0:
+            line_no = start + header_lines + body.count(b"\n", 0, nul)
+            raise SourceFormatError(
+                f"{name}:{line_no}: binary data or UTF-16 text, not a CSV log; save it as UTF-8 text"
+            )
+        try:
+            table = pacsv.read_csv(pa.py_buffer(body), read_options=read_opts, parse_options=parse_opts, convert_options=convert_opts)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as err:
+            raise _locate(block, start, layout, header_lines, str(err).splitlines()[0]) from None
+        values = np.empty((table.num_rows, len(layout.channels)), dtype=np.float64)
+        for j, c in enumerate(layout.channels):
+            values[:, j] = table.column(c).to_numpy(zero_copy_only=False)
+        times = None
+        if layout.time is not None:
+            col = table.column(layout.time)
+            if col.null_count:
+                row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+                pb = ParsedBlock(values, None, None, start, block, header_lines)
+                raise SourceFormatError(
+                    f"{name}:{pb.line_of(row)}: time column {layout.time!r} is empty; every row needs a time"
+                )
+            if layout.time_is_number:
+                times = col.to_numpy(zero_copy_only=False).astype(np.float64)
+            else:
+                times = col.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.float64) / 1e9
+        labels = None
+        if layout.label is not None:
+            col = table.column(layout.label)
+            if col.null_count:
+                row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+                pb = ParsedBlock(values, None, None, start, block, header_lines)
+                raise SourceFormatError(
+                    f"{name}:{pb.line_of(row)}: label column {layout.label!r} is empty; every row needs a class"
+                )
+            labels = col.to_numpy(zero_copy_only=False).astype(np.int64)
+        return ParsedBlock(values, times, labels, start, block, header_lines, name)
+
+    return layout, gen()
+
+
+def describe_value(v: float) -> str:
+    return "NaN" if math.isnan(v) else ("Inf" if v > 0 else "-Inf")

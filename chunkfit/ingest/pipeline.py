@@ -1,0 +1,249 @@
+"""``ingest``: sources in, one store transaction out, in bounded memory."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..config import IngestOptions
+from ..errors import IncompatibleError, SourceFormatError, UsageError
+from ..store.layout import suffix_backend
+from ..store.reader import Store
+from ..store.writer import StoreWriter
+from .csvtext import ParsedBlock
+from .events import Anchor, read_events
+from .nanfill import Interpolator, refuse_nonfinite
+from .sources import Source, TextSource, open_source
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestProgress:
+    """What a progress display needs: the source, rows and bytes so far, its size if known."""
+
+    source: str
+    rows: int
+    bytes_read: int
+    total_bytes: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestReport:
+    """What one ingest added."""
+
+    store: str
+    samples: int
+    segments: int
+    events: int
+    sources: list[dict[str, Any]]
+    seconds: float
+    sample_rate: float | None
+    interrupted: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _round_rate(rate: float) -> float:
+    return float(f"{rate:.7g}")
+
+
+class _TimeTracker:
+    """Derives the rate, refuses time going backwards, and finds the gaps that split segments."""
+
+    def __init__(self, rate: float | None, gap_factor: float) -> None:
+        self.rate = rate
+        self.gap_factor = gap_factor
+        self.last: float | None = None
+
+    def breaks(self, block: ParsedBlock) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of the block that start a new segment, and the times of all rows."""
+        assert block.times is not None
+        t = block.times
+        if not np.isfinite(t).all():
+            row = int(np.flatnonzero(~np.isfinite(t))[0])
+            raise SourceFormatError(f"{block.where(row)}: time value is not finite; every row needs a time")
+        prev = np.concatenate([[self.last], t[:-1]]) if self.last is not None else np.concatenate([[np.nan], t[:-1]])
+        dt = t - prev
+        back = np.flatnonzero(dt <= 0)
+        if back.size:
+            row = int(back[0])
+            raise SourceFormatError(
+                f"{block.where(row)}: time goes backwards or repeats ({t[row]!r} after {prev[row]!r}); "
+                "sort the log by time or split it into separate sources"
+            )
+        if self.rate is None:
+            steps = dt[np.isfinite(dt)]
+            if steps.size:
+                typical = float(np.median(steps))
+                regular = steps[steps <= self.gap_factor * typical]
+                self.rate = _round_rate(regular.size / float(regular.sum()))
+        self.last = float(t[-1])
+        if self.rate is None:
+            return np.zeros(0, dtype=np.int64), t
+        return np.flatnonzero(dt > self.gap_factor / self.rate), t
+
+
+class _Ingest:
+    def __init__(self, store: str, options: IngestOptions, append: bool, progress: Callable[[IngestProgress], None] | None) -> None:
+        self.store = store
+        self.options = options
+        self.append = append
+        self.progress = progress
+        self.writer: StoreWriter | None = None
+        self.anchors: list[Anchor] = []
+        self.segments = 0
+        self.records: list[dict[str, Any]] = []
+        self.interrupted = False
+        self.rate: float | None = options.rate
+
+    def _open_writer(self, first: Source) -> StoreWriter:
+        channels = first.channels
+        if self.append:
+            with Store(self.store) as existing:
+                if existing.channels != channels:
+                    raise IncompatibleError(
+                        f"{first.name}: channels {channels} differ from the store's {existing.channels}; "
+                        "append only recordings with the same channels (choose them with --columns)"
+                    )
+                if existing.has_labels != first.has_labels:
+                    need = "needs --label-column" if existing.has_labels else "has no labels: drop --label-column"
+                    raise IncompatibleError(f"{first.name}: the store {need}")
+                self.store_rate = existing.sample_rate
+        else:
+            self.store_rate = None
+        return StoreWriter(
+            self.store,
+            channels=channels,
+            sample_rate=self.rate,
+            has_labels=first.has_labels,
+            append=self.append,
+            chunk_samples=self.options.chunk_samples,
+            codec=self.options.codec,
+        )
+
+    def run(self, specs: Sequence[str]) -> IngestReport:
+        started = time.perf_counter()
+        first = open_source(specs[0], self.options)
+        self.writer = self._open_writer(first)
+        with self.writer as w:
+            source: Source | None = first
+            for i, spec in enumerate(specs):
+                if source is None:
+                    source = open_source(spec, self.options)
+                    if source.channels != w.channels:
+                        raise IncompatibleError(
+                            f"{source.name}: channels {source.channels} differ from {w.channels} of {specs[0]}"
+                        )
+                    if source.has_labels != first.has_labels:
+                        raise IncompatibleError(f"{source.name}: every source needs the same --label-column")
+                self._one(source, w)
+                self.records.append(source.record())
+                source = None
+            added = w.total - w.start
+            if added == 0:
+                raise SourceFormatError(f"{specs[0]}: empty source: no rows to ingest")
+            self._check_rate()
+            w.attrs["sample_rate"] = w.attrs.get("sample_rate") or self.rate
+            if self.options.events is not None:
+                ev = read_events(self.options.events, offset=w.start, added=added, anchors=self.anchors, rate=self.rate)
+                w.add_events(ev)
+                n_events = int(ev.size)
+            else:
+                n_events = 0
+            for rec in self.records:
+                w.add_source(rec)
+            w.commit()
+        return IngestReport(
+            store=self.store,
+            samples=added,
+            segments=self.segments,
+            events=n_events,
+            sources=self.records,
+            seconds=time.perf_counter() - started,
+            sample_rate=self.rate,
+            interrupted=self.interrupted,
+        )
+
+    def _check_rate(self) -> None:
+        old = self.store_rate
+        if old is not None and self.rate is not None and abs(old - self.rate) > 0.01 * old:
+            raise IncompatibleError(
+                f"{self.store}: the new recording runs at {self.rate:g} Hz, the store at {old:g} Hz; "
+                "resample it or ingest into a separate store"
+            )
+        if self.rate is None:
+            self.rate = old
+
+    def _one(self, source: Source, w: StoreWriter) -> None:
+        opts = self.options
+        tracker = _TimeTracker(self.rate, opts.gap_factor) if source.has_time else None
+        interp = Interpolator(len(source.channels)) if opts.nan == "interpolate" else None
+        seg_start = w.total
+        seg_t0: float | None = None
+        for block in source.blocks():
+            if block.values.shape[0] == 0:
+                continue
+            cuts = np.zeros(0, dtype=np.int64)
+            if tracker is not None:
+                cuts, times = tracker.breaks(block)
+                if self.rate is None and tracker.rate is not None:
+                    self.rate = tracker.rate
+                if seg_t0 is None:
+                    seg_t0 = float(times[0])
+            if opts.nan == "refuse":
+                refuse_nonfinite(block, source.channels)
+            base = w.total
+            if interp is not None:
+                vals, labels = interp.push(block.values, block.labels)
+            else:
+                vals, labels = block.values, block.labels
+            w.write(vals.astype(np.float32), labels)
+            for row in cuts.tolist():
+                at = base + row
+                self._close_segment(w, seg_start, at, seg_t0)
+                seg_start, seg_t0 = at, float(times[row])
+            if self.progress is not None:
+                self.progress(IngestProgress(source.name, source.rows, getattr(source, "bytes_read", 0), source.size))
+        if interp is not None:
+            vals, labels = interp.finish()
+            w.write(vals.astype(np.float32), labels)
+        self._close_segment(w, seg_start, w.total, seg_t0)
+        if isinstance(source, TextSource) and source.interrupted:
+            self.interrupted = True
+
+    def _close_segment(self, w: StoreWriter, start: int, stop: int, t0: float | None) -> None:
+        if stop > start:
+            w.add_segment(start, stop)
+            self.segments += 1
+            if t0 is not None:
+                self.anchors.append(Anchor(start, stop, t0))
+
+
+def ingest(
+    store: str | os.PathLike[str],
+    sources: Sequence[str] = ("-",),
+    options: IngestOptions | None = None,
+    *,
+    append: bool = False,
+    progress: Callable[[IngestProgress], None] | None = None,
+) -> IngestReport:
+    """Ingest ``sources`` (paths, ``file.h5:/dataset`` or ``-`` for stdin) into ``store``.
+
+    A new store appears only when everything was read; with ``append=True`` the new recordings
+    are added as new segments in one all-or-nothing transaction.
+    """
+    options = options or IngestOptions()
+    specs = list(sources) or ["-"]
+    if specs.count("-") > 1:
+        raise UsageError("standard input (-) can be given only once")
+    store = os.fspath(store)
+    if not append and os.path.exists(store):
+        raise UsageError(f"{store}: already exists; pass --append to add recordings, or choose a new path")
+    if suffix_backend(store) == "zarr" and not store.rstrip("/").endswith(".zarr"):
+        raise UsageError(f"{store}: a store path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 file)")
+    return _Ingest(store, options, append, progress).run(specs)

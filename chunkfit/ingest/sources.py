@@ -1,0 +1,186 @@
+"""Every kind of input, opened the same way: CSV/TSV text (files, .gz, standard input), ``.npy``
+arrays (memory-mapped, pickles refused) and HDF5 datasets (``file.h5:/path``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from ..config import IngestOptions
+from ..errors import SourceFormatError, SourceNotFoundError, UsageError
+from .csvtext import ParsedBlock, parse_blocks
+from .textblocks import LineBlocks
+
+TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".log", ".tab", ".dat")
+HDF5_SUFFIXES = (".h5", ".hdf5", ".he5")
+SUPPORTED = "CSV/TSV text (.csv .tsv .txt .log, optionally .gz), .npy, HDF5 datasets (file.h5:/dataset) or - for standard input"
+
+
+class Source:
+    """One input: channel names and blocks of rows, plus a provenance record once read."""
+
+    name: str
+    channels: list[str]
+    has_time: bool = False
+    has_labels: bool = False
+    size: int | None = None
+    rows: int = 0
+
+    def blocks(self) -> Iterator[ParsedBlock]:
+        raise NotImplementedError
+
+    def sha256(self) -> str:
+        raise NotImplementedError
+
+    def record(self) -> dict[str, Any]:
+        return {"name": self.name, "size": self.size, "rows": self.rows, "sha256": self.sha256()}
+
+
+class TextSource(Source):
+    def __init__(self, name: str, stream: BinaryIO, size: int | None, options: IngestOptions, live: bool) -> None:
+        self.name = name
+        self.size = size
+        self._lines = LineBlocks(stream, options.block_bytes, live=live)
+        self._stream = stream
+        self.layout, self._blocks = parse_blocks(self._lines, name, options)
+        self.channels = list(self.layout.channels)
+        self.has_time = self.layout.time is not None
+        self.has_labels = self.layout.label is not None
+
+    @property
+    def bytes_read(self) -> int:
+        return self._lines.bytes_read
+
+    @property
+    def interrupted(self) -> bool:
+        return self._lines.interrupted
+
+    def blocks(self) -> Iterator[ParsedBlock]:
+        for block in self._blocks:
+            self.rows += block.values.shape[0]
+            yield block
+
+    def sha256(self) -> str:
+        return self._lines.sha256.hexdigest()
+
+
+class ArraySource(Source):
+    """A 1-D or 2-D numeric array read in pieces: rows are samples, columns channels."""
+
+    def __init__(self, name: str, array: Any, options: IngestOptions, size: int, closer: Any = None) -> None:
+        if options.time_column is not None or options.label_column is not None:
+            raise UsageError(f"{name}: --time-column and --label-column apply to CSV sources only; use --rate")
+        if array.ndim not in (1, 2) or not np.issubdtype(array.dtype, np.number) or np.issubdtype(array.dtype, np.complexfloating):
+            raise SourceFormatError(
+                f"{name}: expected a 1-D or 2-D real numeric array [time, channel], found shape "
+                f"{array.shape} dtype {array.dtype}"
+            )
+        self.name = name
+        self.array = array
+        self.size = size
+        self._closer = closer
+        n_ch = 1 if array.ndim == 1 else int(array.shape[1])
+        names = list(options.names) if options.names is not None else [f"ch{i}" for i in range(n_ch)]
+        if len(names) != n_ch:
+            raise UsageError(f"{name}: --names gives {len(names)} name(s) for {n_ch} channel(s)")
+        if options.columns is not None:
+            idx = []
+            for c in options.columns:
+                if c in names:
+                    idx.append(names.index(c))
+                elif c.isdigit() and int(c) < n_ch:
+                    idx.append(int(c))
+                else:
+                    raise UsageError(f"{name}: --columns {c!r} is not a channel (channels: {', '.join(names)})")
+            self._cols = idx
+        else:
+            self._cols = list(range(n_ch))
+        self.channels = [names[i] for i in self._cols]
+        row_bytes = max(1, array.itemsize * n_ch)
+        self._step = max(1, options.block_bytes // row_bytes)
+        self._hash = hashlib.sha256()
+        if array.shape[0] == 0:
+            raise SourceFormatError(f"{name}: empty source: the array has no rows")
+
+    def blocks(self) -> Iterator[ParsedBlock]:
+        n = int(self.array.shape[0])
+        try:
+            for a in range(0, n, self._step):
+                piece = np.asarray(self.array[a : a + self._step])
+                self._hash.update(np.ascontiguousarray(piece).tobytes())
+                piece = piece.reshape(piece.shape[0], -1)[:, self._cols].astype(np.float64)
+                self.rows += piece.shape[0]
+                yield ParsedBlock(piece, None, None, a, b"", 0, self.name, "row")
+        finally:
+            if self._closer is not None:
+                self._closer()
+
+    def sha256(self) -> str:
+        return self._hash.hexdigest()
+
+
+def _split_hdf5(spec: str) -> tuple[str, str] | None:
+    if ":" not in spec:
+        return None
+    path, _, dataset = spec.rpartition(":")
+    if path.lower().endswith(HDF5_SUFFIXES):
+        return path, dataset or "/"
+    return None
+
+
+def open_source(spec: str, options: IngestOptions) -> Source:
+    """Open a source by its spec: a path, ``file.h5:/dataset``, or ``-`` for standard input."""
+    if spec == "-":
+        return TextSource("<stdin>", sys.stdin.buffer, None, options, live=True)
+    h5 = _split_hdf5(spec)
+    if h5 is not None:
+        return _open_hdf5(*h5, options)
+    path = Path(spec)
+    if not path.exists():
+        raise SourceNotFoundError(f"{spec}: no such file; check the path")
+    if path.is_dir():
+        raise SourceFormatError(f"{spec}: is a directory, not a source file ({SUPPORTED})")
+    lower = path.name.lower()
+    if lower.endswith(".npy"):
+        try:
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        except ValueError as err:
+            raise SourceFormatError(f"{spec}: cannot load as .npy without pickles ({err}); only plain numeric arrays are accepted") from None
+        except (OSError, EOFError) as err:
+            raise SourceFormatError(f"{spec}: not a readable .npy file ({err})") from None
+        return ArraySource(spec, arr, options, path.stat().st_size)
+    if lower.endswith(HDF5_SUFFIXES):
+        raise UsageError(f"{spec}: name the dataset inside the HDF5 file, e.g. {spec}:/signal")
+    if lower.endswith(".gz") and lower[:-3].endswith(TEXT_SUFFIXES):
+        return TextSource(spec, gzip.open(path, "rb"), path.stat().st_size, options, live=False)  # type: ignore[arg-type]
+    if lower.endswith(TEXT_SUFFIXES) or options.delimiter is not None:
+        return TextSource(spec, open(path, "rb"), path.stat().st_size, options, live=False)
+    raise SourceFormatError(f"{spec}: unknown format {path.suffix or '(no suffix)'!r}; chunkfit reads {SUPPORTED}")
+
+
+def _open_hdf5(path: str, dataset: str, options: IngestOptions) -> Source:
+    import h5py
+
+    if not os.path.exists(path):
+        raise SourceNotFoundError(f"{path}: no such file; check the path")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as err:
+        raise SourceFormatError(f"{path}: not a readable HDF5 file ({err})") from None
+    obj = f.get(dataset)
+    if not isinstance(obj, h5py.Dataset):
+        names: list[str] = []
+        f.visititems(lambda n, o: names.append("/" + n) if isinstance(o, h5py.Dataset) else None)
+        f.close()
+        raise SourceFormatError(
+            f"{path}: no dataset {dataset!r} (datasets: {', '.join(names[:10]) or 'none'})"
+        )
+    return ArraySource(f"{path}:{dataset}", obj, options, os.path.getsize(path), closer=f.close)

@@ -1,0 +1,178 @@
+"""Zarr v3 and HDF5 behind one small interface: named arrays plus one JSON attribute."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import StoreFormatError
+from .layout import ATTR_KEY, DIMENSIONS
+
+
+class Backend:
+    """Arrays (zarr.Array or h5py.Dataset: both slice, resize and expose shape/dtype) and attrs."""
+
+    kind = ""
+
+    def __init__(self, path: Path, writable: bool) -> None:
+        self.path = path
+        self.writable = writable
+
+    def names(self) -> list[str]:
+        raise NotImplementedError
+
+    def array(self, name: str) -> Any:
+        raise NotImplementedError
+
+    def attrs(self) -> Any:
+        raise NotImplementedError
+
+    def set_attrs(self, attrs: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def create(self, name: str, shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...], codec: str) -> Any:
+        raise NotImplementedError
+
+    def codec_name(self) -> str:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return {n: tuple(int(s) for s in self.array(n).shape) for n in self.names()}
+
+    def dtypes(self) -> dict[str, str]:
+        return {n: str(np.dtype(self.array(n).dtype)) for n in self.names()}
+
+
+class ZarrBackend(Backend):
+    kind = "zarr"
+
+    def __init__(self, path: Path, writable: bool, create: bool = False) -> None:
+        super().__init__(path, writable)
+        import zarr
+
+        mode = "w-" if create else ("r+" if writable else "r")
+        try:
+            self.group = zarr.open_group(store=str(path), mode=mode, zarr_format=3)
+        except (FileNotFoundError, zarr.errors.GroupNotFoundError) as err:  # type: ignore[attr-defined]
+            raise StoreFormatError(
+                f"{path}: not a zarr v3 group ({err}); create a store with `chunkfit ingest`"
+            ) from None
+        except (ValueError, TypeError, KeyError, json.JSONDecodeError) as err:
+            raise StoreFormatError(f"{path}: cannot open as a zarr v3 store: {err}") from None
+        self._arrays: dict[str, Any] = {}
+
+    def names(self) -> list[str]:
+        import zarr
+
+        out = []
+        for name in DIMENSIONS:
+            try:
+                node = self.group[name]
+            except KeyError:
+                continue
+            if isinstance(node, zarr.Array):
+                out.append(name)
+        return sorted(out)
+
+    def array(self, name: str) -> Any:
+        if name not in self._arrays:
+            self._arrays[name] = self.group[name]
+        return self._arrays[name]
+
+    def attrs(self) -> Any:
+        return self.group.attrs.get(ATTR_KEY)
+
+    def set_attrs(self, attrs: dict[str, Any]) -> None:
+        self.group.attrs[ATTR_KEY] = attrs
+
+    def create(self, name: str, shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...], codec: str) -> Any:
+        from zarr.codecs import BloscCodec
+
+        compressors: Any
+        if codec == "none":
+            compressors = None
+        else:
+            compressors = BloscCodec(cname=codec, clevel=3 if codec == "zstd" else 5, shuffle="shuffle")
+        arr = self.group.create_array(
+            name,
+            shape=shape,
+            dtype=dtype,
+            chunks=chunks,
+            compressors=compressors,
+            fill_value=0,
+            dimension_names=list(DIMENSIONS[name]),
+        )
+        self._arrays[name] = arr
+        return arr
+
+    def codec_name(self) -> str:
+        comps = getattr(self.array("signal"), "compressors", ())
+        if not comps:
+            return "none"
+        c = comps[0]
+        cname = getattr(c, "cname", None)
+        return f"blosc-{getattr(cname, 'value', cname)}" if cname is not None else type(c).__name__
+
+
+class Hdf5Backend(Backend):
+    kind = "hdf5"
+
+    def __init__(self, path: Path, writable: bool, create: bool = False) -> None:
+        super().__init__(path, writable)
+        import h5py
+
+        mode = "w-" if create else ("r+" if writable else "r")
+        try:
+            self.file = h5py.File(path, mode)
+        except OSError as err:
+            raise StoreFormatError(
+                f"{path}: cannot open as an HDF5 file ({err}); it may be truncated or not HDF5"
+            ) from None
+
+    def names(self) -> list[str]:
+        import h5py
+
+        return sorted(n for n in DIMENSIONS if isinstance(self.file.get(n), h5py.Dataset))
+
+    def array(self, name: str) -> Any:
+        return self.file[name]
+
+    def attrs(self) -> Any:
+        raw = self.file.attrs.get(ATTR_KEY)
+        if raw is None:
+            return None
+        try:
+            return json.loads(raw if isinstance(raw, str) else bytes(raw).decode())
+        except (ValueError, UnicodeDecodeError, TypeError):
+            raise StoreFormatError(f"{self.path}: attribute '{ATTR_KEY}' is not valid JSON") from None
+
+    def set_attrs(self, attrs: dict[str, Any]) -> None:
+        self.file.attrs[ATTR_KEY] = json.dumps(attrs)
+
+    def create(self, name: str, shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...], codec: str) -> Any:
+        maxshape = (None,) + tuple(shape[1:])
+        kwargs: dict[str, Any] = {}
+        if codec != "none":
+            kwargs = {"compression": "lzf", "shuffle": True}
+        ds = self.file.create_dataset(name, shape=shape, maxshape=maxshape, dtype=dtype, chunks=chunks, **kwargs)
+        ds.attrs["dimension_names"] = json.dumps(list(DIMENSIONS[name]))
+        return ds
+
+    def codec_name(self) -> str:
+        ds = self.array("signal")
+        return ("shuffle+" if ds.shuffle else "") + (ds.compression or "none")
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def open_backend(path: Path, kind: str, writable: bool = False, create: bool = False) -> Backend:
+    if kind == "hdf5":
+        return Hdf5Backend(path, writable, create)
+    return ZarrBackend(path, writable, create)

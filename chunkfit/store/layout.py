@@ -1,0 +1,140 @@
+"""The logical layout shared by both backends, and the checks a store must pass on open.
+
+Arrays: ``signal`` float32 [time, channel]; ``labels`` int32 [time] (optional); ``events`` int64
+[event] sorted sample indices; ``segments`` int64 [segment, 2] half-open ranges. Attributes live
+under one key, ``chunkfit``, as a JSON object.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import StoreFormatError
+
+FORMAT_VERSION = 1
+ATTR_KEY = "chunkfit"
+DIMENSIONS: dict[str, tuple[str, ...]] = {
+    "signal": ("time", "channel"),
+    "labels": ("time",),
+    "events": ("event",),
+    "segments": ("segment", "bound"),
+}
+
+
+def suffix_backend(path: str) -> str:
+    """Return ``"zarr"`` or ``"hdf5"`` from a store path's suffix; ``.zarr`` is the default."""
+    lower = str(path).rstrip("/").lower()
+    if lower.endswith((".h5", ".hdf5")):
+        return "hdf5"
+    return "zarr"
+
+
+def empty_stats(channels: list[str]) -> dict[str, dict[str, float]]:
+    return {
+        c: {"count": 0, "mean": 0.0, "std": 0.0, "min": math.inf, "max": -math.inf} for c in channels
+    }
+
+
+def merge_stats(stats: dict[str, dict[str, float]], channels: list[str], block: np.ndarray) -> None:
+    """Fold one block [rows, channel] into running per-channel stats (Chan et al. parallel merge)."""
+    for j, name in enumerate(channels):
+        col = block[:, j].astype(np.float64, copy=False)
+        finite = col[np.isfinite(col)]
+        n_b = int(finite.size)
+        if n_b == 0:
+            continue
+        s = stats[name]
+        n_a = int(s["count"])
+        mean_b = float(finite.mean())
+        m2_b = float(((finite - mean_b) ** 2).sum())
+        m2_a = float(s["std"]) ** 2 * n_a
+        n = n_a + n_b
+        delta = mean_b - float(s["mean"])
+        s["mean"] = float(s["mean"]) + delta * n_b / n
+        s["std"] = math.sqrt(max(m2_a + m2_b + delta * delta * n_a * n_b / n, 0.0) / n)
+        s["count"] = n
+        s["min"] = min(float(s["min"]), float(finite.min()))
+        s["max"] = max(float(s["max"]), float(finite.max()))
+
+
+def json_safe_stats(stats: dict[str, dict[str, float]]) -> dict[str, dict[str, float | None]]:
+    """Infinite min/max of an all-NaN channel become None so the attributes stay valid JSON."""
+    return {
+        c: {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in s.items()}
+        for c, s in stats.items()
+    }
+
+
+def restore_stats(stats: dict[str, Any]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for c, s in stats.items():
+        out[c] = {
+            "count": int(s["count"]),
+            "mean": float(s["mean"]),
+            "std": float(s["std"]),
+            "min": math.inf if s["min"] is None else float(s["min"]),
+            "max": -math.inf if s["max"] is None else float(s["max"]),
+        }
+    return out
+
+
+def validate(where: str, attrs: Any, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, str]) -> None:
+    """Refuse a store whose attributes and arrays disagree; ``where`` names the store in messages."""
+
+    def bad(what: str) -> StoreFormatError:
+        return StoreFormatError(f"{where}: not a valid chunkfit store: {what}")
+
+    if not isinstance(attrs, dict):
+        raise bad(f"attribute '{ATTR_KEY}' is missing; create the store with `chunkfit ingest`")
+    version = attrs.get("format_version")
+    if version != FORMAT_VERSION:
+        raise bad(f"format_version is {version!r}, this chunkfit reads {FORMAT_VERSION}")
+    channels = attrs.get("channels")
+    if not isinstance(channels, list) or not channels or not all(isinstance(c, str) for c in channels):
+        raise bad(f"attribute channels must be a non-empty list of names (found {channels!r})")
+    rate = attrs.get("sample_rate")
+    if rate is not None and (not isinstance(rate, (int, float)) or not rate > 0 or not math.isfinite(rate)):
+        raise bad(f"sample_rate must be a positive number or null (found {rate!r})")
+    if "signal" not in shapes:
+        raise bad("array 'signal' is missing")
+    sig = shapes["signal"]
+    if len(sig) != 2 or sig[1] != len(channels):
+        raise bad(f"signal shape {sig} does not match {len(channels)} channel name(s)")
+    if dtypes["signal"] != "float32":
+        raise bad(f"signal dtype is {dtypes['signal']}, expected float32")
+    seg = shapes.get("segments")
+    if seg is None or len(seg) != 2 or seg[1] != 2:
+        raise bad(f"segments must have shape [segment, 2] (found {seg})")
+    if dtypes["segments"] != "int64":
+        raise bad(f"segments dtype is {dtypes['segments']}, expected int64")
+    ev = shapes.get("events")
+    if ev is not None and (len(ev) != 1 or dtypes["events"] != "int64"):
+        raise bad(f"events must be a 1-D int64 array (found shape {ev}, dtype {dtypes['events']})")
+    lab = shapes.get("labels")
+    if lab is not None and (lab != (sig[0],) or not dtypes["labels"].startswith("int")):
+        raise bad(f"labels must be integers of shape ({sig[0]},) (found {lab}, {dtypes['labels']})")
+
+
+def validate_segments(where: str, segments: np.ndarray, n_samples: int) -> None:
+    """Segments must be sorted, non-empty, non-overlapping and inside [0, n_samples)."""
+    if segments.size == 0:
+        if n_samples:
+            raise StoreFormatError(f"{where}: not a valid chunkfit store: no segments but {n_samples} samples")
+        return
+    starts, stops = segments[:, 0], segments[:, 1]
+    if (starts < 0).any() or (stops > n_samples).any() or (stops <= starts).any():
+        raise StoreFormatError(
+            f"{where}: not a valid chunkfit store: segments out of range [0, {n_samples}) or empty"
+        )
+    if (starts[1:] < stops[:-1]).any():
+        raise StoreFormatError(f"{where}: not a valid chunkfit store: segments overlap or are unsorted")
+
+
+def validate_events(where: str, events: np.ndarray, n_samples: int) -> None:
+    if events.size and (events[0] < 0 or events[-1] >= n_samples or (np.diff(events) < 0).any()):
+        raise StoreFormatError(
+            f"{where}: not a valid chunkfit store: events must be sorted sample indices in [0, {n_samples})"
+        )

@@ -1,0 +1,209 @@
+"""Reading a store: sample ranges, events, labels and segments, never the whole signal at once."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import StoreFormatError, StoreNotFoundError, UsageError
+from . import journal
+from .backends import Backend, open_backend
+from .layout import suffix_backend, validate, validate_events, validate_segments
+
+
+def _dir_size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+class Store:
+    """A chunkfit signal store opened for reading.
+
+    ``read(a, b)`` returns samples [a, b) of every channel as float32 [b - a, channels] with one
+    contiguous read. Events, labels and segments are available for any range as well.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.backend_kind = suffix_backend(str(path))
+        if not self.path.exists():
+            raise StoreNotFoundError(
+                f"{self.path}: store not found; create it with `chunkfit ingest {self.path} SOURCE`"
+            )
+        if self.backend_kind == "zarr":
+            if not self.path.is_dir():
+                raise StoreFormatError(f"{self.path}: a zarr store is a directory, this is a file")
+            if journal.pending(self.path):
+                if os.access(self.path, os.W_OK):
+                    journal.rollback(self.path)
+                else:
+                    raise StoreFormatError(
+                        f"{self.path}: an interrupted append must be rolled back, but the store is read-only"
+                    )
+        elif self.path.is_dir():
+            raise StoreFormatError(f"{self.path}: an HDF5 store is a file, this is a directory")
+        self._backend: Backend = open_backend(self.path, self.backend_kind)
+        try:
+            self._load()
+        except BaseException:
+            self._backend.close()
+            raise
+
+    def _load(self) -> None:
+        b = self._backend
+        where = str(self.path)
+        attrs = b.attrs()
+        try:
+            shapes, dtypes = b.shapes(), b.dtypes()
+        except (KeyError, ValueError, OSError) as err:
+            raise StoreFormatError(f"{where}: not a valid chunkfit store: {err}") from None
+        validate(where, attrs, shapes, dtypes)
+        self.attrs: dict[str, Any] = attrs
+        self.channels: list[str] = list(attrs["channels"])
+        self.sample_rate: float | None = attrs.get("sample_rate")
+        self.n_samples: int = shapes["signal"][0]
+        self.n_channels: int = len(self.channels)
+        self.has_labels: bool = "labels" in shapes
+        self._signal = b.array("signal")
+        self._labels = b.array("labels") if self.has_labels else None
+        self._events_arr = b.array("events") if "events" in shapes else None
+        self.has_events: bool = bool(attrs.get("has_events")) and self._events_arr is not None
+        self.segments: np.ndarray = self._read_all("segments").astype(np.int64).reshape(-1, 2)
+        validate_segments(where, self.segments, self.n_samples)
+        self._events: np.ndarray | None = None
+
+    def _read_all(self, name: str) -> np.ndarray:
+        try:
+            return np.asarray(self._backend.array(name)[...])
+        except (OSError, ValueError, KeyError, RuntimeError) as err:
+            raise StoreFormatError(f"{self.path}: array '{name}' cannot be read: {err}") from None
+
+    # -- ranges -------------------------------------------------------------------------------
+    def _check_range(self, a: int, b: int) -> None:
+        if not (0 <= a <= b <= self.n_samples):
+            raise UsageError(f"range [{a}, {b}) is outside the signal [0, {self.n_samples})")
+
+    def read(self, a: int, b: int) -> np.ndarray:
+        """Samples [a, b) of all channels, float32 [b - a, channels]."""
+        self._check_range(a, b)
+        try:
+            out = np.asarray(self._signal[a:b], dtype=np.float32)
+        except Exception as err:  # zarr/numcodecs/h5py raise many types for damaged chunks
+            raise StoreFormatError(
+                f"{self.path}: signal samples [{a}, {b}) cannot be read ({type(err).__name__}: {err}); "
+                "the store is damaged: re-ingest the source"
+            ) from None
+        if out.shape != (b - a, self.n_channels):
+            raise StoreFormatError(f"{self.path}: signal read [{a}, {b}) returned shape {out.shape}")
+        return out
+
+    def read_labels(self, a: int, b: int) -> np.ndarray:
+        """Per-sample labels [a, b); raises if the store has none."""
+        self._check_range(a, b)
+        if self._labels is None:
+            raise UsageError(f"{self.path}: store has no per-sample labels")
+        try:
+            return np.asarray(self._labels[a:b], dtype=np.int64)
+        except Exception as err:
+            raise StoreFormatError(f"{self.path}: labels [{a}, {b}) cannot be read: {err}") from None
+
+    @property
+    def events(self) -> np.ndarray:
+        """All event sample indices, sorted int64 (loaded once; far smaller than the signal)."""
+        if self._events is None:
+            if self._events_arr is None:
+                self._events = np.zeros(0, dtype=np.int64)
+            else:
+                ev = self._read_all("events").astype(np.int64)
+                validate_events(str(self.path), ev, self.n_samples)
+                self._events = ev
+        return self._events
+
+    def events_in(self, a: int, b: int) -> np.ndarray:
+        """Event sample indices falling in [a, b)."""
+        ev = self.events
+        return ev[np.searchsorted(ev, a, "left") : np.searchsorted(ev, b, "left")]
+
+    def segments_in(self, a: int, b: int) -> np.ndarray:
+        """Segments intersecting [a, b), clipped to it."""
+        seg = self.segments
+        keep = (seg[:, 1] > a) & (seg[:, 0] < b)
+        out = seg[keep].copy()
+        if out.size:
+            out[:, 0] = np.maximum(out[:, 0], a)
+            out[:, 1] = np.minimum(out[:, 1], b)
+        return out
+
+    # -- summary ------------------------------------------------------------------------------
+    @property
+    def label_classes(self) -> list[int]:
+        return [int(c) for c in self.attrs.get("label_classes", [])]
+
+    @property
+    def chunk_samples(self) -> int:
+        chunks = getattr(self._signal, "chunks", None)
+        return int(chunks[0]) if chunks else 0
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What makes this store this store: used to refuse resuming a run on another one."""
+        return {
+            "n_samples": self.n_samples,
+            "channels": self.channels,
+            "sample_rate": self.sample_rate,
+            "sources": [s.get("sha256") for s in self.attrs.get("sources", [])],
+        }
+
+    def info(self) -> dict[str, Any]:
+        size = _dir_size(self.path)
+        raw = self.n_samples * self.n_channels * 4
+        rate = self.sample_rate
+        out: dict[str, Any] = {
+            "path": str(self.path),
+            "backend": self.backend_kind,
+            "samples": self.n_samples,
+            "channels": self.channels,
+            "sample_rate": rate,
+            "duration_s": (self.n_samples / rate) if rate else None,
+            "segments": int(self.segments.shape[0]),
+            "segment_ranges": self.segments.tolist() if self.segments.shape[0] <= 20 else None,
+            "events": int(self.events.size) if self.has_events else None,
+            "label_counts": self.attrs.get("label_counts") if self.has_labels else None,
+            "chunk_samples": self.chunk_samples,
+            "codec": self._backend.codec_name(),
+            "bytes_on_disk": size,
+            "bytes_uncompressed": raw,
+            "compression_ratio": (raw / size) if size else math.nan,
+            "stats": self.attrs.get("stats", {}),
+            "sources": self.attrs.get("sources", []),
+        }
+        return out
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r}, samples={self.n_samples}, channels={self.channels})"
+
+
+def open_store(path: str | os.PathLike[str]) -> Store:
+    """Open a zarr (``.zarr``, default) or HDF5 (``.h5``/``.hdf5``) chunkfit store for reading."""
+    return Store(path)

@@ -1,0 +1,283 @@
+"""Writing a store as one transaction: a new store appears whole or not at all; an append commits
+whole or not at all, including under ``kill -9``.
+
+New stores are built under a hidden temporary name beside the target and renamed into place.
+Zarr appends are protected by the rollback journal; HDF5 appends work on a copy that replaces the
+original on commit (HDF5 files cannot be rolled back in place).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import DiskFullError, StoreExistsError, StoreFormatError
+from . import journal
+from .backends import Backend, open_backend
+from .layout import (
+    FORMAT_VERSION,
+    empty_stats,
+    json_safe_stats,
+    merge_stats,
+    restore_stats,
+    suffix_backend,
+)
+
+TMP_MARK = ".chunkfit-tmp-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_temporaries(target: Path) -> None:
+    """Remove temporaries left by killed writers of ``target`` (their pid is gone)."""
+    prefix = f".{target.name}{TMP_MARK}"
+    for p in target.parent.glob(prefix + "*"):
+        pid = p.name[len(prefix) :]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
+def _disk_error(err: OSError, path: Path) -> Exception:
+    if err.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return DiskFullError(
+            f"{path}: no space left or file size limit reached while writing ({os.strerror(err.errno)}); "
+            "free space and run the command again (the store is unchanged)"
+        )
+    return err
+
+
+class StoreWriter:
+    """Adds samples, labels, events, segments and source records to a store in one transaction."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        channels: list[str],
+        sample_rate: float | None,
+        has_labels: bool,
+        append: bool,
+        chunk_samples: int = 65_536,
+        codec: str = "zstd",
+    ) -> None:
+        self.path = Path(path)
+        self.kind = suffix_backend(str(path))
+        self.append = append
+        self.channels = list(channels)
+        self._committed = False
+        self._closed = False
+        self._pending: list[np.ndarray] = []
+        self._pending_labels: list[np.ndarray] = []
+        self._pending_rows = 0
+        self._events: list[np.ndarray] = []
+        self._segments: list[tuple[int, int]] = []
+        self._sources: list[dict[str, Any]] = []
+        self._label_counts: dict[int, int] = {}
+        self._tmp: Path | None = None
+        try:
+            if append:
+                self._begin_append()
+            else:
+                self._begin_new(sample_rate, has_labels, chunk_samples, codec)
+        except OSError as err:
+            raise _disk_error(err, self.path) from err
+        self.length = int(self.b.array("signal").shape[0])
+        self.start = self.length
+        self.chunk = int(self.b.array("signal").chunks[0])
+
+    # -- transaction ------------------------------------------------------------------------------
+    def _begin_new(self, rate: float | None, has_labels: bool, chunk: int, codec: str) -> None:
+        if self.path.exists():
+            raise StoreExistsError(f"{self.path}: already exists; use --append to add to it or pick a new name")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale_temporaries(self.path)
+        self._tmp = self.path.parent / f".{self.path.name}{TMP_MARK}{os.getpid()}"
+        if self._tmp.exists():
+            shutil.rmtree(self._tmp) if self._tmp.is_dir() else self._tmp.unlink()
+        self.b: Backend = open_backend(self._tmp, self.kind, writable=True, create=True)
+        c = len(self.channels)
+        self.b.create("signal", (0, c), "float32", (chunk, c), codec)
+        if has_labels:
+            self.b.create("labels", (0,), "int32", (chunk,), codec)
+        self.b.create("events", (0,), "int64", (65_536,), codec)
+        self.b.create("segments", (0, 2), "int64", (4096, 2), "none")
+        self.attrs: dict[str, Any] = {
+            "format_version": FORMAT_VERSION,
+            "sample_rate": rate,
+            "channels": self.channels,
+            "stats": {},
+            "sources": [],
+            "has_events": False,
+        }
+        self.stats = empty_stats(self.channels)
+
+    def _begin_append(self) -> None:
+        from .reader import Store
+
+        with Store(self.path) as existing:  # validates, and rolls back an interrupted append
+            self.attrs = dict(existing.attrs)
+        if self.kind == "zarr":
+            journal.begin(self.path)
+            self.b = open_backend(self.path, "zarr", writable=True)
+        else:
+            clean_stale_temporaries(self.path)
+            self._tmp = self.path.parent / f".{self.path.name}{TMP_MARK}{os.getpid()}"
+            shutil.copy2(self.path, self._tmp)
+            self.b = open_backend(self._tmp, "hdf5", writable=True)
+        self.stats = restore_stats(self.attrs.get("stats", {})) or empty_stats(self.channels)
+        for k, v in (self.attrs.get("label_counts") or {}).items():
+            self._label_counts[int(k)] = int(v)
+
+    def commit(self) -> None:
+        """Write what is buffered and make the whole transaction visible at once."""
+        try:
+            self._flush(final=True)
+            self._write_small()
+            self.attrs["stats"] = json_safe_stats(self.stats)
+            self.attrs["sources"] = list(self.attrs.get("sources", [])) + self._sources
+            if "labels" in self.b.names():
+                self.attrs["label_counts"] = {str(k): v for k, v in sorted(self._label_counts.items())}
+                self.attrs["label_classes"] = sorted(self._label_counts)
+            self.b.set_attrs(self.attrs)
+            self.b.close()
+            self._closed = True
+            if self.kind == "zarr" and self.append:
+                journal.commit(self.path)
+            else:
+                assert self._tmp is not None
+                if not self.append and self.path.exists():
+                    raise StoreExistsError(f"{self.path}: appeared while ingesting; nothing was written")
+                os.replace(self._tmp, self.path)
+        except OSError as err:
+            self.abort()
+            raise _disk_error(err, self.path) from err
+        self._committed = True
+
+    def abort(self) -> None:
+        """Drop everything this transaction wrote; the store is as it was."""
+        if self._committed:
+            return
+        if not self._closed:
+            try:
+                self.b.close()
+            except Exception:
+                pass
+            self._closed = True
+        if self.kind == "zarr" and self.append:
+            if journal.pending(self.path):
+                journal.rollback(self.path)
+        elif self._tmp is not None and self._tmp.exists():
+            shutil.rmtree(self._tmp, ignore_errors=True) if self._tmp.is_dir() else self._tmp.unlink()
+
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is not None or not self._committed:
+            self.abort()
+
+    # -- data ---------------------------------------------------------------------------------------
+    @property
+    def has_labels(self) -> bool:
+        return "labels" in self.b.names()
+
+    @property
+    def total(self) -> int:
+        """Samples in the store once everything buffered is written."""
+        return self.length + self._pending_rows
+
+    def write(self, signal: np.ndarray, labels: np.ndarray | None = None) -> None:
+        """Append rows [n, channels] (and their per-sample labels when the store has labels)."""
+        if signal.ndim != 2 or signal.shape[1] != len(self.channels):
+            raise ValueError(f"signal block of shape {signal.shape} for {len(self.channels)} channels")
+        if (labels is not None) != self.has_labels:
+            raise ValueError("labels must be given exactly when the store has labels")
+        n = signal.shape[0]
+        if n == 0:
+            return
+        block = np.ascontiguousarray(signal, dtype=np.float32)
+        merge_stats(self.stats, self.channels, block)
+        self._pending.append(block)
+        if labels is not None:
+            lab = np.asarray(labels, dtype=np.int32)
+            vals, counts = np.unique(lab, return_counts=True)
+            for v, c in zip(vals.tolist(), counts.tolist()):
+                self._label_counts[v] = self._label_counts.get(v, 0) + c
+            self._pending_labels.append(lab)
+        self._pending_rows += n
+        if self._pending_rows >= 8 * self.chunk:
+            self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        if not self._pending_rows:
+            return
+        end = self.length + self._pending_rows
+        if not final:
+            end = (end // self.chunk) * self.chunk
+        take = end - self.length
+        if take <= 0:
+            return
+        sig = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0]
+        lab = None
+        if self._pending_labels:
+            lab = np.concatenate(self._pending_labels) if len(self._pending_labels) > 1 else self._pending_labels[0]
+        try:
+            arr = self.b.array("signal")
+            arr.resize((end, len(self.channels)))
+            arr[self.length : end] = sig[:take]
+            if lab is not None:
+                larr = self.b.array("labels")
+                larr.resize((end,))
+                larr[self.length : end] = lab[:take]
+        except OSError as err:
+            raise _disk_error(err, self.path) from err
+        rest = sig[take:]
+        self._pending = [rest] if rest.shape[0] else []
+        self._pending_labels = [lab[take:]] if lab is not None and lab.shape[0] > take else []
+        self._pending_rows = rest.shape[0]
+        self.length = end
+
+    def add_segment(self, start: int, stop: int) -> None:
+        """Record samples [start, stop) (absolute indices) as one contiguous recording."""
+        if stop > start:
+            self._segments.append((int(start), int(stop)))
+
+    def add_events(self, indices: np.ndarray) -> None:
+        """Absolute, sorted event sample indices (must lie in this transaction's samples)."""
+        if indices.size:
+            self._events.append(np.asarray(indices, dtype=np.int64))
+        self.attrs["has_events"] = True
+
+    def add_source(self, record: dict[str, Any]) -> None:
+        self._sources.append(record)
+
+    def _write_small(self) -> None:
+        if self._segments:
+            seg = np.asarray(self._segments, dtype=np.int64)
+            arr = self.b.array("segments")
+            n0 = int(arr.shape[0])
+            arr.resize((n0 + seg.shape[0], 2))
+            arr[n0:] = seg
+        if self._events:
+            ev = np.unique(np.concatenate(self._events))
+            arr = self.b.array("events")
+            n0 = int(arr.shape[0])
+            if n0:
+                last = int(np.asarray(arr[n0 - 1 : n0])[0])
+                if ev.size and ev[0] <= last:
+                    raise StoreFormatError(f"{self.path}: new events must come after the stored ones")
+            arr.resize((n0 + ev.size,))
+            arr[n0:] = ev
