@@ -117,8 +117,8 @@ class IngestOptions(_Config):
     names: tuple[str, ...] | None = None
     gap_factor: float = 1.5
     chunk_samples: int = 65_536
-    codec: str = "zstd"
-    block_bytes: int = 8 << 20
+    codec: str = "lz4"
+    block_bytes: int = 16 << 20
 
     _tuple_fields: ClassVar[tuple[str, ...]] = ("columns", "names")
 

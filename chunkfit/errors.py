@@ -28,6 +28,10 @@ class StoreExistsError(ChunkfitError, FileExistsError):
     """A path that would be overwritten."""
 
 
+class StoreBusyError(ChunkfitError, BlockingIOError):
+    """A store that another live process is appending to right now."""
+
+
 class StoreFormatError(ChunkfitError, ValueError):
     """A store whose layout, attributes or arrays are malformed or damaged."""
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from .config import _Config
 from .errors import UsageError
+from .store.layout import check_store_path
 from .store.writer import StoreWriter
 
 DEFAULT_SAMPLES = 1_049_344
@@ -64,6 +65,7 @@ def synth(
 ) -> dict[str, Any]:
     """Write the dummy problem to a new store at ``path``; returns the store's info summary."""
     spec = spec or SynthSpec()
+    check_store_path(os.fspath(path))
     events = anomaly_positions(spec)
     with StoreWriter(path, channels=["x"], sample_rate=spec.sample_rate, has_labels=False, append=False) as w:
         for k, a in enumerate(range(0, spec.samples, block)):

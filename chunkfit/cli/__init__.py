@@ -47,9 +47,17 @@ def main(argv: list[str] | None = None) -> None:
         print("chunkfit: aborted", file=sys.stderr)
         sys.exit(1)
     except Exception as err:
-        import click
-
-        if isinstance(err, click.exceptions.ClickException):
-            err.show()
-            sys.exit(err.exit_code)
+        if isinstance(err, _click_exception()):
+            # Bad flags are a user's mistake too: one line, exit 2, no usage block.
+            message = " ".join(err.format_message().split())  # type: ignore[attr-defined]
+            print(f"chunkfit: error: {message} (see chunkfit --help)", file=sys.stderr)
+            sys.exit(2)
         raise
+
+
+def _click_exception() -> type[Exception]:
+    try:
+        from typer._click.exceptions import ClickException  # typer >= 0.29 vendors click
+    except ImportError:
+        from click.exceptions import ClickException
+    return ClickException

@@ -31,7 +31,7 @@ def ingest(
     names: Annotated[Optional[str], typer.Option(help="Channel names for .npy/HDF5 sources, comma-separated")] = None,
     append: Annotated[bool, typer.Option("--append", help="Add the sources to an existing store as new segments")] = False,
     chunk_samples: Annotated[int, typer.Option(help="Samples per stored chunk")] = 65_536,
-    codec: Annotated[str, typer.Option(help="Compression: zstd, lz4 or none")] = "zstd",
+    codec: Annotated[str, typer.Option(help="Compression: lz4 (fast), zstd (smaller) or none")] = "lz4",
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
 ) -> None:
     """Ingest sensor logs into a chunked, compressed store, in bounded memory.
@@ -102,9 +102,10 @@ def format_info(info: dict[str, Any]) -> str:
     lines.append(f"chunking     {info['chunk_samples']:,} samples per chunk")
     lines.append(f"codec        {info['codec']}")
     ratio = info["compression_ratio"]
+    ratio_text = "" if math.isnan(ratio) else f", ratio {ratio:.2f}"
     lines.append(
         f"on disk      {_fmt_bytes(info['bytes_on_disk'])} "
-        f"(raw {_fmt_bytes(info['bytes_uncompressed'])}, ratio {ratio:.2f})" if not math.isnan(ratio) else ""
+        f"(raw {_fmt_bytes(info['bytes_uncompressed'])}{ratio_text})"
     )
     lines.append("channel      count        mean         std          min          max")
     for name, s in info["stats"].items():

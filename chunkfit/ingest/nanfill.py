@@ -21,7 +21,7 @@ def refuse_nonfinite(block: ParsedBlock, channels: list[str]) -> None:
         row, col = (int(v) for v in np.argwhere(bad)[0])
         value = describe_value(float(block.values[row, col]))
         raise SourceFormatError(
-            f"{block.where(row)}: {value} or empty value in channel {channels[col]!r}; "
+            f"{block.where(row, col)}: {value} or empty value in channel {channels[col]!r}; "
             "fix the source or pass --nan keep / --nan interpolate"
         )
 
@@ -29,12 +29,20 @@ def refuse_nonfinite(block: ParsedBlock, channels: list[str]) -> None:
 class Interpolator:
     """Feeds rows through; yields rows whose non-finite values are filled."""
 
-    def __init__(self, n_channels: int, max_hold: int = 4_000_000) -> None:
+    def __init__(self, source: str, channels: list[str], max_hold: int = 4_000_000) -> None:
+        self.source = source
+        self.channels = list(channels)
+        n_channels = len(channels)
         self.anchor: np.ndarray | None = None  # last all-finite row already emitted
         self.held: list[tuple[np.ndarray, np.ndarray | None]] = []
         self.held_rows = 0
         self.max_hold = max_hold
         self.n_channels = n_channels
+
+    @property
+    def pending(self) -> int:
+        """Rows taken in but not yet returned: they come out ahead of the next block's rows."""
+        return self.held_rows
 
     def push(self, values: np.ndarray, labels: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
         """Return the rows that can be filled now (possibly none)."""
@@ -83,7 +91,8 @@ class Interpolator:
                 ys = np.concatenate([[self.anchor[j]], ys])
             if xs.size == 0:
                 raise SourceFormatError(
-                    f"channel {j} holds no finite value to interpolate from; drop it with --columns"
+                    f"{self.source}: channel {self.channels[j]!r} holds no finite value to interpolate "
+                    "from; leave it out with --columns"
                 )
             col[~ok] = np.interp(np.flatnonzero(~ok), xs, ys)
         self.anchor = vals[-1].copy()

@@ -11,14 +11,16 @@ from typing import Any
 import numpy as np
 
 from ..config import IngestOptions
-from ..errors import IncompatibleError, SourceFormatError, UsageError
-from ..store.layout import suffix_backend
+from ..errors import IncompatibleError, SourceFormatError, SourceNotFoundError, UsageError
+from ..store.layout import check_store_path
 from ..store.reader import Store
 from ..store.writer import StoreWriter
 from .csvtext import ParsedBlock
 from .events import Anchor, read_events
 from .nanfill import Interpolator, refuse_nonfinite
-from .sources import Source, TextSource, open_source
+from .sources import Source, TextSource, split_hdf5_spec, open_source
+
+RATE_TOLERANCE = 0.01
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,17 +66,18 @@ class _TimeTracker:
         """Rows of the block that start a new segment, and the times of all rows."""
         assert block.times is not None
         t = block.times
+        col = f":{block.time_column}" if block.time_column is not None else ""
         if not np.isfinite(t).all():
             row = int(np.flatnonzero(~np.isfinite(t))[0])
-            raise SourceFormatError(f"{block.where(row)}: time value is not finite; every row needs a time")
+            raise SourceFormatError(f"{block.where(row)}{col}: time value is not finite; every row needs a time")
         prev = np.concatenate([[self.last], t[:-1]]) if self.last is not None else np.concatenate([[np.nan], t[:-1]])
         dt = t - prev
         back = np.flatnonzero(dt <= 0)
         if back.size:
             row = int(back[0])
             raise SourceFormatError(
-                f"{block.where(row)}: time goes backwards or repeats ({t[row]!r} after {prev[row]!r}); "
-                "sort the log by time or split it into separate sources"
+                f"{block.where(row)}{col}: time goes backwards or repeats ({float(t[row]):.9g} s after "
+                f"{float(prev[row]):.9g} s); sort the log by time or split it into separate sources"
             )
         if self.rate is None:
             steps = dt[np.isfinite(dt)]
@@ -103,6 +106,7 @@ class _Ingest:
 
     def _open_writer(self, first: Source) -> StoreWriter:
         channels = first.channels
+        self.store_rate: float | None = None
         if self.append:
             with Store(self.store) as existing:
                 if existing.channels != channels:
@@ -114,8 +118,8 @@ class _Ingest:
                     need = "needs --label-column" if existing.has_labels else "has no labels: drop --label-column"
                     raise IncompatibleError(f"{first.name}: the store {need}")
                 self.store_rate = existing.sample_rate
-        else:
-            self.store_rate = None
+            if self.rate is not None:
+                self._agree_rate(self.rate, "--rate")
         return StoreWriter(
             self.store,
             channels=channels,
@@ -128,6 +132,7 @@ class _Ingest:
 
     def run(self, specs: Sequence[str]) -> IngestReport:
         started = time.perf_counter()
+        _check_inputs(specs, self.options)
         first = open_source(specs[0], self.options)
         self.writer = self._open_writer(first)
         with self.writer as w:
@@ -141,7 +146,10 @@ class _Ingest:
                         )
                     if source.has_labels != first.has_labels:
                         raise IncompatibleError(f"{source.name}: every source needs the same --label-column")
+                before = w.total
                 self._one(source, w)
+                if w.total == before and not self.interrupted:
+                    raise SourceFormatError(f"{source.name}: empty source: no data rows to ingest")
                 self.records.append(source.record())
                 source = None
             added = w.total - w.start
@@ -170,19 +178,29 @@ class _Ingest:
         )
 
     def _check_rate(self) -> None:
-        old = self.store_rate
-        if old is not None and self.rate is not None and abs(old - self.rate) > 0.01 * old:
+        if self.rate is None:
+            self.rate = self.store_rate
+
+    def _agree_rate(self, rate: float, where: str) -> None:
+        """Adopt the first rate seen; refuse a source (or --rate) whose rate differs by over 1 %."""
+        reference, what = self.rate, "the earlier sources"
+        if self.store_rate is not None:
+            reference, what = self.store_rate, f"the store {self.store}"
+        if reference is not None and abs(reference - rate) > RATE_TOLERANCE * reference:
             raise IncompatibleError(
-                f"{self.store}: the new recording runs at {self.rate:g} Hz, the store at {old:g} Hz; "
-                "resample it or ingest into a separate store"
+                f"{where}: runs at {rate:g} Hz, {what} at {reference:g} Hz; "
+                "resample it or ingest it into a separate store"
             )
         if self.rate is None:
-            self.rate = old
+            self.rate = reference if reference is not None else rate
 
     def _one(self, source: Source, w: StoreWriter) -> None:
         opts = self.options
-        tracker = _TimeTracker(self.rate, opts.gap_factor) if source.has_time else None
-        interp = Interpolator(len(source.channels)) if opts.nan == "interpolate" else None
+        # Each source derives its own rate (unless --rate): a source at another rate is refused
+        # rather than split into one-sample segments or stored at the wrong rate.
+        tracker = _TimeTracker(opts.rate, opts.gap_factor) if source.has_time else None
+        rate_checked = False
+        interp = Interpolator(source.name, source.channels) if opts.nan == "interpolate" else None
         seg_start = w.total
         seg_t0: float | None = None
         for block in source.blocks():
@@ -191,18 +209,20 @@ class _Ingest:
             cuts = np.zeros(0, dtype=np.int64)
             if tracker is not None:
                 cuts, times = tracker.breaks(block)
-                if self.rate is None and tracker.rate is not None:
-                    self.rate = tracker.rate
+                if not rate_checked and tracker.rate is not None:
+                    self._agree_rate(tracker.rate, source.name)
+                    rate_checked = True
                 if seg_t0 is None:
                     seg_t0 = float(times[0])
             if opts.nan == "refuse":
                 refuse_nonfinite(block, source.channels)
-            base = w.total
+            # Rows the interpolator still holds are written ahead of this block's rows.
+            base = w.total + (interp.pending if interp is not None else 0)
             if interp is not None:
                 vals, labels = interp.push(block.values, block.labels)
             else:
                 vals, labels = block.values, block.labels
-            w.write(vals.astype(np.float32), labels)
+            w.write(vals, labels)
             for row in cuts.tolist():
                 at = base + row
                 self._close_segment(w, seg_start, at, seg_t0)
@@ -211,7 +231,7 @@ class _Ingest:
                 self.progress(IngestProgress(source.name, source.rows, getattr(source, "bytes_read", 0), source.size))
         if interp is not None:
             vals, labels = interp.finish()
-            w.write(vals.astype(np.float32), labels)
+            w.write(vals, labels)
         self._close_segment(w, seg_start, w.total, seg_t0)
         if isinstance(source, TextSource) and source.interrupted:
             self.interrupted = True
@@ -222,6 +242,21 @@ class _Ingest:
             self.segments += 1
             if t0 is not None:
                 self.anchors.append(Anchor(start, stop, t0))
+
+
+def _check_inputs(specs: Sequence[str], options: IngestOptions) -> None:
+    """Refuse missing files before any work, so a typo in the last source costs nothing."""
+    for spec in specs:
+        if spec == "-":
+            continue
+        path = spec
+        hdf5 = split_hdf5_spec(spec)
+        if hdf5 is not None:
+            path = hdf5[0]
+        if not os.path.exists(path):
+            raise SourceNotFoundError(f"{path}: no such file; check the path")
+    if options.events is not None and not os.path.isfile(options.events):
+        raise SourceNotFoundError(f"{options.events}: events file not found; check --events")
 
 
 def ingest(
@@ -244,6 +279,5 @@ def ingest(
     store = os.fspath(store)
     if not append and os.path.exists(store):
         raise UsageError(f"{store}: already exists; pass --append to add recordings, or choose a new path")
-    if suffix_backend(store) == "zarr" and not store.rstrip("/").endswith(".zarr"):
-        raise UsageError(f"{store}: a store path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 file)")
+    check_store_path(store)
     return _Ingest(store, options, append, progress).run(specs)

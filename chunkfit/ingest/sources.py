@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,7 +117,7 @@ class ArraySource(Source):
             for a in range(0, n, self._step):
                 piece = np.asarray(self.array[a : a + self._step])
                 self._hash.update(np.ascontiguousarray(piece).tobytes())
-                piece = piece.reshape(piece.shape[0], -1)[:, self._cols].astype(np.float64)
+                piece = piece.reshape(piece.shape[0], -1)[:, self._cols].astype(np.float32)
                 self.rows += piece.shape[0]
                 yield ParsedBlock(piece, None, None, a, b"", 0, self.name, "row")
         finally:
@@ -127,7 +128,8 @@ class ArraySource(Source):
         return self._hash.hexdigest()
 
 
-def _split_hdf5(spec: str) -> tuple[str, str] | None:
+def split_hdf5_spec(spec: str) -> tuple[str, str] | None:
+    """``file.h5:/path`` -> (file, dataset); None for anything else."""
     if ":" not in spec:
         return None
     path, _, dataset = spec.rpartition(":")
@@ -139,8 +141,10 @@ def _split_hdf5(spec: str) -> tuple[str, str] | None:
 def open_source(spec: str, options: IngestOptions) -> Source:
     """Open a source by its spec: a path, ``file.h5:/dataset``, or ``-`` for standard input."""
     if spec == "-":
-        return TextSource("<stdin>", sys.stdin.buffer, None, options, live=True)
-    h5 = _split_hdf5(spec)
+        st = os.fstat(sys.stdin.fileno())
+        size = st.st_size if stat.S_ISREG(st.st_mode) else None  # `< file` has a size, a pipe not
+        return TextSource("<stdin>", sys.stdin.buffer, size, options, live=True)
+    h5 = split_hdf5_spec(spec)
     if h5 is not None:
         return _open_hdf5(*h5, options)
     path = Path(spec)

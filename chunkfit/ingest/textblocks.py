@@ -9,12 +9,23 @@ from __future__ import annotations
 import hashlib
 import os
 import select
+import signal
+import threading
+import time
 from collections.abc import Iterator
-from typing import BinaryIO
+from types import FrameType
+from typing import Any, BinaryIO
+
+POLL_SECONDS = 0.2
+MAX_WAIT_SECONDS = 1.0  # a steady trickle still yields a block (and a progress update) this often
 
 
 class LineBlocks:
-    """Iterate over ``(first_line_number, block_bytes)``; keeps a running sha256 and byte count."""
+    """Iterate over ``(first_line_number, block_bytes)``; keeps a running sha256 and byte count.
+
+    A live stream ends at end of input or at the first Ctrl-C (SIGINT): the complete lines that
+    arrived are kept, a half-written last line is dropped. A second Ctrl-C aborts as usual.
+    """
 
     def __init__(self, stream: BinaryIO, block_bytes: int, live: bool = False) -> None:
         self.stream = stream
@@ -24,29 +35,49 @@ class LineBlocks:
         self.bytes_read = 0
         self.interrupted = False
 
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        if self.interrupted:
+            raise KeyboardInterrupt
+        self.interrupted = True
+
     def _read_live(self) -> bytes:
-        """Read what standard input has, waiting for the first byte but not for a full block."""
+        """Read what standard input has, waiting for the first byte but not for a full block.
+
+        Waiting happens in ``select`` with a short timeout, never in a blocking read, so a
+        Ctrl-C (which only sets a flag) ends the stream within ``POLL_SECONDS``.
+        """
         fd = self.stream.fileno()
         parts: list[bytes] = []
         have = 0
-        while have < self.block_bytes:
-            if parts:
-                ready, _, _ = select.select([fd], [], [], 0.2)
-                if not ready:
-                    break
-            try:
-                data = os.read(fd, min(1 << 20, self.block_bytes - have))
-            except KeyboardInterrupt:
-                # Ctrl-C ends a live stream: what arrived so far is kept and committed.
-                self.interrupted = True
+        first_at = 0.0
+        while have < self.block_bytes and not self.interrupted:
+            if parts and time.monotonic() - first_at > MAX_WAIT_SECONDS:
                 break
+            ready, _, _ = select.select([fd], [], [], POLL_SECONDS)
+            if not ready:
+                if parts:
+                    break
+                continue
+            data = os.read(fd, min(1 << 20, self.block_bytes - have))
             if not data:
                 break
+            if not parts:
+                first_at = time.monotonic()
             parts.append(data)
             have += len(data)
         return b"".join(parts)
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        previous: Any = None
+        if self.live and threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGINT, self._on_sigint)
+        try:
+            yield from self._blocks()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+
+    def _blocks(self) -> Iterator[tuple[int, bytes]]:
         carry = b""
         line_no = 1
         while True:
@@ -60,6 +91,7 @@ class LineBlocks:
                 self.sha256.update(data)
                 self.bytes_read += len(data)
             if not data:
+                # After Ctrl-C a line without its line break may be half-written: drop it.
                 if carry.strip() and not self.interrupted:
                     yield line_no, carry if carry.endswith(b"\n") else carry + b"\n"
                 return

@@ -2,8 +2,9 @@
 
 Before an append touches the store, the files it may rewrite (every ``zarr.json`` and the last
 chunk of each array along time) are copied into ``.chunkfit-journal/`` and a manifest is written
-atomically. Removing the manifest is the commit. Whoever opens a store that still holds a manifest
-rolls it back first: the copies return and chunks past the old ends are deleted.
+atomically. Removing the manifest is the commit. Whoever opens a store that still holds a journal
+whose writer is gone rolls it back first: the copies return and chunks past the old ends are
+deleted. A journal whose writer is still running belongs to an append in progress: it is left alone.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ import os
 import shutil
 from pathlib import Path
 
+from ..errors import StoreBusyError
+
 JOURNAL = ".chunkfit-journal"
 MANIFEST = "manifest.json"
+OWNER = "owner"
 
 
 def _array_shapes(root: Path) -> dict[str, dict[str, list[int]]]:
@@ -43,18 +47,55 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def writer(root: Path) -> int | None:
+    """Pid of the live process that owns the store's journal, or None when there is none."""
+    try:
+        text = (root / JOURNAL / OWNER).read_text().strip()
+    except OSError:
+        return None
+    if not text.isdigit():
+        return None
+    pid = int(text)
+    return pid if pid != os.getpid() and _pid_alive(pid) else None
+
+
+def busy_error(root: Path, pid: int) -> StoreBusyError:
+    return StoreBusyError(
+        f"{root}: process {pid} is appending to this store right now; "
+        "wait until it finishes (or stop it) and run the command again"
+    )
+
+
 def begin(root: Path) -> None:
     """Record what an append may change; after this returns the store can always be rolled back."""
     journal = root / JOURNAL
-    if journal.exists():
-        shutil.rmtree(journal)
+    try:
+        journal.mkdir()  # exclusive: two appends never share a journal
+    except FileExistsError:
+        pid = writer(root)
+        if pid is not None:
+            raise busy_error(root, pid) from None
+        rollback(root)
+        journal.mkdir()
+    (journal / OWNER).write_text(str(os.getpid()))
     files = journal / "files"
-    files.mkdir(parents=True)
+    files.mkdir()
     shapes = _array_shapes(root)
     saved: list[str] = ["zarr.json"]
     for name in shapes:
         saved.append(f"{name}/zarr.json")
         last = _last_chunk(shapes[name])
+        # A chunk zarr never wrote (all fill value) is absent: rollback then deletes it instead.
         if last >= 0 and (root / name / "c" / str(last)).exists():
             saved.append(f"{name}/c/{last}")
     for rel in saved:
@@ -64,7 +105,7 @@ def begin(root: Path) -> None:
             shutil.copytree(src, dst)
         elif src.exists():
             shutil.copy2(src, dst)
-    manifest = {"arrays": shapes, "saved": saved}
+    manifest = {"arrays": shapes, "saved": saved, "pid": os.getpid()}
     tmp = journal / (MANIFEST + ".tmp")
     with open(tmp, "w") as f:
         json.dump(manifest, f)
@@ -87,7 +128,10 @@ def pending(root: Path) -> bool:
 
 
 def rollback(root: Path) -> None:
-    """Return the store to its state before the interrupted append. Safe to run twice."""
+    """Return the store to its state before the interrupted append. Safe to run twice.
+
+    Only for a journal whose writer is gone (see ``writer``) or for the writer itself.
+    """
     journal = root / JOURNAL
     manifest_path = journal / MANIFEST
     if not manifest_path.exists():
@@ -96,6 +140,7 @@ def rollback(root: Path) -> None:
         return
     manifest = json.loads(manifest_path.read_text())
     arrays: dict[str, dict[str, list[int]]] = manifest["arrays"]
+    saved = set(manifest["saved"])
     for child in root.iterdir():
         if child.is_dir() and child.name != JOURNAL and child.name not in arrays:
             if (child / "zarr.json").exists():
@@ -103,6 +148,8 @@ def rollback(root: Path) -> None:
     for name, info in arrays.items():
         chunk_dir = root / name / "c"
         last = _last_chunk(info)
+        if f"{name}/c/{last}" not in saved:
+            last -= 1  # the old last chunk did not exist, so it must not exist afterwards either
         if chunk_dir.exists():
             for entry in chunk_dir.iterdir():
                 index = entry.name.split(".")[0]
@@ -122,7 +169,7 @@ def rollback(root: Path) -> None:
             tmp = dst.with_name(dst.name + ".restore")
             shutil.copy2(src, tmp)
             os.replace(tmp, dst)
-    for partial in root.rglob("*.partial"):
-        partial.unlink(missing_ok=True)
+    for leftover in [*root.rglob("*.partial"), *root.rglob("*.restore")]:
+        leftover.unlink(missing_ok=True)
     manifest_path.unlink()
     shutil.rmtree(journal, ignore_errors=True)

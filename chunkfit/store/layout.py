@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import StoreFormatError
+from ..errors import StoreFormatError, UsageError
 
 FORMAT_VERSION = 1
 ATTR_KEY = "chunkfit"
@@ -30,6 +30,15 @@ def suffix_backend(path: str) -> str:
     if lower.endswith((".h5", ".hdf5")):
         return "hdf5"
     return "zarr"
+
+
+def check_store_path(path: str) -> None:
+    """Refuse a store path without a store suffix: the suffix picks the backend."""
+    lower = str(path).rstrip("/").lower()
+    if not lower.endswith((".zarr", ".h5", ".hdf5")):
+        raise UsageError(
+            f"{path}: a store path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 file); rename it"
+        )
 
 
 def empty_stats(channels: list[str]) -> dict[str, dict[str, float]]:

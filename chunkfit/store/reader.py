@@ -46,6 +46,9 @@ class Store:
             if not self.path.is_dir():
                 raise StoreFormatError(f"{self.path}: a zarr store is a directory, this is a file")
             if journal.pending(self.path):
+                pid = journal.writer(self.path)
+                if pid is not None:
+                    raise journal.busy_error(self.path, pid)
                 if os.access(self.path, os.W_OK):
                     journal.rollback(self.path)
                 else:

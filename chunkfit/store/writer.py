@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import errno
 import os
+import queue
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +73,7 @@ class StoreWriter:
         has_labels: bool,
         append: bool,
         chunk_samples: int = 65_536,
-        codec: str = "zstd",
+        codec: str = "lz4",
     ) -> None:
         self.path = Path(path)
         self.kind = suffix_backend(str(path))
@@ -87,6 +89,11 @@ class StoreWriter:
         self._sources: list[dict[str, Any]] = []
         self._label_counts: dict[int, int] = {}
         self._tmp: Path | None = None
+        self._made_dirs: list[Path] = []
+        self._worker: threading.Thread | None = None
+        self._worker_error: BaseException | None = None
+        self._failed = False
+        self._queued = 0
         try:
             if append:
                 self._begin_append()
@@ -96,12 +103,17 @@ class StoreWriter:
             raise _disk_error(err, self.path) from err
         self.length = int(self.b.array("signal").shape[0])
         self.start = self.length
+        self._labelled = "labels" in self.b.names()
         self.chunk = int(self.b.array("signal").chunks[0])
 
     # -- transaction ------------------------------------------------------------------------------
     def _begin_new(self, rate: float | None, has_labels: bool, chunk: int, codec: str) -> None:
         if self.path.exists():
             raise StoreExistsError(f"{self.path}: already exists; use --append to add to it or pick a new name")
+        parent = self.path.parent.absolute()
+        while not parent.exists():
+            self._made_dirs.append(parent)  # removed again if the transaction fails
+            parent = parent.parent
         self.path.parent.mkdir(parents=True, exist_ok=True)
         clean_stale_temporaries(self.path)
         self._tmp = self.path.parent / f".{self.path.name}{TMP_MARK}{os.getpid()}"
@@ -144,11 +156,12 @@ class StoreWriter:
     def commit(self) -> None:
         """Write what is buffered and make the whole transaction visible at once."""
         try:
+            self._drain()
             self._flush(final=True)
             self._write_small()
             self.attrs["stats"] = json_safe_stats(self.stats)
             self.attrs["sources"] = list(self.attrs.get("sources", [])) + self._sources
-            if "labels" in self.b.names():
+            if self._labelled:
                 self.attrs["label_counts"] = {str(k): v for k, v in sorted(self._label_counts.items())}
                 self.attrs["label_classes"] = sorted(self._label_counts)
             self.b.set_attrs(self.attrs)
@@ -170,6 +183,10 @@ class StoreWriter:
         """Drop everything this transaction wrote; the store is as it was."""
         if self._committed:
             return
+        if self._worker is not None:
+            self._queue.put(None)
+            self._worker.join()
+            self._worker = None
         if not self._closed:
             try:
                 self.b.close()
@@ -181,6 +198,11 @@ class StoreWriter:
                 journal.rollback(self.path)
         elif self._tmp is not None and self._tmp.exists():
             shutil.rmtree(self._tmp, ignore_errors=True) if self._tmp.is_dir() else self._tmp.unlink()
+        for made in self._made_dirs:  # deepest first; a failed ingest leaves no empty folders
+            try:
+                made.rmdir()
+            except OSError:
+                break
 
     def __enter__(self) -> StoreWriter:
         return self
@@ -192,22 +214,61 @@ class StoreWriter:
     # -- data ---------------------------------------------------------------------------------------
     @property
     def has_labels(self) -> bool:
-        return "labels" in self.b.names()
+        return self._labelled
 
     @property
     def total(self) -> int:
-        """Samples in the store once everything buffered is written."""
-        return self.length + self._pending_rows
+        """Samples in the store once everything queued is written."""
+        return self.start + self._queued
 
     def write(self, signal: np.ndarray, labels: np.ndarray | None = None) -> None:
-        """Append rows [n, channels] (and their per-sample labels when the store has labels)."""
+        """Append rows [n, channels] (and their per-sample labels when the store has labels).
+
+        Statistics and compression run in a background thread so the caller can parse the next
+        block meanwhile; an error there is raised by a later ``write`` or by ``commit``.
+        """
         if signal.ndim != 2 or signal.shape[1] != len(self.channels):
             raise ValueError(f"signal block of shape {signal.shape} for {len(self.channels)} channels")
-        if (labels is not None) != self.has_labels:
-            raise ValueError("labels must be given exactly when the store has labels")
         n = signal.shape[0]
         if n == 0:
             return
+        if (labels is not None) != self._labelled:
+            raise ValueError("labels must be given exactly when the store has labels")
+        self._raise_worker_error()
+        self._queued += n
+        if self._worker is None:
+            self._queue: queue.Queue[tuple[np.ndarray, np.ndarray | None] | None] = queue.Queue(maxsize=2)
+            self._worker = threading.Thread(target=self._work, name="chunkfit-writer", daemon=True)
+            self._worker.start()
+        self._queue.put((signal, labels))
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._worker_error is not None:
+                continue
+            try:
+                self._write_now(*item)
+            except BaseException as err:  # re-raised in the caller's thread
+                self._worker_error = err
+
+    def _raise_worker_error(self) -> None:
+        if self._worker_error is not None:
+            err, self._worker_error = self._worker_error, None
+            self._failed = True
+            raise err
+
+    def _drain(self) -> None:
+        if self._worker is not None:
+            self._queue.put(None)
+            self._worker.join()
+            self._worker = None
+        self._raise_worker_error()
+
+    def _write_now(self, signal: np.ndarray, labels: np.ndarray | None) -> None:
+        n = signal.shape[0]
         block = np.ascontiguousarray(signal, dtype=np.float32)
         merge_stats(self.stats, self.channels, block)
         self._pending.append(block)
