@@ -110,6 +110,9 @@ class ZarrBackend(Backend):
             compressors=compressors,
             fill_value=0,
             dimension_names=list(DIMENSIONS[name]),
+            # Every chunk is written, even all-zero ones, so a missing chunk file means damage
+            # (zarr would otherwise read it silently as zeros).
+            config={"write_empty_chunks": True},
         )
         self._arrays[name] = arr
         return arr

@@ -101,6 +101,7 @@ class Store:
     def read(self, a: int, b: int) -> np.ndarray:
         """Samples [a, b) of all channels, float32 [b - a, channels]."""
         self._check_range(a, b)
+        self._check_chunks("signal", a, b)
         try:
             out = np.asarray(self._signal[a:b], dtype=np.float32)
         except Exception as err:  # zarr/numcodecs/h5py raise many types for damaged chunks
@@ -112,11 +113,24 @@ class Store:
             raise StoreFormatError(f"{self.path}: signal read [{a}, {b}) returned shape {out.shape}")
         return out
 
+    def _check_chunks(self, name: str, a: int, b: int) -> None:
+        """Refuse a range whose zarr chunk files are gone (zarr would return zeros for them)."""
+        if self.backend_kind != "zarr" or b <= a:
+            return
+        step = self.chunk_samples
+        for i in range(a // step, (b - 1) // step + 1):
+            if not (self.path / name / "c" / str(i)).exists():
+                raise StoreFormatError(
+                    f"{self.path}: chunk {name}/c/{i} (samples [{i * step}, {min((i + 1) * step, self.n_samples)})) "
+                    "is missing; the store is damaged: re-ingest the source"
+                )
+
     def read_labels(self, a: int, b: int) -> np.ndarray:
         """Per-sample labels [a, b); raises if the store has none."""
         self._check_range(a, b)
         if self._labels is None:
             raise UsageError(f"{self.path}: store has no per-sample labels")
+        self._check_chunks("labels", a, b)
         try:
             return np.asarray(self._labels[a:b], dtype=np.int64)
         except Exception as err:

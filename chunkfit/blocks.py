@@ -1,0 +1,206 @@
+"""Blocks: runs of consecutive training windows read with one contiguous store read.
+
+A block of n windows with stride S and window W starting at sample s covers samples
+[s, s + (n - 1)*S + W): with stride 1 that is chunk + W - 1 samples. Blocks never cross a segment.
+The order of blocks in epoch e and the order of windows inside a block are pure functions of
+(seed, e[, block]), so a run can continue from a cursor {seed, epoch, position}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import numpy as np
+
+from .config import BlockSpec, WindowSpec
+from .errors import UsageError, WindowError
+from .store import Store
+from .windows import any_event_labels, class_indices, count_windows, last_labels, majority_labels
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """``n_windows`` windows whose first one starts at sample ``start``."""
+
+    index: int
+    start: int
+    n_windows: int
+    window: int
+    stride: int
+
+    @property
+    def stop(self) -> int:
+        """One past the last sample any window of the block touches."""
+        return self.start + (self.n_windows - 1) * self.stride + self.window
+
+
+def plan_blocks(ranges: np.ndarray, window: int, stride: int, chunk: int) -> list[Block]:
+    """Cut the windows of every range into blocks of at most ``chunk`` consecutive windows.
+
+    Example: one range [0, 12), window 4, stride 1, chunk 4 -> 9 windows -> blocks starting at
+    0 (4 windows, samples [0, 7)), 4 (4 windows, [4, 11)) and 8 (1 window, [8, 12)).
+    """
+    blocks: list[Block] = []
+    for a, b in np.asarray(ranges, dtype=np.int64).reshape(-1, 2):
+        n = count_windows(int(b - a), window, stride)
+        for first in range(0, n, chunk):
+            blocks.append(Block(len(blocks), int(a) + first * stride, min(chunk, n - first), window, stride))
+    return blocks
+
+
+def block_order(n_blocks: int, seed: int, epoch: int, shuffle: bool = True) -> np.ndarray:
+    """Order in which epoch ``epoch`` visits the blocks: a pure function of (seed, epoch)."""
+    if not shuffle:
+        return np.arange(n_blocks, dtype=np.int64)
+    return np.random.default_rng([seed, epoch, 0]).permutation(n_blocks)
+
+
+def window_order(n_windows: int, seed: int, epoch: int, block: int, shuffle: bool = True) -> np.ndarray:
+    """Order of the windows inside block ``block`` in epoch ``epoch`` (indices 0 .. n - 1)."""
+    if not shuffle:
+        return np.arange(n_windows, dtype=np.int64)
+    return np.random.default_rng([seed, epoch, 1, block]).permutation(n_windows)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cursor:
+    """Where a run is: the next block to train is ``block_order(...)[position]`` of ``epoch``."""
+
+    seed: int
+    epoch: int = 0
+    position: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Cursor:
+        return cls(int(data["seed"]), int(data["epoch"]), int(data["position"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockData:
+    """What training one block needs, in host memory.
+
+    ``samples`` is float32 [block.stop - block.start, channels]; window i of the (shuffled) block
+    is ``samples[offsets[i] : offsets[i] + window]`` and has class ``labels[i]``.
+    """
+
+    block: Block
+    samples: np.ndarray
+    offsets: np.ndarray
+    labels: np.ndarray
+
+
+class Labeller:
+    """Classes of windows for one store and label rule."""
+
+    def __init__(self, store: Store, rule: str) -> None:
+        self.store = store
+        self.rule = rule
+        if rule == "any-event":
+            if not store.has_events:
+                hint = "; it has per-sample labels: use --label last or --label majority" if store.has_labels else ""
+                raise WindowError(
+                    f"{store.path}: label rule any-event needs event markers, but the store has none{hint}"
+                )
+            self.classes: list[int] = [0, 1]
+        else:
+            if not store.has_labels:
+                hint = "; it has events: use --label any-event" if store.has_events else ""
+                raise WindowError(
+                    f"{store.path}: label rule {rule} needs per-sample labels, but the store has none{hint}"
+                )
+            self.classes = store.label_classes
+            if len(self.classes) < 2:
+                raise WindowError(
+                    f"{store.path}: training needs at least 2 label classes (found {self.classes})"
+                )
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes)
+
+    def labels(self, a: int, b: int, starts: np.ndarray, window: int) -> np.ndarray:
+        """Class index of windows starting at ``starts`` (relative to ``a``) inside samples [a, b)."""
+        if self.rule == "any-event":
+            return any_event_labels(starts, window, self.store.events_in(a, b) - a)
+        cls = class_indices(self.store.read_labels(a, b), self.classes)
+        if self.rule == "last":
+            return last_labels(cls, starts, window)
+        return majority_labels(cls, starts, window, self.n_classes)
+
+
+def read_block(store: Store, labeller: Labeller, block: Block, order: np.ndarray | None) -> BlockData:
+    """Read one block with one contiguous read and label its windows in ``order``."""
+    samples = store.read(block.start, block.stop)
+    k = np.arange(block.n_windows, dtype=np.int64) if order is None else order
+    offsets = k * block.stride
+    labels = labeller.labels(block.start, block.stop, offsets, block.window)
+    return BlockData(block, samples, offsets.astype(np.int32), labels)
+
+
+def prefetched(jobs: Sequence[Callable[[], T]], ahead: bool = True) -> Iterator[T]:
+    """Run ``jobs`` in order, each in a background thread while the caller uses the previous result."""
+    if not ahead:
+        for job in jobs:
+            yield job()
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunkfit-prefetch") as pool:
+        pending: Future[T] | None = pool.submit(jobs[0]) if jobs else None
+        for i in range(len(jobs)):
+            assert pending is not None
+            result = pending.result()
+            pending = pool.submit(jobs[i + 1]) if i + 1 < len(jobs) else None
+            yield result
+
+
+# -- memory budget --------------------------------------------------------------------------------
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
+
+
+def parse_bytes(text: str | int) -> int:
+    """``"1.5GB"``, ``"800MB"``, ``"512m"`` or a plain number of bytes -> bytes (binary units)."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
+    if m is None or m.group(2).lower() not in _UNITS:
+        raise UsageError(f"memory size must look like 1.5GB, 800MB or 2G (received {text!r})")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def bytes_per_window(windows: WindowSpec, n_channels: int) -> int:
+    """Host and TensorFlow memory one window of a block costs while it is buffered.
+
+    A window adds ``stride`` samples of every channel (float32) plus its offset and label; a block
+    lives up to three times at once (being read, handed to TensorFlow, training).
+    """
+    return 3 * (windows.stride * n_channels * 4 + 8 + 8)
+
+
+def chunk_for_budget(budget: int, in_use: int, windows: WindowSpec, n_channels: int) -> int:
+    """Largest chunk whose buffers fit in ``budget`` bytes when ``in_use`` bytes are already taken."""
+    free = budget - in_use
+    chunk = free // bytes_per_window(windows, n_channels) if free > 0 else 0
+    if chunk < 1:
+        raise UsageError(
+            f"memory budget {budget / 2**20:.0f} MB is below what the process already uses "
+            f"({in_use / 2**20:.0f} MB with TensorFlow and the model loaded); raise --memory-budget"
+        )
+    return int(chunk)
+
+
+def describe_blocks(blocks: list[Block], spec: BlockSpec) -> dict[str, Any]:
+    """Summary for run metadata."""
+    return {
+        "blocks": len(blocks),
+        "chunk": spec.chunk,
+        "largest_block_samples": max((b.stop - b.start for b in blocks), default=0),
+    }

@@ -1,0 +1,178 @@
+"""Window and label arithmetic: which windows exist, which are held out, and what class each has.
+
+Everything here is pure numpy on sample indices; nothing reads a store.
+
+Conventions, with window W and stride S:
+
+- a *range* [a, b) is a half-open span of samples inside one segment;
+- window k of a range covers samples [a + k*S, a + k*S + W), for k = 0 .. count_windows(b - a) - 1;
+- windows never cross a segment boundary, because ranges never do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from .config import SplitSpec, WindowSpec
+from .errors import WindowError
+
+
+def count_windows(length: int, window: int, stride: int = 1) -> int:
+    """Number of windows that fit in ``length`` samples.
+
+    Example: length 10, window 4, stride 3 -> starts 0, 3, 6 -> 3 windows
+    (start 9 would need samples 9..12).
+    """
+    if length < window:
+        return 0
+    return (length - window) // stride + 1
+
+
+def window_starts(a: int, b: int, window: int, stride: int = 1) -> np.ndarray:
+    """First sample of every window inside [a, b), int64.
+
+    Example: a=100, b=110, window=4, stride=3 -> [100, 103, 106].
+    """
+    return a + stride * np.arange(count_windows(b - a, window, stride), dtype=np.int64)
+
+
+def split_segment(a: int, b: int, window: int, validation: float) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Split segment [a, b) into a training range and a validation range.
+
+    The validation range is the last ``round(validation * (b - a))`` samples. The ``window`` samples
+    just before it belong to neither, so the last training window ends at least ``window`` samples
+    before the first validation window starts: no sample is shared.
+
+    Example: a=0, b=1000, window=50, validation=0.1 -> train [0, 850), validation [900, 1000).
+    With validation=0 the whole segment trains: train [0, 1000), validation [1000, 1000).
+    """
+    held = int(round(validation * (b - a)))
+    if held <= 0:
+        return (a, b), (b, b)
+    v0 = b - held
+    return (a, max(a, v0 - window)), (v0, b)
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """Training and validation ranges of every segment, one row per segment ([R, 2] int64)."""
+
+    train: np.ndarray
+    validation: np.ndarray
+    window: int
+    stride: int
+
+    def train_windows(self) -> int:
+        return _total(self.train, self.window, self.stride)
+
+    def validation_windows(self) -> int:
+        return _total(self.validation, self.window, self.stride)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "train_ranges": self.train.tolist(),
+            "validation_ranges": self.validation.tolist(),
+            "train_windows": self.train_windows(),
+            "validation_windows": self.validation_windows(),
+        }
+
+
+def _total(ranges: np.ndarray, window: int, stride: int) -> int:
+    return sum(count_windows(int(b - a), window, stride) for a, b in ranges)
+
+
+def plan_split(segments: np.ndarray, windows: WindowSpec, split: SplitSpec) -> Split:
+    """Cut every segment into training and validation ranges; refuse splits that cannot train.
+
+    Raises ``WindowError`` when the window is longer than every segment, when no training window
+    is left, or when validation was asked for but no validation window fits.
+    """
+    seg = np.asarray(segments, dtype=np.int64).reshape(-1, 2)
+    w = windows.window
+    if seg.shape[0] == 0:
+        raise WindowError("the store has no segments, so there are no windows to train on")
+    longest = int((seg[:, 1] - seg[:, 0]).max())
+    if w > longest:
+        raise WindowError(
+            f"window must be at most the longest segment (received window={w}, longest segment="
+            f"{longest} samples); use a smaller --window"
+        )
+    pairs = [split_segment(int(a), int(b), w, split.validation) for a, b in seg]
+    out = Split(
+        train=np.array([p[0] for p in pairs], dtype=np.int64).reshape(-1, 2),
+        validation=np.array([p[1] for p in pairs], dtype=np.int64).reshape(-1, 2),
+        window=w,
+        stride=windows.stride,
+    )
+    if out.train_windows() == 0:
+        raise WindowError(
+            f"no training window is left after holding out validation={split.validation} of each "
+            f"segment plus a gap of window={w} samples (longest segment={longest} samples); "
+            "use a smaller --window or --validation"
+        )
+    if split.validation > 0 and out.validation_windows() == 0:
+        raise WindowError(
+            f"validation={split.validation} of each segment holds no whole window of {w} samples "
+            f"(longest segment={longest} samples); raise --validation, lower --window, or use --validation 0"
+        )
+    return out
+
+
+# -- labels --------------------------------------------------------------------------------------
+
+
+def any_event_labels(starts: np.ndarray, window: int, events: np.ndarray) -> np.ndarray:
+    """Class 1 where at least one event index falls in [start, start + window), else 0 (int32).
+
+    Example: starts [0, 5], window 4, events [6] -> [0, 1] (window 0 is samples 0..3).
+    ``events`` must be sorted; starts and events use the same origin.
+    """
+    s = np.asarray(starts, dtype=np.int64)
+    ev = np.asarray(events, dtype=np.int64)
+    hits = np.searchsorted(ev, s + window, "left") - np.searchsorted(ev, s, "left")
+    return (hits > 0).astype(np.int32)
+
+
+def last_labels(classes: np.ndarray, starts: np.ndarray, window: int) -> np.ndarray:
+    """Class of each window's last sample, ``classes[start + window - 1]`` (int32).
+
+    Example: classes [0, 0, 1, 2], starts [0, 1], window 3 -> [1, 2].
+    """
+    return np.asarray(classes)[np.asarray(starts, dtype=np.int64) + window - 1].astype(np.int32)
+
+
+def majority_labels(classes: np.ndarray, starts: np.ndarray, window: int, n_classes: int) -> np.ndarray:
+    """Most frequent class in each window; ties go to the smallest class index (int32).
+
+    Example: classes [0, 1, 1, 0, 2], starts [0, 2], window 3 -> [1, 0]: window 1 holds 1, 0, 2
+    once each, and the tie goes to class 0.
+    ``classes`` are class indices 0 .. n_classes - 1.
+    """
+    c = np.asarray(classes, dtype=np.int64)
+    s = np.asarray(starts, dtype=np.int64)
+    best = np.zeros(s.shape[0], dtype=np.int64)
+    best_count = np.full(s.shape[0], -1, dtype=np.int64)
+    for k in range(n_classes):
+        cum = np.concatenate(([0], np.cumsum(c == k, dtype=np.int64)))
+        count = cum[s + window] - cum[s]
+        better = count > best_count
+        best[better] = k
+        best_count[better] = count[better]
+    return best.astype(np.int32)
+
+
+def class_indices(values: np.ndarray, classes: list[int]) -> np.ndarray:
+    """Map stored label values to class indices 0 .. len(classes) - 1 (``classes`` sorted)."""
+    table = np.asarray(classes, dtype=np.int64)
+    v = np.asarray(values, dtype=np.int64)
+    idx = np.searchsorted(table, v)
+    bad = (idx >= table.size) | (table[np.minimum(idx, table.size - 1)] != v)
+    if bad.any():
+        raise WindowError(
+            f"label value {int(v[bad][0])} is not one of the store's label classes {classes}; "
+            "the store is inconsistent: re-ingest it"
+        )
+    return idx.astype(np.int32)

@@ -1,0 +1,168 @@
+"""Helpers shared by the store and ingest tests: running the CLI for real, writing sources,
+and taking snapshots of a store to prove that a failed command changed nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, settings
+
+import chunkfit
+
+REPO = Path(__file__).resolve().parents[1]
+SUFFIX = {"zarr": ".zarr", "hdf5": ".h5"}
+
+
+def examples(n: int) -> settings:
+    """Hypothesis settings for tests whose examples write real files: few examples, no deadline.
+
+    The only function-scoped fixture these tests take is the backend name, which no example changes.
+    """
+    return settings(
+        max_examples=n,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+
+
+def cli_env() -> dict[str, str]:
+    """The environment for a chunkfit subprocess: this checkout first on the import path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+    env.pop("COLUMNS", None)
+    return env
+
+
+def cli_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "chunkfit", *args]
+
+
+def run_cli(
+    *args: str | os.PathLike[str],
+    cwd: Path | None = None,
+    stdin: Any = None,
+    input: bytes | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m chunkfit ARGS`` in a real subprocess and capture its output as text."""
+    proc = subprocess.run(
+        cli_command(*map(str, args)),
+        cwd=cwd,
+        env=cli_env(),
+        stdin=stdin,
+        input=input,
+        capture_output=True,
+        timeout=timeout,
+    )
+    return subprocess.CompletedProcess(
+        proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+    )
+
+
+def error_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The single stderr line of a failed command; fails the test when there is anything else."""
+    assert result.returncode != 0, f"expected a failure, got success: {result.stdout}"
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, f"expected exactly one stderr line, got {lines!r}"
+    return lines[0]
+
+
+def write_csv(
+    path: Path,
+    values: np.ndarray,
+    *,
+    names: Sequence[str] | None = None,
+    delimiter: str = ",",
+    times: Sequence[Any] | None = None,
+    time_name: str = "t",
+    labels: Sequence[int] | None = None,
+) -> Path:
+    """Write channel ``values`` [rows, channels] (repr of float64: exact), optional time and labels."""
+    columns: list[list[str]] = []
+    header: list[str] = []
+    if times is not None:
+        header.append(time_name)
+        columns.append([t if isinstance(t, str) else repr(float(t)) for t in times])
+    for j in range(values.shape[1]):
+        header.append(names[j] if names is not None else f"c{j}")
+        columns.append([repr(float(v)) for v in values[:, j]])
+    if labels is not None:
+        header.append("label")
+        columns.append([str(int(v)) for v in labels])
+    rows = [delimiter.join(r) for r in zip(*columns)]
+    text = ([delimiter.join(header)] if names is not None or times is not None or labels is not None else [])
+    path.write_text("\n".join(text + rows) + "\n")
+    return path
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    """Every file of a store (a zarr directory or an HDF5 file) by relative path, byte for byte."""
+    if path.is_file():
+        return {".": path.read_bytes()}
+    out: dict[str, bytes] = {}
+    for p in sorted(path.rglob("*")):
+        if p.is_file():
+            out[str(p.relative_to(path))] = p.read_bytes()
+    return out
+
+
+def contents(path: Path) -> dict[str, Any]:
+    """What a store holds as read through chunkfit: arrays, segments, events, labels and attributes."""
+    with chunkfit.open_store(path) as s:
+        return {
+            "signal": s.read(0, s.n_samples),
+            "segments": s.segments.copy(),
+            "events": s.events.copy(),
+            "labels": s.read_labels(0, s.n_samples) if s.has_labels else None,
+            "attrs": s.attrs,
+        }
+
+
+def assert_same_contents(a: dict[str, Any], b: dict[str, Any]) -> None:
+    np.testing.assert_array_equal(a["signal"], b["signal"])
+    np.testing.assert_array_equal(a["segments"], b["segments"])
+    np.testing.assert_array_equal(a["events"], b["events"])
+    if a["labels"] is None or b["labels"] is None:
+        assert a["labels"] is None and b["labels"] is None
+    else:
+        np.testing.assert_array_equal(a["labels"], b["labels"])
+    assert a["attrs"] == b["attrs"]
+
+
+def siblings(path: Path) -> list[str]:
+    """Names in the store's folder other than temporaries a killed writer may leave."""
+    return sorted(p.name for p in path.parent.iterdir() if ".chunkfit-tmp-" not in p.name)
+
+
+def make_store(
+    path: Path,
+    signal: np.ndarray,
+    *,
+    segments: Sequence[tuple[int, int]] | None = None,
+    events: Sequence[int] | None = None,
+    labels: np.ndarray | None = None,
+    rate: float | None = 100.0,
+    chunk: int = 64,
+    channels: Sequence[str] | None = None,
+) -> Path:
+    """Write a store through the library's writer: the quick way to a store for store tests."""
+    names = list(channels) if channels is not None else [f"c{j}" for j in range(signal.shape[1])]
+    with chunkfit.StoreWriter(
+        path, channels=names, sample_rate=rate, has_labels=labels is not None, append=False, chunk_samples=chunk
+    ) as w:
+        w.write(signal, labels)
+        for a, b in segments if segments is not None else [(0, signal.shape[0])]:
+            w.add_segment(a, b)
+        if events is not None:
+            w.add_events(np.asarray(events, dtype=np.int64))
+        w.add_source({"name": "test", "size": None, "rows": signal.shape[0], "sha256": None})
+        w.commit()
+    return path
