@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 from . import errors
-from .config import BlockSpec, IngestOptions, SplitSpec, WindowSpec
+from .config import BlockSpec, FitOptions, IngestOptions, SplitSpec, WindowSpec
 from .errors import ChunkfitError
 from .store import Store, StoreWriter, open_store
 
@@ -21,12 +21,19 @@ _LAZY: dict[str, str] = {
     "ingest": ".ingest",
     "IngestReport": ".ingest",
     "synth": ".synth",
+    "evaluate": ".evaluate",
+    "predict": ".predict",
+    "PredictReport": ".predict",
     "SynthSpec": ".synth",
+    "fit": ".trainer",
+    "TrainProgress": ".trainer",
+    "build_model": ".models",
 }
 
 __all__ = [
     "BlockSpec",
     "ChunkfitError",
+    "FitOptions",
     "IngestOptions",
     "SplitSpec",
     "Store",

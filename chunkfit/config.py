@@ -141,3 +141,50 @@ class IngestOptions(_Config):
             )
         if self.label_column is not None and self.events is not None:
             raise UsageError("give either --events or --label-column, not both")
+
+
+@dataclasses.dataclass(frozen=True)
+class FitOptions(_Config):
+    """Everything a training run was asked to do besides the model and the store.
+
+    ``steps_per_execution`` is how many batches Keras runs per compiled call; ``memory_budget``
+    (bytes), when set, replaces ``blocks.chunk`` by the largest chunk that fits.
+    """
+
+    windows: WindowSpec = WindowSpec()
+    split: SplitSpec = SplitSpec()
+    blocks: BlockSpec = BlockSpec()
+    batch_size: int = 128
+    epochs: int = 1
+    deterministic: bool = False
+    memory_budget: int | None = None
+    steps_per_execution: int = 64
+    prefetch: bool = True
+    optimizer: str | None = None
+    lr: float | None = None
+    loss: str | None = None
+
+    _nested: ClassVar[dict[str, type[_Config]]] = {"windows": WindowSpec, "split": SplitSpec, "blocks": BlockSpec}
+
+    def __post_init__(self) -> None:
+        _positive("batch size", self.batch_size)
+        _positive("steps per execution", self.steps_per_execution)
+        if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 0:
+            raise UsageError(f"epochs must be a non-negative integer (received epochs={self.epochs!r})")
+        if self.memory_budget is None and self.blocks.chunk < self.batch_size:
+            raise WindowError(
+                f"chunk must be at least the batch size (received chunk={self.blocks.chunk}, "
+                f"batch_size={self.batch_size}); raise --chunk or lower --batch-size"
+            )
+        if self.memory_budget is not None and self.memory_budget < 1:
+            raise UsageError(f"memory budget must be positive (received {self.memory_budget})")
+        if self.lr is not None and not (0 < self.lr < float("inf")):
+            raise UsageError(f"learning rate must be a positive number (received lr={self.lr})")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FitOptions:
+        kwargs = dict(data)
+        for name, kind in cls._nested.items():
+            if isinstance(kwargs.get(name), dict):
+                kwargs[name] = kind.from_dict(kwargs[name])
+        return super().from_dict(kwargs)

@@ -56,7 +56,7 @@ def run_cli(
         cli_command(*map(str, args)),
         cwd=cwd,
         env=cli_env(),
-        stdin=stdin,
+        stdin=subprocess.DEVNULL if stdin is None and input is None else stdin,
         input=input,
         capture_output=True,
         timeout=timeout,

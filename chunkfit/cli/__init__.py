@@ -20,6 +20,9 @@ app = typer.Typer(
 )
 
 
+_TF_COMMANDS = {"train", "evaluate", "predict", "bench"}
+
+
 def _register() -> None:
     # Each command lives in its own module and adds itself to ``app`` on import.
     from . import commands  # noqa: F401
@@ -28,6 +31,11 @@ def _register() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in _TF_COMMANDS and "--help" not in args:
+        from .._quiet import import_tensorflow_quietly
+
+        import_tensorflow_quietly()
     _register()
     from ..errors import ChunkfitError
 

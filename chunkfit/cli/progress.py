@@ -33,7 +33,10 @@ def bar(description: str, total: float | None, *, unit: str = "rows", bytes_mode
     if bytes_mode:
         columns += [DownloadColumn(), TransferSpeedColumn()]
     columns += [TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
-    with Progress(*columns, transient=False, refresh_per_second=5) as progress:
+    from rich.console import Console
+
+    # stderr, the stream checked above: stdout stays clean for --json and pipes.
+    with Progress(*columns, console=Console(stderr=True), transient=False, refresh_per_second=5) as progress:
         task = progress.add_task(description, total=total, info="")
 
         def update(completed: float, total: float | None = None, **fields: Any) -> None:

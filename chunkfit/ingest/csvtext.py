@@ -34,6 +34,17 @@ class ParsedBlock:
     unit: str = "line"
     columns: list[int] | None = None  # 1-based file column of each channel (text sources)
     time_column: int | None = None  # 1-based file column of the time (text sources)
+    time_origin: float = 0.0  # absolute seconds of ``times == 0`` (ISO times are kept relative)
+    delimiter: str = ","
+
+    def text_of(self, row: int, channel: int) -> str | None:
+        """The source's own text of one value (text sources only), for messages."""
+        if self.columns is None:
+            return None
+        line = self.raw.split(b"\n")[self.line_of(row) - self.first_line]
+        fields = line.decode("utf-8", "replace").rstrip("\r").split(self.delimiter)
+        col = self.columns[channel] - 1
+        return fields[col].strip().strip('"').strip() if col < len(fields) else None
 
     def where(self, row: int, channel: int | None = None) -> str:
         """Where data row ``row`` (and ``channel``) of this block sits in its source, for messages."""
@@ -153,6 +164,7 @@ class CsvLayout:
             )
         self.time_is_number = True
         self.time_tz = False
+        self.time_origin_ns: int | None = None  # first ISO timestamp: later ones are relative to it
         if self.time is not None and sample:
             value = sample[self.names.index(self.time)]
             self.time_is_number = _is_number(value)
@@ -288,7 +300,8 @@ def parse_blocks(lines: LineBlocks, name: str, options: IngestOptions) -> tuple[
             at = 0
             for piece in table.column(c).chunks:
                 arr = piece.to_numpy(zero_copy_only=False)
-                values[at : at + arr.shape[0], j] = arr
+                with np.errstate(over="ignore"):  # beyond float32 becomes Inf, refused by --nan
+                    values[at : at + arr.shape[0], j] = arr
                 at += arr.shape[0]
         times = None
         if layout.time is not None:
@@ -303,7 +316,12 @@ def parse_blocks(lines: LineBlocks, name: str, options: IngestOptions) -> tuple[
             if layout.time_is_number:
                 times = col.to_numpy(zero_copy_only=False).astype(np.float64)
             else:
-                times = col.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.float64) / 1e9
+                # Epoch seconds as float64 are only good to ~0.2 us; offsets from the first
+                # timestamp keep the steps (and so the derived rate) exact.
+                ns = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
+                if layout.time_origin_ns is None:
+                    layout.time_origin_ns = int(ns[0])
+                times = (ns - layout.time_origin_ns).astype(np.float64) / 1e9
         labels = None
         if layout.label is not None:
             col = table.column(layout.label)
@@ -323,7 +341,10 @@ def parse_blocks(lines: LineBlocks, name: str, options: IngestOptions) -> tuple[
                     f"{name}:{pb.line_of(row)}:{layout.column_number(layout.label)}: label "
                     f"{int(labels[row])} does not fit a 32-bit class number; renumber the classes"
                 )
-        return ParsedBlock(values, times, labels, start, block, header_lines, name, "line", columns, time_col)
+        origin = (layout.time_origin_ns or 0) / 1e9
+        return ParsedBlock(
+            values, times, labels, start, block, header_lines, name, "line", columns, time_col, origin, layout.delimiter
+        )
 
     return layout, gen()
 

@@ -14,16 +14,33 @@ from ..errors import SourceFormatError
 from .csvtext import ParsedBlock, describe_value
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def refuse_nonfinite(block: ParsedBlock, channels: list[str]) -> None:
-    """Raise naming the first non-finite value's place."""
+    """Raise naming the first non-finite value's place and, for text, the text that was there."""
     bad = ~np.isfinite(block.values)
-    if bad.any():
-        row, col = (int(v) for v in np.argwhere(bad)[0])
+    if not bad.any():
+        return
+    row, col = (int(v) for v in np.argwhere(bad)[0])
+    where, channel = block.where(row, col), channels[col]
+    text = block.text_of(row, col)
+    how = "fix the source or pass --nan keep / --nan interpolate"
+    if text is None:
         value = describe_value(float(block.values[row, col]))
+        raise SourceFormatError(f"{where}: {value} value in channel {channel!r}; {how}")
+    if not text:
+        raise SourceFormatError(f"{where}: empty value in channel {channel!r}; {how}")
+    try:
+        number = float(text)
+    except ValueError:
+        number = float("nan")
+    if np.isfinite(number):
         raise SourceFormatError(
-            f"{block.where(row, col)}: {value} or empty value in channel {channels[col]!r}; "
-            "fix the source or pass --nan keep / --nan interpolate"
+            f"{where}: {text[:40]!r} in channel {channel!r} is beyond float32 storage (largest magnitude "
+            f"{FLOAT32_MAX:.4g}); rescale the column"
         )
+    raise SourceFormatError(f"{where}: {text[:40]!r} in channel {channel!r} is not a finite number; {how}")
 
 
 class Interpolator:

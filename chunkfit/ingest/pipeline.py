@@ -213,7 +213,7 @@ class _Ingest:
                     self._agree_rate(tracker.rate, source.name)
                     rate_checked = True
                 if seg_t0 is None:
-                    seg_t0 = float(times[0])
+                    seg_t0 = float(times[0]) + block.time_origin
             if opts.nan == "refuse":
                 refuse_nonfinite(block, source.channels)
             # Rows the interpolator still holds are written ahead of this block's rows.
@@ -226,7 +226,7 @@ class _Ingest:
             for row in cuts.tolist():
                 at = base + row
                 self._close_segment(w, seg_start, at, seg_t0)
-                seg_start, seg_t0 = at, float(times[row])
+                seg_start, seg_t0 = at, float(times[row]) + block.time_origin
             if self.progress is not None:
                 self.progress(IngestProgress(source.name, source.rows, getattr(source, "bytes_read", 0), source.size))
         if interp is not None:

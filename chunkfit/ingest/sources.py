@@ -105,7 +105,7 @@ class ArraySource(Source):
         else:
             self._cols = list(range(n_ch))
         self.channels = [names[i] for i in self._cols]
-        row_bytes = max(1, array.itemsize * n_ch)
+        row_bytes = max(1, array.dtype.itemsize * n_ch)
         self._step = max(1, options.block_bytes // row_bytes)
         self._hash = hashlib.sha256()
         if array.shape[0] == 0:
@@ -117,7 +117,8 @@ class ArraySource(Source):
             for a in range(0, n, self._step):
                 piece = np.asarray(self.array[a : a + self._step])
                 self._hash.update(np.ascontiguousarray(piece).tobytes())
-                piece = piece.reshape(piece.shape[0], -1)[:, self._cols].astype(np.float32)
+                with np.errstate(over="ignore"):  # beyond float32 becomes Inf, refused by --nan
+                    piece = piece.reshape(piece.shape[0], -1)[:, self._cols].astype(np.float32)
                 self.rows += piece.shape[0]
                 yield ParsedBlock(piece, None, None, a, b"", 0, self.name, "row")
         finally:
@@ -154,6 +155,9 @@ def open_source(spec: str, options: IngestOptions) -> Source:
         raise SourceFormatError(f"{spec}: is a directory, not a source file ({SUPPORTED})")
     lower = path.name.lower()
     if lower.endswith(".npy"):
+        with open(path, "rb") as f:
+            if f.read(6) != b"\x93NUMPY":
+                raise SourceFormatError(f"{spec}: not a .npy file (no NumPy header); save the array with numpy.save")
         try:
             arr = np.load(path, mmap_mode="r", allow_pickle=False)
         except ValueError as err:

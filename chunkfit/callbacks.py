@@ -1,0 +1,80 @@
+"""The bridge between one block's ``model.fit`` and the callbacks of the whole run.
+
+Keras resets its metrics and its callbacks at every ``fit``/``evaluate`` call. chunkfit calls
+``fit`` once per block, so the bridge (the only callback those calls see) undoes both:
+
+- metric state: the running totals of every metric are saved after a block and put back before
+  the first step of the next one, so the logs are those of the epoch so far, exactly as one fit
+  call over the whole epoch would report them (no averaging of per-block results);
+- batch events: forwarded to the run's ``CallbackList`` with batch numbers counted from the start
+  of the epoch, so TensorBoard, CSVLogger and user callbacks see one continuous epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import keras
+import numpy as np
+
+
+def metric_state(model: keras.Model) -> list[np.ndarray]:
+    """Copy of every metric variable (loss tracker included)."""
+    return [np.array(v.numpy()) for v in model.metrics_variables]
+
+
+def set_metric_state(model: keras.Model, state: list[np.ndarray]) -> None:
+    for var, value in zip(model.metrics_variables, state, strict=True):
+        var.assign(value)
+
+
+BatchHook = Callable[[int, dict[str, Any]], None]
+
+
+class BlockBridge(keras.callbacks.Callback):
+    """The one callback each block's fit/evaluate call gets; see the module docstring."""
+
+    def __init__(self, run_callbacks: keras.callbacks.CallbackList, on_batch: BatchHook | None = None) -> None:
+        super().__init__()
+        self.run_callbacks = run_callbacks
+        self.on_batch = on_batch
+        self.offset = 0
+        self._carry: list[np.ndarray] | None = None
+
+    def start_phase(self) -> None:
+        """Begin an epoch's training or validation: batch numbers and metrics start from zero."""
+        self.offset = 0
+        self._carry = None
+
+    def start_block(self, carried: list[np.ndarray] | None) -> None:
+        """Before a block's fit/evaluate call: restore ``carried`` metric state at its first step."""
+        self._carry = carried
+
+    def end_block(self, batches: int) -> list[np.ndarray]:
+        """After a block's call: count its batches and return the metric state to carry on."""
+        self.offset += batches
+        return metric_state(self.model)
+
+    def _restore(self) -> None:
+        if self._carry is not None:
+            set_metric_state(self.model, self._carry)
+            self._carry = None
+
+    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._restore()
+        self.run_callbacks.on_train_batch_begin(self.offset + batch, logs)
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self.run_callbacks.on_train_batch_end(self.offset + batch, logs)
+        if self.on_batch is not None:
+            self.on_batch(self.offset + batch + 1, logs or {})
+
+    def on_test_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._restore()
+        self.run_callbacks.on_test_batch_begin(self.offset + batch, logs)
+
+    def on_test_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self.run_callbacks.on_test_batch_end(self.offset + batch, logs)
+        if self.on_batch is not None:
+            self.on_batch(self.offset + batch + 1, logs or {})

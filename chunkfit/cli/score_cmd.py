@@ -1,0 +1,101 @@
+"""``chunkfit evaluate`` and ``chunkfit predict``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from . import app
+
+RUN_HELP = "A run folder (model.keras + run.json) or a .keras file"
+UNSAFE_HELP = "Load .keras files outside Keras safe mode (deserialises lambdas: only for files you trust)"
+
+
+def _num(v: Any, pct: bool = False) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return f"{100 * v:.2f}%" if pct else f"{v:.4f}"
+
+
+def format_eval(r: dict[str, Any]) -> str:
+    c = r["confusion"]
+    lines = [
+        f"run          {r['run']}",
+        f"store        {r['store']}  ({r['windows']:,} windows of {r['window']}, stride {r['stride']})",
+        f"loss         {_num(r['loss'])}",
+        f"accuracy     {_num(r['accuracy'], True)}",
+        f"precision    {_num(r['precision'], True)}   (class {r['positive_class']}, threshold {r['threshold']})",
+        f"recall       {_num(r['recall'], True)}",
+        f"F1           {_num(r['f1'])}",
+        f"ROC-AUC      {_num(r['roc_auc'])}",
+        f"PR-AUC       {_num(r['pr_auc'])}",
+        "confusion    predicted 0   predicted 1",
+        f"  true 0     {c['tn']:<13,} {c['fp']:,}",
+        f"  true 1     {c['fn']:<13,} {c['tp']:,}",
+    ]
+    if len(r["classes"]) > 2:
+        lines.append(f"all classes  accuracy {_num(r['class_accuracy'], True)}; confusion {r['confusion_matrix']}")
+    if "events" in r:
+        fa = r["false_alarms_per_hour"]
+        lines.append(f"events       {r['events']:,} markers, {_num(r['events_covered'], True)} covered by a positive window")
+        lines.append(
+            f"detections   {r['detections']:,} ({r['false_alarms']:,} false alarms"
+            + (f", {fa:.1f} per hour of signal)" if fa is not None else ")")
+        )
+    if r.get("plot"):
+        lines.append(f"plot         {r['plot']}")
+    return "\n".join(lines)
+
+
+@app.command()
+def evaluate(
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
+    store: Annotated[str, typer.Argument(help="A store with events or labels")],
+    threshold: Annotated[float, typer.Option(help="Score at or above which a window counts as an event")] = 0.5,
+    chunk: Annotated[int, typer.Option(help="Windows per block")] = 200_000,
+    batch_size: Annotated[int, typer.Option(help="Windows per prediction step")] = 1024,
+    plot: Annotated[Optional[str], typer.Option(help="Plot file [default: eval.png in the run folder, or beside the .keras file]")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
+) -> None:
+    """Loss, accuracy, precision, recall, F1, ROC-AUC, PR-AUC and event-level figures, streamed block by block."""
+    from ..errors import UsageError
+    from ..evaluate import evaluate as run_evaluate
+
+    if not 0.0 <= threshold <= 1.0:
+        raise UsageError(f"--threshold must be in [0, 1] (received {threshold})")
+    run_path = Path(run)
+    plot_path = plot or str((run_path if run_path.is_dir() else run_path.parent) / "eval.png")
+    result = run_evaluate(run, store, threshold=threshold, chunk=chunk, batch_size=batch_size, plot=plot_path, unsafe=unsafe)
+    if json_out:
+        typer.echo(json.dumps(result, indent=2, default=lambda v: None))
+    else:
+        typer.echo(format_eval(result))
+
+
+@app.command()
+def predict(
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
+    store: Annotated[str, typer.Argument(help="Any store: events and labels are not needed")],
+    out: Annotated[str, typer.Option(help="Scores array to write: NAME.zarr or NAME.h5 (one float32 per sample)")],
+    events_out: Annotated[Optional[str], typer.Option(help="CSV of detections: start, end, peak score, peak sample")] = None,
+    threshold: Annotated[float, typer.Option(help="Score at or above which a window is positive")] = 0.5,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing output files")] = False,
+    chunk: Annotated[int, typer.Option(help="Windows per block")] = 200_000,
+    batch_size: Annotated[int, typer.Option(help="Windows per prediction step")] = 1024,
+    unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
+) -> None:
+    """Score every window start of a store (NaN where no window fits) in bounded memory."""
+    from ..errors import UsageError
+    from ..predict import predict as run_predict
+
+    if not 0.0 <= threshold <= 1.0:
+        raise UsageError(f"--threshold must be in [0, 1] (received {threshold})")
+    report = run_predict(run, store, out, events_out=events_out, threshold=threshold, overwrite=overwrite,
+                         chunk=chunk, batch_size=batch_size, unsafe=unsafe)
+    extra = f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""
+    typer.echo(f"scored {report.windows:,} windows into {report.scores}{extra}")

@@ -1,0 +1,164 @@
+"""``chunkfit evaluate``: window- and event-level figures for a trained run on a labelled store."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .blocks import Labeller
+from .detect import RunMerger
+from .metrics import BinaryMetrics
+from .scoring import ScoredBlock, check_store, load_run, score_store
+from .store import Store, open_store
+
+
+class _EventLevel:
+    """Event coverage (markers inside at least one positive window) and false alarms."""
+
+    def __init__(self, events: np.ndarray, window: int, stride: int, threshold: float) -> None:
+        self.events = events
+        self.window = window
+        self.covered = np.zeros(events.size, dtype=bool)
+        self.merger = RunMerger(window, stride, threshold)
+        self.threshold = threshold
+        self.detections = 0
+        self.false_alarms = 0
+
+    def update(self, sb: ScoredBlock, score: np.ndarray) -> None:
+        pos = sb.starts[score >= self.threshold]
+        if pos.size and self.events.size:
+            lo = np.searchsorted(self.events, pos[0], "left")
+            hi = np.searchsorted(self.events, pos[-1] + self.window, "left")
+            ev = self.events[lo:hi]
+            # a positive start s covers event e when s <= e < s + window
+            n_in = np.searchsorted(pos, ev, "right") - np.searchsorted(pos, ev - self.window + 1, "left")
+            self.covered[lo:hi] |= n_in > 0
+        self._count(self.merger.push(sb.starts, score, sb.segment))
+
+    def finish(self) -> None:
+        self._count(self.merger.flush())
+
+    def _count(self, detections: list[Any]) -> None:
+        for d in detections:
+            self.detections += 1
+            i = np.searchsorted(self.events, d.start, "left")
+            if i >= self.events.size or self.events[i] >= d.end:
+                self.false_alarms += 1
+
+
+class _Sketch:
+    """Keeps one stretch of signal, events and scores for the plot (around the first event)."""
+
+    def __init__(self, store: Store, window: int) -> None:
+        ev = store.events
+        first = int(ev[0]) if ev.size else 0
+        span = max(20 * window, 2000)
+        self.a = max(0, first - span // 4)
+        self.b = min(store.n_samples, self.a + span)
+        self.x = np.full(self.b - self.a, np.nan, dtype=np.float32)
+        self.score = np.full(self.b - self.a, np.nan, dtype=np.float32)
+        self.events = ev[(ev >= self.a) & (ev < self.b)] - self.a
+
+    def update(self, sb: ScoredBlock, score: np.ndarray) -> None:
+        lo, hi = max(self.a, sb.block.start), min(self.b, sb.block.stop)
+        if lo < hi:
+            self.x[lo - self.a : hi - self.a] = sb.samples[lo - sb.block.start : hi - sb.block.start, 0]
+            keep = (sb.starts >= self.a) & (sb.starts < self.b)
+            self.score[sb.starts[keep] - self.a] = score[keep]
+
+
+def evaluate(
+    run: str | os.PathLike[str],
+    store: str | os.PathLike[str] | Store,
+    *,
+    threshold: float = 0.5,
+    chunk: int = 200_000,
+    batch_size: int = 1024,
+    plot: str | os.PathLike[str] | None = None,
+    unsafe: bool = False,
+) -> dict[str, Any]:
+    """Stream ``store`` block by block through the run's model and return every figure as a dict."""
+    model, spec = load_run(run, unsafe=unsafe)
+    own = not isinstance(store, Store)
+    s = open_store(store) if own else store  # type: ignore[arg-type]
+    try:
+        check_store(spec, s)
+        labeller = Labeller(s, spec.windows.label)
+        w = spec.windows
+        metrics = BinaryMetrics(threshold=threshold)
+        k = len(spec.classes)
+        confusion = np.zeros((k, k), dtype=np.int64)
+        events = _EventLevel(s.events, w.window, w.stride, threshold) if s.has_events else None
+        sketch = _Sketch(s, w.window)
+        for sb in score_store(model, s, spec, chunk=chunk, batch_size=batch_size, labeller=labeller):
+            assert sb.labels is not None
+            score = sb.probs[:, spec.positive]
+            p_true = sb.probs[np.arange(sb.labels.size), sb.labels]
+            loss = -np.log(np.clip(p_true.astype(np.float64), 1e-7, 1.0))
+            metrics.update(sb.labels == spec.positive, score, loss)
+            np.add.at(confusion, (sb.labels, np.argmax(sb.probs, axis=1)), 1)
+            if events is not None:
+                events.update(sb, score)
+            sketch.update(sb, score)
+        out = metrics.result()
+        out["classes"] = spec.classes
+        out["positive_class"] = spec.classes[spec.positive]
+        out["class_accuracy"] = float(np.trace(confusion) / max(confusion.sum(), 1))
+        out["confusion_matrix"] = confusion.tolist()
+        hours = s.n_samples / s.sample_rate / 3600 if s.sample_rate else None
+        if events is not None:
+            events.finish()
+            out["events"] = int(s.events.size)
+            out["events_covered"] = float(events.covered.mean()) if s.events.size else math.nan
+            out["detections"] = events.detections
+            out["false_alarms"] = events.false_alarms
+            out["false_alarms_per_hour"] = events.false_alarms / hours if hours else None
+        out["hours"] = hours
+        out["run"] = str(run)
+        out["store"] = str(s.path)
+        out["window"] = w.window
+        out["stride"] = w.stride
+        if plot is not None:
+            _plot(Path(plot), sketch, metrics, threshold, s.sample_rate)
+            out["plot"] = str(plot)
+        return out
+    finally:
+        if own:
+            s.close()
+
+
+def _plot(path: Path, sketch: _Sketch, metrics: BinaryMetrics, threshold: float, rate: float | None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 4), gridspec_kw={"width_ratios": [3, 1]})
+    t = np.arange(sketch.a, sketch.b)
+    xs = t / rate if rate else t
+    ax1.plot(xs, sketch.x, lw=0.8, color="0.3", label="signal (channel 0)")
+    for e in sketch.events:
+        ax1.axvline(xs[e], color="tab:red", alpha=0.5, lw=1)
+    ax1.set_xlabel("seconds" if rate else "sample")
+    ax1.set_ylabel("signal")
+    twin = ax1.twinx()
+    twin.plot(xs, sketch.score, color="tab:blue", lw=1, label="score (window start)")
+    twin.axhline(threshold, color="tab:blue", ls=":", lw=1)
+    twin.set_ylim(-0.02, 1.02)
+    twin.set_ylabel("event score")
+    ax1.set_title("signal, true events (red) and predicted scores (blue)")
+    recall, precision = metrics.pr_curve()
+    ax2.plot(recall, precision, color="tab:blue")
+    ax2.set_xlabel("recall")
+    ax2.set_ylabel("precision")
+    ax2.set_xlim(0, 1.02)
+    ax2.set_ylim(0, 1.02)
+    ax2.set_title(f"precision-recall (AP {metrics.pr_auc():.3f})")
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

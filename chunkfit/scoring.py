@@ -1,0 +1,166 @@
+"""What evaluate and predict share: loading a trained run, and scoring a store block by block.
+
+A run is a run folder (model.keras + run.json, whose window, stride, label rule and classes are
+reused) or a bare ``.keras`` file (window and channels from its input shape, stride 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .blocks import Block, Labeller, plan_blocks, prefetched, read_block
+from .config import WindowSpec
+from .errors import IncompatibleError, ModelError, RunError, WindowError
+from .run import MODEL_FILE, RUN_FILE
+from .store import Store
+from .windows import count_windows
+
+if TYPE_CHECKING:
+    import keras
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """How a trained model cuts and labels windows."""
+
+    source: str
+    windows: WindowSpec
+    classes: list[int]
+    channels: list[str] | None
+    n_channels: int
+    config: dict[str, Any]
+
+    @property
+    def positive(self) -> int:
+        """Index of the class scored as "event": class 1 for event/no event, else the last class."""
+        return 1 if len(self.classes) == 2 else len(self.classes) - 1
+
+
+def load_model_file(path: Path, *, unsafe: bool = False) -> keras.Model:
+    """Load a ``.keras`` file in Keras safe mode (no deserialised lambdas) unless ``unsafe``."""
+    import keras
+
+    if not path.is_file():
+        raise ModelError(f"{path}: model file not found")
+    try:
+        return keras.saving.load_model(path, safe_mode=not unsafe)
+    except Exception as err:  # Keras raises many types for files that are not models
+        first = str(err).splitlines()[0] if str(err) else ""
+        hint = "; if you trust its author, pass --unsafe" if "safe_mode" in str(err) else ""
+        raise ModelError(f"{path}: not a loadable .keras model ({type(err).__name__}: {first[:200]}){hint}") from None
+
+
+def load_run(run: str | Path, *, unsafe: bool = False) -> tuple[keras.Model, RunSpec]:
+    """The model and window settings of a run folder or ``.keras`` file."""
+    path = Path(run)
+    if path.is_dir():
+        model_path, meta_path = path / MODEL_FILE, path / RUN_FILE
+        if not model_path.is_file():
+            raise RunError(f"{path}: the run folder has no {MODEL_FILE} (training did not finish?); pass a finished run")
+        config: dict[str, Any] = {}
+        classes: list[int] | None = None
+        channels: list[str] | None = None
+        if meta_path.is_file():
+            try:
+                meta = json.loads(meta_path.read_text())
+                config = meta.get("config", {})
+                classes = [int(c) for c in meta.get("classes", [])] or None
+                channels = meta.get("store", {}).get("identity", {}).get("channels")
+            except (ValueError, AttributeError, TypeError) as err:
+                raise RunError(f"{meta_path}: not a valid run.json ({err}); pass the .keras file instead") from None
+        model = load_model_file(model_path, unsafe=unsafe)
+    elif path.suffix == ".keras" or path.is_file():
+        if not path.exists():
+            raise RunError(f"{path}: no such run folder or .keras file")
+        model = load_model_file(path, unsafe=unsafe)
+        config, classes, channels = {}, None, None
+    else:
+        raise RunError(f"{path}: no such run folder or .keras file")
+    shape = tuple(model.inputs[0].shape[1:]) if getattr(model, "inputs", None) else ()
+    if len(shape) != 2 or shape[0] is None or shape[1] is None:
+        raise ModelError(f"{path}: the model's input shape {shape} is not (window, channels)")
+    wcfg = dict(config.get("windows", {}))
+    wcfg.setdefault("window", int(shape[0]))
+    windows = WindowSpec.from_dict(wcfg)
+    n_out = int(model.outputs[0].shape[-1])
+    if classes is None:
+        classes = list(range(n_out))
+    return model, RunSpec(str(path), windows, classes, channels, int(shape[1]), config)
+
+
+def check_store(spec: RunSpec, store: Store) -> None:
+    """Refuse a store the run's model cannot read."""
+    if spec.channels is not None and list(spec.channels) != store.channels:
+        raise IncompatibleError(
+            f"{store.path}: channels {store.channels} differ from the training store's {spec.channels}; "
+            "score a store ingested with the same channels (--columns)"
+        )
+    if store.n_channels != spec.n_channels:
+        raise IncompatibleError(
+            f"{store.path}: {store.n_channels} channel(s), but the model takes {spec.n_channels}"
+        )
+    w = spec.windows
+    if store.n_samples and not any(count_windows(int(b - a), w.window, w.stride) for a, b in store.segments):
+        longest = int((store.segments[:, 1] - store.segments[:, 0]).max()) if store.segments.size else 0
+        raise WindowError(
+            f"{store.path}: window {w.window} is longer than every segment (longest {longest} samples); "
+            "no window fits"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoredBlock:
+    block: Block
+    segment: int
+    starts: np.ndarray  # absolute window starts, int64
+    probs: np.ndarray  # float32 [windows, classes]
+    labels: np.ndarray | None  # class index per window, when labelled
+    samples: np.ndarray  # the block's raw samples (for plots)
+
+
+def _segment_blocks(store: Store, window: int, stride: int, chunk: int) -> list[tuple[int, Block]]:
+    out: list[tuple[int, Block]] = []
+    for s, (a, b) in enumerate(store.segments.tolist()):
+        for blk in plan_blocks(np.asarray([[a, b]]), window, stride, chunk):
+            out.append((s, blk))
+    return out
+
+
+def score_store(
+    model: keras.Model,
+    store: Store,
+    spec: RunSpec,
+    *,
+    chunk: int = 200_000,
+    batch_size: int = 1024,
+    labeller: Labeller | None = None,
+) -> Iterator[ScoredBlock]:
+    """Probabilities for every window of the store, block by block, in start order."""
+    import tensorflow as tf
+
+    w = spec.windows
+    plan = _segment_blocks(store, w.window, w.stride, chunk)
+    span = tf.range(w.window, dtype=tf.int32)
+
+    def load(seg: int, blk: Block) -> tuple[int, Block, np.ndarray, np.ndarray | None]:
+        if labeller is not None:
+            data = read_block(store, labeller, blk, None)
+            return seg, blk, data.samples, data.labels
+        return seg, blk, store.read(blk.start, blk.stop), None
+
+    jobs = [partial(load, seg, blk) for seg, blk in plan]
+    for seg, blk, samples, labels in prefetched(jobs):
+        offsets = (np.arange(blk.n_windows, dtype=np.int32) * blk.stride).astype(np.int32)
+        x = tf.constant(samples)
+        ds = tf.data.Dataset.from_tensor_slices(offsets).batch(batch_size)
+        ds = ds.map(lambda o, x=x: tf.gather(x, o[:, None] + span)).prefetch(2)
+        probs = np.asarray(model.predict(ds, verbose=0), dtype=np.float32)
+        starts = blk.start + offsets.astype(np.int64)
+        yield ScoredBlock(blk, seg, starts, probs, labels, samples)

@@ -1,0 +1,267 @@
+"""chunkfit.fit with real TensorFlow on tiny stores: callbacks across blocks, exact epoch logs,
+determinism, and every bad input refused before training."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import pytest
+
+import chunkfit
+from chunkfit import BlockSpec, FitOptions, SplitSpec, StoreWriter, WindowSpec
+from chunkfit.errors import IncompatibleError, RunError, UsageError, WindowError
+from chunkfit.synth import SynthSpec, balanced_anomalies, synth
+from chunkfit.windows import any_event_labels
+
+pytestmark = pytest.mark.slow
+
+WINDOW = 16
+SAMPLES = 4_000
+
+
+@pytest.fixture(scope="session")
+def tiny_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The original question's problem, small: about half the windows hold an event."""
+    path = tmp_path_factory.mktemp("stores") / "tiny.zarr"
+    synth(path, SynthSpec(samples=SAMPLES, anomalies=balanced_anomalies(SAMPLES, WINDOW), seed=1))
+    return path
+
+
+def quick(**overrides: Any) -> dict[str, Any]:
+    """Keyword arguments for a fast fit on ``tiny_store``: several blocks per epoch."""
+    return {"window": WINDOW, "chunk": 512, "batch_size": 64, "epochs": 2, "validation": 0.2, **overrides}
+
+
+class Recorder(keras.callbacks.Callback):
+    """Remembers every callback event it sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, Any]] = []
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        self.events.append(("train_begin", None))
+
+    def on_train_end(self, logs: Any = None) -> None:
+        self.events.append(("train_end", None))
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self.events.append(("epoch_begin", epoch))
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        self.events.append(("epoch_end", (epoch, dict(logs or {}))))
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        self.events.append(("batch_end", batch))
+
+    def kinds(self, kind: str) -> list[Any]:
+        return [v for k, v in self.events if k == kind]
+
+
+def test_early_stopping_really_stops_the_run(tiny_store: Path) -> None:
+    stop = keras.callbacks.EarlyStopping(monitor="loss", min_delta=10.0, patience=0)
+    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=6), callbacks=[stop])
+    assert history.epoch == [0, 1]
+
+
+def test_callbacks_see_real_epoch_numbers_once_each(tiny_store: Path) -> None:
+    rec = Recorder()
+    chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=3), callbacks=[rec])
+    assert [k for k, _ in rec.events if k != "batch_end"] == [
+        "train_begin", "epoch_begin", "epoch_end", "epoch_begin", "epoch_end", "epoch_begin", "epoch_end", "train_end",
+    ]
+    assert [e for e, _ in rec.kinds("epoch_end")] == [0, 1, 2]
+
+
+def test_epoch_logs_hold_training_and_validation_metrics(tiny_store: Path) -> None:
+    rec = Recorder()
+    chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1), callbacks=[rec])
+    assert set(rec.kinds("epoch_end")[0][1]) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+
+
+def test_batch_numbers_run_on_across_blocks_of_an_epoch(tiny_store: Path) -> None:
+    rec = Recorder()
+    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1, steps_per_execution=1), callbacks=[rec])
+    steps = history.params["steps"]
+    assert rec.kinds("batch_end") == list(range(steps))
+
+
+def test_csv_logger_in_the_run_folder_has_one_row_per_epoch(tiny_store: Path, tmp_path: Path) -> None:
+    chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=3), out=tmp_path / "run")
+    rows = (tmp_path / "run" / "history.csv").read_text().splitlines()
+    assert rows[0].split(",") == ["epoch", "accuracy", "loss", "val_accuracy", "val_loss"]
+    assert [r.split(",")[0] for r in rows[1:]] == ["0", "1", "2"]
+
+
+def test_run_folder_holds_model_history_metadata_and_curves(tiny_store: Path, tmp_path: Path) -> None:
+    chunkfit.fit("baseline-cnn", tiny_store, **quick(), out=tmp_path / "run")
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
+        "curves.png", "history.csv", "model.keras", "run.json",
+    ]
+
+
+def test_run_json_records_config_split_and_per_epoch_figures(tiny_store: Path, tmp_path: Path) -> None:
+    chunkfit.fit("baseline-cnn", tiny_store, **quick(), out=tmp_path / "run")
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert FitOptions.from_dict({k: v for k, v in run["config"].items() if k != "chunk_used"}).blocks.chunk == 512
+    assert run["split"]["train_ranges"] == [[0, 3184]] and run["split"]["validation_ranges"] == [[3200, 4000]]
+    assert [e["epoch"] for e in run["epochs"]] == [0, 1]
+    assert run["finished"] and run["peak_rss_bytes"] > 0 and run["windows_per_s"] > 0
+    assert run["store"]["identity"]["n_samples"] == SAMPLES
+
+
+def windows_of(store_path: Path, ranges: list[list[int]], classes: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Materialised windows and one-hot any-event labels of ``ranges``, in order."""
+    with chunkfit.open_store(store_path) as store:
+        xs, ys = [], []
+        for a, b in ranges:
+            x = store.read(a, b)
+            starts = np.arange(a, b - WINDOW + 1)
+            xs.append(np.stack([x[s - a : s - a + WINDOW] for s in starts]))
+            ys.append(any_event_labels(starts, WINDOW, store.events))
+    return np.concatenate(xs), keras.utils.to_categorical(np.concatenate(ys), classes)
+
+
+def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store: Path, tmp_path: Path) -> None:
+    """Unshuffled, with blocks a multiple of the batch, block-wise training is one fit call."""
+    keras.utils.set_random_seed(3)
+    ours = chunkfit.build_model("baseline-cnn", WINDOW, 1, 2)
+    reference = keras.models.clone_model(ours)
+    reference.set_weights(ours.get_weights())
+    options = FitOptions(
+        windows=WindowSpec(WINDOW), split=SplitSpec(0.2), blocks=BlockSpec(chunk=256, shuffle_blocks=False, shuffle_windows=False),
+        batch_size=64, epochs=2, steps_per_execution=1,
+    )
+    history = chunkfit.fit(ours, tiny_store, options=options, out=tmp_path / "run")
+    split = json.loads((tmp_path / "run" / "run.json").read_text())["split"]
+    reference.compile(optimizer=keras.optimizers.Adam(1e-3), loss="categorical_crossentropy", metrics=["accuracy"])
+    x, y = windows_of(tiny_store, split["train_ranges"])
+    vx, vy = windows_of(tiny_store, split["validation_ranges"])
+    expected = reference.fit(x, y, batch_size=64, epochs=2, shuffle=False, validation_data=(vx, vy), verbose=0)
+    for name, values in expected.history.items():
+        np.testing.assert_allclose(history.history[name], values, rtol=1e-5, err_msg=name)
+
+
+def test_deterministic_runs_with_one_seed_give_identical_weights(tiny_store: Path) -> None:
+    weights = []
+    for _ in range(2):
+        model = chunkfit.build_model("baseline-cnn", WINDOW, 1, 2)
+        chunkfit.fit(model, tiny_store, **quick(seed=7, deterministic=True))
+        weights.append(model.get_weights())
+    assert all(np.array_equal(a, b) for a, b in zip(*weights, strict=True))
+
+
+def test_reduce_lr_on_plateau_acts_on_whole_epochs(tiny_store: Path) -> None:
+    plateau = keras.callbacks.ReduceLROnPlateau(monitor="loss", min_delta=10.0, patience=1, factor=0.5)
+    model = chunkfit.build_model("baseline-cnn", WINDOW, 1, 2)
+    chunkfit.fit(model, tiny_store, **quick(epochs=2), callbacks=[plateau])
+    assert float(model.optimizer.learning_rate) == pytest.approx(5e-4)
+
+
+def test_tensorboard_batch_steps_keep_increasing_across_blocks_and_epochs(tiny_store: Path, tmp_path: Path) -> None:
+    import tensorflow as tf
+    from tensorflow.core.util import event_pb2
+
+    board = keras.callbacks.TensorBoard(str(tmp_path / "tb"), update_freq=1)
+    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=2, steps_per_execution=1), callbacks=[board])
+    steps = []
+    for path in sorted((tmp_path / "tb" / "train").glob("events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = event_pb2.Event.FromString(record.numpy())
+            steps += [event.step for v in event.summary.value if v.tag == "batch_loss"]
+    assert steps == list(range(1, 2 * history.params["steps"] + 1))
+
+
+def test_a_callback_stopping_inside_an_epoch_ends_the_run_after_validation(tiny_store: Path) -> None:
+    class StopAtBatch(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            if batch == 10:
+                self.model.stop_training = True
+
+    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=3, steps_per_execution=1), callbacks=[StopAtBatch()])
+    assert history.epoch == [0] and "val_loss" in history.history
+
+
+@pytest.fixture(scope="session")
+def labelled_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three per-sample classes (-1, 0, 5) in runs of 40 samples, two segments."""
+    path = tmp_path_factory.mktemp("stores") / "labelled.h5"
+    rng = np.random.default_rng(2)
+    classes = np.repeat(rng.choice([-1, 0, 5], size=100), 40).astype(np.int32)
+    x = (classes[:, None] + rng.normal(0, 0.3, (4000, 2))).astype(np.float32)
+    with StoreWriter(path, channels=["a", "b"], sample_rate=50.0, has_labels=True, append=False) as w:
+        w.write(x, labels=classes)
+        w.add_segment(0, 2500)
+        w.add_segment(2500, 4000)
+        w.commit()
+    return path
+
+
+@pytest.mark.parametrize("rule", ["last", "majority"])
+def test_per_sample_labels_train_a_model_with_one_output_per_class(labelled_store: Path, rule: str) -> None:
+    model = chunkfit.build_model("baseline-cnn", WINDOW, 2, 3)
+    history = chunkfit.fit(model, labelled_store, **quick(label=rule))
+    assert len(history.history["val_accuracy"]) == 2
+
+
+# -- bad input, refused before any training --------------------------------------------------------
+
+
+def test_window_longer_than_every_segment_is_refused(tiny_store: Path) -> None:
+    with pytest.raises(WindowError, match=r"window must be at most the longest segment \(received window=5000"):
+        chunkfit.fit("baseline-cnn", tiny_store, **quick(window=5000))
+
+
+def test_chunk_smaller_than_the_batch_is_refused(tiny_store: Path) -> None:
+    with pytest.raises(WindowError, match=r"chunk must be at least the batch size \(received chunk=32, batch_size=64\)"):
+        chunkfit.fit("baseline-cnn", tiny_store, **quick(chunk=32))
+
+
+def test_store_with_neither_events_nor_labels_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bare.zarr"
+    with StoreWriter(path, channels=["x"], sample_rate=1.0, has_labels=False, append=False) as w:
+        w.write(np.zeros((500, 1), dtype=np.float32))
+        w.add_segment(0, 500)
+        w.commit()
+    with pytest.raises(WindowError, match="any-event needs event markers, but the store has none$"):
+        chunkfit.fit("baseline-cnn", path, **quick())
+
+
+def test_model_taking_other_windows_is_refused(tiny_store: Path) -> None:
+    model = chunkfit.build_model("baseline-cnn", 32, 1, 2)
+    with pytest.raises(IncompatibleError, match=r"takes inputs shaped \(32, 1\), but the windows are \(16, 1\)"):
+        chunkfit.fit(model, tiny_store, **quick())
+
+
+def test_model_with_the_wrong_number_of_outputs_is_refused(tiny_store: Path) -> None:
+    model = chunkfit.build_model("baseline-cnn", WINDOW, 1, 3)
+    with pytest.raises(IncompatibleError, match="outputs shape \\(3\\) per window, but the labels have 2 classes"):
+        chunkfit.fit(model, tiny_store, **quick())
+
+
+def test_run_folder_that_cannot_be_created_is_refused(tiny_store: Path, tmp_path: Path) -> None:
+    (tmp_path / "plain-file").write_text("")
+    with pytest.raises(RunError, match="the run folder cannot be written"):
+        chunkfit.fit("baseline-cnn", tiny_store, **quick(), out=tmp_path / "plain-file" / "run")
+
+
+def test_run_folder_holding_a_run_is_not_overwritten(tiny_store: Path, tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text("{}")
+    with pytest.raises(RunError, match="already holds a run"):
+        chunkfit.fit("baseline-cnn", tiny_store, **quick(), out=tmp_path / "run")
+
+
+def test_memory_budget_below_the_process_size_is_refused(tiny_store: Path) -> None:
+    with pytest.raises(UsageError, match="below what the process already uses"):
+        chunkfit.fit("baseline-cnn", tiny_store, **quick(memory_budget=10 << 20))
+
+
+def test_memory_budget_sets_the_chunk(tiny_store: Path, tmp_path: Path) -> None:
+    chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1, memory_budget=8 << 30), out=tmp_path / "run")
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["config"]["chunk_used"] > 100_000

@@ -1,0 +1,137 @@
+"""Window and label arithmetic against brute force."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chunkfit.config import SplitSpec, WindowSpec
+from chunkfit.errors import WindowError
+from chunkfit.windows import (
+    any_event_labels,
+    class_indices,
+    count_windows,
+    last_labels,
+    majority_labels,
+    plan_split,
+    split_segment,
+    window_starts,
+)
+
+
+def brute_starts(a: int, b: int, window: int, stride: int) -> list[int]:
+    starts, s = [], a
+    while s + window <= b:
+        starts.append(s)
+        s += stride
+    return starts
+
+
+@given(st.integers(0, 500), st.integers(0, 300), st.integers(1, 60), st.integers(1, 20))
+def test_window_starts_match_brute_force(a: int, length: int, window: int, stride: int) -> None:
+    assert window_starts(a, a + length, window, stride).tolist() == brute_starts(a, a + length, window, stride)
+
+
+@given(st.integers(0, 300), st.integers(1, 60), st.integers(1, 20))
+def test_count_windows_matches_brute_force(length: int, window: int, stride: int) -> None:
+    assert count_windows(length, window, stride) == len(brute_starts(0, length, window, stride))
+
+
+@given(st.integers(0, 1000), st.integers(1, 2000), st.integers(1, 100), st.floats(0.0, 0.9))
+def test_split_shares_no_sample_and_keeps_a_window_gap(a: int, length: int, window: int, share: float) -> None:
+    b = a + length
+    (t0, t1), (v0, v1) = split_segment(a, b, window, share)
+    train = brute_starts(t0, t1, window, 1)
+    val = brute_starts(v0, v1, window, 1)
+    train_samples = {s + i for s in train for i in range(window)}
+    val_samples = {s + i for s in val for i in range(window)}
+    assert not train_samples & val_samples
+    if train and val:
+        assert min(val) - (max(train) + window) >= window
+    assert a <= t0 <= t1 <= b and a <= v0 <= v1 == b
+
+
+@given(st.integers(1, 2000), st.floats(0.0, 0.9))
+def test_split_holds_out_the_last_share_of_the_segment(length: int, share: float) -> None:
+    _, (v0, v1) = split_segment(0, length, 10, share)
+    assert v1 - v0 == round(share * length)
+
+
+def test_split_worked_example() -> None:
+    assert split_segment(0, 1000, 50, 0.1) == ((0, 850), (900, 1000))
+
+
+def test_split_without_validation_trains_on_the_whole_segment() -> None:
+    assert split_segment(0, 1000, 50, 0.0) == ((0, 1000), (1000, 1000))
+
+
+def test_plan_split_keeps_windows_inside_their_segment() -> None:
+    seg = np.array([[0, 500], [500, 530], [600, 1600]])
+    split = plan_split(seg, WindowSpec(window=40), SplitSpec(validation=0.2))
+    for (a, b), (t0, t1), (v0, v1) in zip(seg, split.train, split.validation, strict=True):
+        assert a <= t0 <= t1 <= v0 <= v1 <= b
+
+
+def test_window_longer_than_every_segment_is_refused() -> None:
+    with pytest.raises(WindowError, match="window must be at most the longest segment"):
+        plan_split(np.array([[0, 80], [100, 150]]), WindowSpec(window=104), SplitSpec(0.1))
+
+
+def test_validation_too_small_for_a_window_is_refused() -> None:
+    with pytest.raises(WindowError, match="holds no whole window"):
+        plan_split(np.array([[0, 200]]), WindowSpec(window=50), SplitSpec(0.1))
+
+
+def test_split_leaving_no_training_window_is_refused() -> None:
+    with pytest.raises(WindowError, match="no training window is left"):
+        plan_split(np.array([[0, 200]]), WindowSpec(window=60), SplitSpec(0.5))
+
+
+sorted_events = st.lists(st.integers(0, 400), unique=True).map(sorted)
+
+
+@given(sorted_events, st.lists(st.integers(0, 350), min_size=1), st.integers(1, 50))
+def test_any_event_labels_match_brute_force(events: list[int], starts: list[int], window: int) -> None:
+    expected = [int(any(s <= e < s + window for e in events)) for s in starts]
+    assert any_event_labels(np.array(starts), window, np.array(events, dtype=np.int64)).tolist() == expected
+
+
+def test_any_event_worked_example() -> None:
+    assert any_event_labels(np.array([0, 5]), 4, np.array([6])).tolist() == [0, 1]
+
+
+@given(st.lists(st.integers(0, 3), min_size=60, max_size=200), st.integers(1, 50), st.data())
+def test_last_labels_match_brute_force(classes: list[int], window: int, data: st.DataObject) -> None:
+    starts = data.draw(st.lists(st.integers(0, len(classes) - window), min_size=1))
+    expected = [classes[s + window - 1] for s in starts]
+    assert last_labels(np.array(classes), np.array(starts), window).tolist() == expected
+
+
+def brute_majority(window_classes: list[int]) -> int:
+    counts = Counter(window_classes)
+    top = max(counts.values())
+    return min(c for c, n in counts.items() if n == top)
+
+
+@given(st.lists(st.integers(0, 3), min_size=60, max_size=200), st.integers(1, 50), st.data())
+def test_majority_labels_match_brute_force(classes: list[int], window: int, data: st.DataObject) -> None:
+    starts = data.draw(st.lists(st.integers(0, len(classes) - window), min_size=1))
+    expected = [brute_majority(classes[s : s + window]) for s in starts]
+    assert majority_labels(np.array(classes), np.array(starts), window, 4).tolist() == expected
+
+
+def test_majority_tie_goes_to_the_smallest_class() -> None:
+    assert majority_labels(np.array([0, 1, 1, 0, 2]), np.array([0, 2]), 3, 3).tolist() == [1, 0]
+
+
+def test_class_indices_map_values_to_positions() -> None:
+    assert class_indices(np.array([7, -1, 3, 7]), [-1, 3, 7]).tolist() == [2, 0, 1, 2]
+
+
+def test_class_indices_refuse_an_unknown_value() -> None:
+    with pytest.raises(WindowError, match="label value 5 is not one of"):
+        class_indices(np.array([3, 5]), [3, 7])
