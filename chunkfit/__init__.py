@@ -24,6 +24,8 @@ _LAZY: dict[str, str] = {
     "evaluate": ".evaluate",
     "predict": ".predict",
     "PredictReport": ".predict",
+    "bench": ".bench",
+    "BenchSpec": ".bench",
     "SynthSpec": ".synth",
     "fit": ".trainer",
     "TrainProgress": ".trainer",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -49,11 +50,14 @@ def full_run_seconds(big_csv: Path) -> float:
     return seconds
 
 
-def _kill_after(args: list[str], cwd: Path, seconds: float) -> bool:
-    """Start ``chunkfit ARGS``, SIGKILL it after ``seconds``; True if it had already finished."""
+def _kill_after(args: list[str], cwd: Path, seconds: float, *, once: Callable[[], bool] | None = None) -> bool:
+    """Start ``chunkfit ARGS`` and SIGKILL it ``seconds`` later (counted from when ``once()`` holds,
+    if given); True if it had already finished by then."""
     proc = subprocess.Popen(
         cli_command(*args), cwd=cwd, env=cli_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
+    while once is not None and not once() and proc.poll() is None:
+        time.sleep(0.01)
     try:
         proc.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
@@ -80,12 +84,10 @@ def test_killed_ingest_of_a_new_store_leaves_no_store(
     tmp_path: Path, backend: str, big_csv: Path, full_run_seconds: float, k: int
 ) -> None:
     store = tmp_path / f"new{SUFFIX[backend]}"
-    finished = _kill_after(["ingest", store.name, str(big_csv), "--rate", "10"], tmp_path, _moment(full_run_seconds, k, 1))
-    if finished:  # the run beat the kill: then the store is complete
+    _kill_after(["ingest", store.name, str(big_csv), "--rate", "10"], tmp_path, _moment(full_run_seconds, k, 1))
+    if store.exists():  # killed after its commit point (or it finished first): then it is complete
         with chunkfit.open_store(store) as s:
             assert s.n_samples == ROWS_PER_BLOCK * REPEATS
-    else:
-        assert not store.exists()
 
 
 @pytest.mark.slow
@@ -93,7 +95,11 @@ def test_ingest_after_a_killed_one_succeeds_and_clears_its_temporary(
     tmp_path: Path, backend: str, big_csv: Path, full_run_seconds: float
 ) -> None:
     store = tmp_path / f"new{SUFFIX[backend]}"
-    assert not _kill_after(["ingest", store.name, str(big_csv), "--rate", "10"], tmp_path, full_run_seconds / 3)
+    def temporary_exists() -> bool:  # the killed writer's, named after its pid
+        return any(p.name.startswith(f".{store.name}.chunkfit-tmp-") for p in tmp_path.iterdir())
+
+    assert not _kill_after(["ingest", store.name, str(big_csv), "--rate", "10"], tmp_path, 0.2, once=temporary_exists)
+    assert temporary_exists()
     small = write_csv(tmp_path / "small.csv", np.ones((5, 4)), names=["a", "b", "c", "d"])
     chunkfit.ingest(store, [str(small)], IngestOptions(rate=10.0))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([store.name, "small.csv"])
@@ -119,15 +125,16 @@ def test_killed_append_leaves_the_store_exactly_as_before(
     base_store: Path, big_csv: Path, full_run_seconds: float, k: int
 ) -> None:
     before_files, before = snapshot(base_store), contents(base_store)
-    finished = _kill_after(
+    _kill_after(
         ["ingest", "--append", base_store.name, str(big_csv), "--rate", "10"],
         base_store.parent,
         _moment(full_run_seconds, k, 2),
     )
     after = contents(base_store)  # opening rolls back what the killed append left
-    if finished:
+    if after["signal"].shape[0] != 600:  # killed after its commit point: then it is whole
         assert after["signal"].shape[0] == 600 + ROWS_PER_BLOCK * REPEATS
         np.testing.assert_array_equal(after["signal"][:600], before["signal"])
+        assert after["segments"].tolist() == [*before["segments"].tolist(), [600, after["signal"].shape[0]]]
         return
     np.testing.assert_array_equal(after["signal"], before["signal"])
     np.testing.assert_array_equal(after["segments"], before["segments"])
@@ -146,8 +153,11 @@ def test_killed_zarr_append_is_rolled_back_in_the_raw_hierarchy(
     chunkfit.ingest(store, [str(src)], IngestOptions(rate=10.0))
     before = snapshot(store)
     raw_before = zarr.open_group(str(store), mode="r")["signal"][:]
-    assert not _kill_after(["ingest", "--append", store.name, str(big_csv), "--rate", "10"], tmp_path, full_run_seconds / 2)
-    assert (store / journal.JOURNAL).exists()  # the append was under way
+    journal_manifest = store / journal.JOURNAL / journal.MANIFEST
+    assert not _kill_after(
+        ["ingest", "--append", store.name, str(big_csv), "--rate", "10"], tmp_path, 0.3, once=journal_manifest.exists
+    )
+    assert journal_manifest.exists()  # the append was under way
     chunkfit.open_store(store).close()
     group = zarr.open_group(str(store), mode="r")
     assert group["signal"].shape == (1000, 4)

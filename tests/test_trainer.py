@@ -149,9 +149,8 @@ def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store
 def test_deterministic_runs_with_one_seed_give_identical_weights(tiny_store: Path) -> None:
     weights = []
     for _ in range(2):
-        model = chunkfit.build_model("baseline-cnn", WINDOW, 1, 2)
-        chunkfit.fit(model, tiny_store, **quick(seed=7, deterministic=True))
-        weights.append(model.get_weights())
+        history = chunkfit.fit("baseline-cnn", tiny_store, **quick(seed=7, deterministic=True))
+        weights.append(history.model.get_weights())
     assert all(np.array_equal(a, b) for a, b in zip(*weights, strict=True))
 
 

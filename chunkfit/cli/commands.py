@@ -5,3 +5,4 @@ from __future__ import annotations
 from . import ingest_cmd  # noqa: F401
 from . import train_cmd  # noqa: F401
 from . import score_cmd  # noqa: F401
+from . import bench_cmd  # noqa: F401

@@ -1,0 +1,296 @@
+"""``chunkfit bench``: the original question's comparison, measured on this machine.
+
+Every strategy trains the same model (baseline-cnn) on the same synthetic problem for the same
+number of epochs, each in its own subprocess so that peak memory is per strategy:
+
+- ``materialised``: model.fit on the fully materialised float64 window array (the question's reference);
+- ``pydataset`` / ``pydataset-workers``: keras.utils.PyDataset building batches on the fly (1 / 2 threads);
+- ``train-on-batch``: a Python loop of model.train_on_batch;
+- ``timeseries``: keras.utils.timeseries_dataset_from_array;
+- ``chunkfit``: chunkfit.fit with default settings;
+- ``ceiling``: the same train step on one constant batch inside one compiled loop (no input work).
+
+Training time excludes building the model and the inputs; peak RSS includes everything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import UsageError
+
+STRATEGIES = ("materialised", "pydataset", "pydataset-workers", "train-on-batch", "timeseries", "chunkfit", "ceiling")
+REFERENCE = "materialised"
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchSpec:
+    samples: int = 262_144
+    window: int = 104
+    batch_size: int = 128
+    epochs: int = 1
+    anomalies: int | None = None  # default: the question's 50,000 per 1,049,344 samples
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.window < 2 or self.samples < self.window + self.batch_size:
+            raise UsageError(
+                f"--samples must exceed --window + --batch-size (received samples={self.samples}, "
+                f"window={self.window}, batch_size={self.batch_size})"
+            )
+        if self.epochs < 1 or self.batch_size < 1:
+            raise UsageError("--epochs and --batch-size must be positive")
+
+    @property
+    def n_anomalies(self) -> int:
+        if self.anomalies is not None:
+            return self.anomalies
+        return int(round(self.samples * 50_000 / 1_049_344))
+
+    @property
+    def n_windows(self) -> int:
+        return self.samples - self.window + 1
+
+
+# -- worker side: runs inside one subprocess -----------------------------------------------------
+
+
+def _problem(spec: BenchSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The signal (float64) and the class of every window start (any-event rule)."""
+    from .synth import SynthSpec, anomaly_positions
+    from .windows import any_event_labels
+
+    sspec = SynthSpec(samples=spec.samples, anomalies=spec.n_anomalies, seed=spec.seed)
+    rng = np.random.default_rng([spec.seed, 2, 0])
+    x = np.sin(np.arange(spec.samples, dtype=np.float64)) + rng.normal(0.0, 0.2, spec.samples)
+    events = anomaly_positions(sspec)
+    x[events] += 0.5
+    starts = np.arange(spec.n_windows, dtype=np.int64)
+    return x, any_event_labels(starts, spec.window, events)
+
+
+def _model(spec: BenchSpec, steps_per_execution: int = 1) -> Any:
+    import keras
+
+    from .models import baseline_cnn, compile_model
+
+    keras.utils.set_random_seed(spec.seed)
+    model = baseline_cnn(spec.window, 1, 2)
+    compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=steps_per_execution)
+    return model
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
+    """Train with one strategy in this process; returns the measured figures."""
+    import keras
+
+    build0 = time.perf_counter()
+    x, y = _problem(spec)
+    w, b = spec.window, spec.batch_size
+    n = spec.n_windows
+    onehot = np.eye(2, dtype=np.float32)[y]
+    model = _model(spec)
+    trained = n * spec.epochs
+    loss: float | None = None
+    store_dir = None
+    if name == "materialised":
+        xs = np.lib.stride_tricks.sliding_window_view(x, w)[:, :, None].copy()  # float64, as asked
+        ys = onehot.astype(np.float64)
+        t0, c0 = time.perf_counter(), _cpu()
+        hist = model.fit(xs, ys, batch_size=b, epochs=spec.epochs, shuffle=True, verbose=0)
+        loss = hist.history["loss"][-1]
+    elif name in ("pydataset", "pydataset-workers"):
+        data = _WindowBatches(x, onehot, w, b, spec.seed, workers=2 if name.endswith("workers") else 1)
+        t0, c0 = time.perf_counter(), _cpu()
+        hist = model.fit(data, epochs=spec.epochs, verbose=0)
+        loss = hist.history["loss"][-1]
+    elif name == "train-on-batch":
+        rng = np.random.default_rng(spec.seed)
+        span = np.arange(w)
+        t0, c0 = time.perf_counter(), _cpu()
+        for _ in range(spec.epochs):
+            order = rng.permutation(n)
+            for i in range(0, n, b):
+                idx = order[i : i + b]
+                out = model.train_on_batch(x[idx[:, None] + span][:, :, None], onehot[idx], return_dict=True)
+            loss = float(out["loss"])
+    elif name == "timeseries":
+        ds = keras.utils.timeseries_dataset_from_array(
+            x[:, None].astype(np.float32), onehot, sequence_length=w, batch_size=b, shuffle=True, seed=spec.seed
+        )
+        t0, c0 = time.perf_counter(), _cpu()
+        hist = model.fit(ds, epochs=spec.epochs, verbose=0)
+        loss = hist.history["loss"][-1]
+    elif name == "chunkfit":
+        from .synth import SynthSpec, synth
+        from .trainer import fit
+
+        store_dir = tempfile.TemporaryDirectory(prefix="chunkfit-bench-")
+        store = os.path.join(store_dir.name, "synth.zarr")
+        synth(store, SynthSpec(samples=spec.samples, anomalies=spec.n_anomalies, seed=spec.seed))
+        t0, c0 = time.perf_counter(), _cpu()
+        hist = fit("baseline-cnn", store, window=w, batch_size=b, epochs=spec.epochs, validation=0.0, seed=spec.seed)
+        loss = hist.history["loss"][-1]
+    elif name == "ceiling":
+        model = _model(spec)
+        loss = _ceiling(model, x, onehot, spec)
+        t0, c0 = _ceiling_start
+    else:
+        raise UsageError(f"unknown strategy {name!r} (strategies: {', '.join(STRATEGIES)})")
+    seconds = time.perf_counter() - t0
+    cpu = _cpu() - c0
+    if store_dir is not None:
+        store_dir.cleanup()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {
+        "strategy": name,
+        "seconds": seconds,
+        "windows": trained,
+        "windows_per_s": trained / seconds,
+        "cpu_utilisation": cpu / seconds,
+        "peak_rss_bytes": peak,
+        "final_loss": None if loss is None or not math.isfinite(loss) else float(loss),
+        "setup_seconds": t0 - build0,
+    }
+
+
+_ceiling_start: tuple[float, float] = (0.0, 0.0)
+
+
+def _ceiling(model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec) -> float:
+    """The compiled train step on one constant batch, ``steps`` times inside one tf.function."""
+    global _ceiling_start
+    import tensorflow as tf
+
+    w, b = spec.window, spec.batch_size
+    xb = tf.constant(np.lib.stride_tricks.sliding_window_view(x[: b + w - 1], w)[:b, :, None], tf.float32)
+    yb = tf.constant(onehot[:b])
+    steps = math.ceil(spec.n_windows / b) * spec.epochs
+
+    @tf.function
+    def loop(n: tf.Tensor) -> Any:
+        logs = model.train_step((xb, yb))
+        for _ in tf.range(n - 1):
+            logs = model.train_step((xb, yb))
+        return logs["loss"]
+
+    loop(tf.constant(2))  # trace and warm up outside the timing
+    _ceiling_start = (time.perf_counter(), _cpu())
+    return float(loop(tf.constant(steps)))
+
+
+class _WindowBatches:
+    """A keras.utils.PyDataset yielding shuffled batches cut from the signal on the fly."""
+
+    def __new__(cls, x: np.ndarray, onehot: np.ndarray, window: int, batch: int, seed: int, workers: int) -> Any:
+        import keras
+
+        class WindowBatches(keras.utils.PyDataset):
+            def __init__(self) -> None:
+                super().__init__(workers=workers, use_multiprocessing=False, max_queue_size=16)
+                self.span = np.arange(window)
+                self.rng = np.random.default_rng(seed)
+                self.order = self.rng.permutation(x.size - window + 1)
+
+            def __len__(self) -> int:
+                return math.ceil(self.order.size / batch)
+
+            def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+                idx = self.order[i * batch : (i + 1) * batch]
+                return x[idx[:, None] + self.span][:, :, None], onehot[idx]
+
+            def on_epoch_end(self) -> None:
+                self.order = self.rng.permutation(self.order.size)
+
+        return WindowBatches()
+
+
+# -- driver side -----------------------------------------------------------------------------------
+
+
+def bench(spec: BenchSpec, strategies: tuple[str, ...] = STRATEGIES, progress: Any = None) -> dict[str, Any]:
+    """Run every strategy in its own subprocess; returns the table as a dict (and per-row ratios)."""
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        raise UsageError(f"unknown strategy {unknown[0]!r} (strategies: {', '.join(STRATEGIES)})")
+    rows = []
+    for k, name in enumerate(strategies):
+        if progress is not None:
+            progress(k, len(strategies), name)
+        cmd = [sys.executable, "-m", "chunkfit.bench", name, json.dumps(dataclasses.asdict(spec))]
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            raise RuntimeError(f"strategy {name} failed:\n{proc.stderr[-3000:]}")
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    ref = next((r for r in rows if r["strategy"] == REFERENCE), None)
+    for r in rows:
+        r["ratio_to_reference"] = r["windows_per_s"] / ref["windows_per_s"] if ref else None
+    return {"spec": dataclasses.asdict(spec), "cores": os.cpu_count(), "rows": rows}
+
+
+def format_table(result: dict[str, Any]) -> str:
+    s = result["spec"]
+    head = (f"{s['samples']:,} samples, window {s['window']}, batch {s['batch_size']}, {s['epochs']} epoch(s), "
+            f"{result['cores']} cores; reference = model.fit on the materialised float64 array")
+    lines = [head, "", "| strategy | seconds | windows/s | vs reference | CPU cores busy | peak RSS MB | final loss |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in result["rows"]:
+        ratio = "" if r["ratio_to_reference"] is None else f"{r['ratio_to_reference']:.2f}x"
+        loss = "n/a" if r["final_loss"] is None else f"{r['final_loss']:.4f}"
+        lines.append(f"| {r['strategy']} | {r['seconds']:.1f} | {r['windows_per_s']:,.0f} | {ratio} | "
+                     f"{r['cpu_utilisation']:.2f} | {r['peak_rss_bytes'] / 1e6:,.0f} | {loss} |")
+    return "\n".join(lines)
+
+
+def plot(result: dict[str, Any], path: str | Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["rows"]
+    names = [r["strategy"] for r in rows]
+    speed = [r["windows_per_s"] for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 0.55 * len(rows) + 1.5))
+    colors = ["tab:orange" if n == "chunkfit" else "tab:gray" if n == "ceiling" else "tab:blue" for n in names]
+    ax.barh(names[::-1], speed[::-1], color=colors[::-1])
+    for i, r in enumerate(rows[::-1]):
+        ratio = r.get("ratio_to_reference")
+        ax.text(r["windows_per_s"], i, f" {r['windows_per_s']:,.0f}" + (f" ({ratio:.2f}x)" if ratio else ""), va="center")
+    ax.set_xlabel("training windows per second (higher is better)")
+    s = result["spec"]
+    ax.set_title(f"baseline-cnn, {s['samples']:,} samples, window {s['window']}, batch {s['batch_size']}")
+    ax.set_xlim(0, max(speed) * 1.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _worker_main(argv: list[str]) -> None:
+    from ._quiet import import_tensorflow_quietly
+
+    import_tensorflow_quietly()
+    name, raw = argv
+    print(json.dumps(run_strategy(name, BenchSpec(**json.loads(raw)))))
+
+
+if __name__ == "__main__":
+    _worker_main(sys.argv[1:])

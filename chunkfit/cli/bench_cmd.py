@@ -1,0 +1,40 @@
+"""``chunkfit bench``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from . import app
+from .progress import bar
+
+
+@app.command()
+def bench(
+    samples: Annotated[int, typer.Option(help="Signal length N of the synthetic problem")] = 262_144,
+    window: Annotated[int, typer.Option(help="Samples per window")] = 104,
+    batch_size: Annotated[int, typer.Option(help="Windows per training step")] = 128,
+    epochs: Annotated[int, typer.Option(help="Epochs per strategy")] = 1,
+    strategies: Annotated[Optional[str], typer.Option(help="Comma-separated subset [default: all]")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    plot: Annotated[Optional[str], typer.Option(help="Write a bar chart of windows/s to this PNG")] = None,
+) -> None:
+    """The original question's comparison on this machine: materialised fit, PyDataset,
+    train_on_batch, timeseries_dataset_from_array, chunkfit and the compute ceiling, each in its own
+    subprocess (seconds, windows/s, ratio to the reference, CPU use, peak RSS, final loss)."""
+    from ..bench import STRATEGIES, BenchSpec, bench as run_bench, format_table, plot as draw
+
+    spec = BenchSpec(samples=samples, window=window, batch_size=batch_size, epochs=epochs)
+    chosen = tuple(s.strip() for s in strategies.split(",")) if strategies else STRATEGIES
+    with bar("bench", len(chosen), unit="strategies") as update:
+        result = run_bench(spec, chosen, progress=lambda k, n, name: update(k, info=name))
+    if plot is not None:
+        draw(result, plot)
+    if json_out:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        typer.echo(format_table(result))
+        if plot is not None:
+            typer.echo(f"\nplot: {plot}")
