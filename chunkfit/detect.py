@@ -12,6 +12,15 @@ import dataclasses
 import numpy as np
 
 
+def is_positive(scores: np.ndarray, threshold: float) -> np.ndarray:
+    """Scores at or above ``threshold``, compared in float64 as BinaryMetrics compares them.
+
+    Comparing float32 scores with a Python float rounds the threshold to float32 first, which
+    would count float32(0.7) = 0.69999998 as reaching 0.7.
+    """
+    return np.asarray(scores, dtype=np.float64) >= threshold
+
+
 @dataclasses.dataclass(frozen=True)
 class Detection:
     start: int  # first sample of the first positive window
@@ -39,7 +48,7 @@ class RunMerger:
         if self._segment is not None and segment != self._segment:
             out += self.flush()
         self._segment = segment
-        pos = np.flatnonzero(scores >= self.threshold)
+        pos = np.flatnonzero(is_positive(scores, self.threshold))
         if pos.size == 0:
             if starts.size:
                 out += self.flush()

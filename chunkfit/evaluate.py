@@ -9,10 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from .blocks import Labeller
-from .detect import RunMerger
+from .detect import RunMerger, is_positive
 from .metrics import BinaryMetrics
-from .scoring import ScoredBlock, check_store, load_run, score_store
+from .scoring import RunLabeller, ScoredBlock, check_output_folder, check_settings, check_store, load_run, score_store
 from .store import Store, open_store
 
 
@@ -29,7 +28,7 @@ class _EventLevel:
         self.false_alarms = 0
 
     def update(self, sb: ScoredBlock, score: np.ndarray) -> None:
-        pos = sb.starts[score >= self.threshold]
+        pos = sb.starts[is_positive(score, self.threshold)]
         if pos.size and self.events.size:
             lo = np.searchsorted(self.events, pos[0], "left")
             hi = np.searchsorted(self.events, pos[-1] + self.window, "left")
@@ -82,12 +81,15 @@ def evaluate(
     unsafe: bool = False,
 ) -> dict[str, Any]:
     """Stream ``store`` block by block through the run's model and return every figure as a dict."""
+    check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
+    if plot is not None:
+        check_output_folder(Path(plot))
     model, spec = load_run(run, unsafe=unsafe)
     own = not isinstance(store, Store)
     s = open_store(store) if own else store  # type: ignore[arg-type]
     try:
         check_store(spec, s)
-        labeller = Labeller(s, spec.windows.label)
+        labeller = RunLabeller(s, spec)
         w = spec.windows
         metrics = BinaryMetrics(threshold=threshold)
         k = len(spec.classes)

@@ -42,8 +42,9 @@ class BinaryMetrics:
 
     def roc_auc(self) -> float:
         """Area under the ROC curve; ties within a bin count one half."""
-        pos, neg = self.pos_hist, self.neg_hist
-        n_pos, n_neg = int(pos.sum()), int(neg.sum())
+        # float64: pair counts (events x non-events) overflow int64 beyond about 3e9 windows each
+        pos, neg = self.pos_hist.astype(np.float64), self.neg_hist.astype(np.float64)
+        n_pos, n_neg = float(pos.sum()), float(neg.sum())
         if n_pos == 0 or n_neg == 0:
             return math.nan
         neg_below = np.cumsum(neg) - neg  # negatives in strictly lower bins
@@ -63,13 +64,19 @@ class BinaryMetrics:
         return float(np.sum(precision * pos[keep]) / n_pos)
 
     def pr_curve(self, points: int = 200) -> tuple[np.ndarray, np.ndarray]:
-        """(recall, precision) at up to ``points`` thresholds, for plotting."""
+        """(recall, precision) at up to ``points`` thresholds, for plotting.
+
+        The thresholds are spread evenly over the windows predicted positive, not over the score
+        range, so the curve keeps its detail when scores crowd into a narrow band.
+        """
         pos, neg = self.pos_hist[::-1], self.neg_hist[::-1]
         tp, fp = np.cumsum(pos), np.cumsum(neg)
-        n_pos = max(int(pos.sum()), 1)
-        take = np.unique(np.linspace(0, self.bins - 1, points).astype(np.int64))
-        denom = np.maximum(tp[take] + fp[take], 1)
-        return tp[take] / n_pos, tp[take] / denom
+        predicted = tp + fp
+        if predicted[-1] == 0:
+            return np.zeros(0), np.zeros(0)
+        wanted = np.linspace(1, predicted[-1], points)
+        take = np.unique(np.searchsorted(predicted, wanted, "left"))
+        return tp[take] / max(int(tp[-1]), 1), tp[take] / predicted[take]
 
     def result(self) -> dict[str, Any]:
         (tn, fp), (fn, tp) = self.confusion.tolist()

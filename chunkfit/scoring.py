@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -17,7 +18,7 @@ import numpy as np
 
 from .blocks import Block, Labeller, plan_blocks, prefetched, read_block
 from .config import WindowSpec
-from .errors import IncompatibleError, ModelError, RunError, WindowError
+from .errors import IncompatibleError, ModelError, RunError, UsageError, WindowError
 from .run import MODEL_FILE, RUN_FILE
 from .store import Store
 from .windows import count_windows
@@ -95,6 +96,23 @@ def load_run(run: str | Path, *, unsafe: bool = False) -> tuple[keras.Model, Run
     return model, RunSpec(str(path), windows, classes, channels, int(shape[1]), config)
 
 
+def check_settings(*, threshold: float, chunk: int, batch_size: int) -> None:
+    """Refuse scoring settings that cannot work, before anything is loaded."""
+    if not 0.0 <= threshold <= 1.0:
+        raise UsageError(f"--threshold must be in [0, 1] (received {threshold})")
+    for name, value in (("--chunk", chunk), ("--batch-size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UsageError(f"{name} must be a positive integer (received {value!r})")
+
+
+def check_output_folder(path: Path) -> None:
+    """Refuse an output file whose folder is missing or read-only, before any work is done."""
+    if not path.parent.is_dir():
+        raise RunError(f"{path.parent}: the output folder does not exist")
+    if not os.access(path.parent, os.W_OK):
+        raise RunError(f"{path.parent}: the output folder is not writable")
+
+
 def check_store(spec: RunSpec, store: Store) -> None:
     """Refuse a store the run's model cannot read."""
     if spec.channels is not None and list(spec.channels) != store.channels:
@@ -113,6 +131,34 @@ def check_store(spec: RunSpec, store: Store) -> None:
             f"{store.path}: window {w.window} is longer than every segment (longest {longest} samples); "
             "no window fits"
         )
+
+
+class RunLabeller(Labeller):
+    """The trainer's labels for a store, as class indices of the run's model.
+
+    The trainer numbers the classes found in the training store; a store being evaluated may hold
+    only some of them (or one), so its labels are numbered by the run's classes instead, and a
+    class the run never saw is refused. (``Labeller.__init__`` is not called: it wants two classes
+    in the store, which training needs and evaluation does not.)
+    """
+
+    def __init__(self, store: Store, spec: RunSpec) -> None:
+        rule = spec.windows.label
+        later = "; evaluate needs a labelled store (chunkfit predict scores one without labels)"
+        if rule == "any-event" and not store.has_events:
+            raise WindowError(f"{store.path}: the run labels windows by event markers, but the store has none{later}")
+        if rule != "any-event":
+            if not store.has_labels:
+                raise WindowError(
+                    f"{store.path}: the run labels windows by per-sample labels ({rule}), but the store has none{later}"
+                )
+            unknown = sorted(set(store.label_classes) - set(spec.classes))
+            if unknown:
+                raise IncompatibleError(
+                    f"{store.path}: label class(es) {unknown} are not among the run's classes {spec.classes}; "
+                    "evaluate on a store labelled with the training store's classes"
+                )
+        self.store, self.rule, self.classes = store, rule, list(spec.classes)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from support import REPO, SUFFIX, write_csv
 
 

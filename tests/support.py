@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import zarr
 from hypothesis import HealthCheck, settings
 
 import chunkfit
@@ -37,6 +38,7 @@ def cli_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     env.pop("COLUMNS", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # compile chunkfit once, not in every subprocess
     return env
 
 
@@ -54,6 +56,7 @@ def run_cli(
     """Run ``python -m chunkfit ARGS`` in a real subprocess and capture its output as text."""
     proc = subprocess.run(
         cli_command(*map(str, args)),
+        check=False,
         cwd=cwd,
         env=cli_env(),
         stdin=subprocess.DEVNULL if stdin is None and input is None else stdin,
@@ -81,7 +84,7 @@ def write_csv(
     *,
     names: Sequence[str] | None = None,
     delimiter: str = ",",
-    times: Sequence[Any] | None = None,
+    times: Sequence[Any] | np.ndarray | None = None,
     time_name: str = "t",
     labels: Sequence[int] | None = None,
 ) -> Path:
@@ -98,9 +101,18 @@ def write_csv(
         header.append("label")
         columns.append([str(int(v)) for v in labels])
     rows = [delimiter.join(r) for r in zip(*columns)]
-    text = ([delimiter.join(header)] if names is not None or times is not None or labels is not None else [])
+    text = (
+        [delimiter.join(header)]
+        if names is not None or times is not None or labels is not None
+        else []
+    )
     path.write_text("\n".join(text + rows) + "\n")
     return path
+
+
+def raw_zarr_array(store: Path, name: str) -> zarr.Array:
+    """One array of a zarr store opened with zarr itself, bypassing chunkfit."""
+    return zarr.open_array(str(store), path=name, mode="r")
 
 
 def snapshot(path: Path) -> dict[str, bytes]:
@@ -156,7 +168,12 @@ def make_store(
     """Write a store through the library's writer: the quick way to a store for store tests."""
     names = list(channels) if channels is not None else [f"c{j}" for j in range(signal.shape[1])]
     with chunkfit.StoreWriter(
-        path, channels=names, sample_rate=rate, has_labels=labels is not None, append=False, chunk_samples=chunk
+        path,
+        channels=names,
+        sample_rate=rate,
+        has_labels=labels is not None,
+        append=False,
+        chunk_samples=chunk,
     ) as w:
         w.write(signal, labels)
         for a, b in segments if segments is not None else [(0, signal.shape[0])]:

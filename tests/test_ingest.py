@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import tempfile
 from pathlib import Path
 
@@ -12,11 +13,11 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from support import SUFFIX, contents, examples, snapshot, write_csv
 
 import chunkfit
 from chunkfit import IngestOptions
 from chunkfit.errors import IncompatibleError, SourceFormatError
-from support import SUFFIX, contents, examples, snapshot, write_csv
 
 FINITE = st.floats(min_value=-1e30, max_value=1e30, allow_nan=False, allow_infinity=False)
 
@@ -55,9 +56,17 @@ def test_csv_round_trip_reads_back_the_float32_of_the_parsed_values(
     array=st.sampled_from([np.float32, np.float64, np.int16, np.uint8]).flatmap(
         lambda dtype: hnp.arrays(
             dtype,
-            st.one_of(st.tuples(st.integers(1, 60)), st.tuples(st.integers(1, 60), st.integers(1, 3))),
+            st.one_of(
+                st.tuples(st.integers(1, 60)), st.tuples(st.integers(1, 60), st.integers(1, 3))
+            ),
             # float64 values stay within float32's range: larger ones are refused (tested below)
-            elements=hnp.from_dtype(np.dtype(dtype), allow_nan=False, allow_infinity=False, min_value=-2.0**126, max_value=2.0**126)
+            elements=hnp.from_dtype(
+                np.dtype(dtype),
+                allow_nan=False,
+                allow_infinity=False,
+                min_value=-(2.0**126),
+                max_value=2.0**126,
+            )
             if np.dtype(dtype).kind == "f"
             else None,
         )
@@ -69,19 +78,25 @@ def test_npy_round_trip_reads_back_the_array_as_float32(backend: str, array: np.
         np.save(src, array)
         store = Path(tmp) / f"out{SUFFIX[backend]}"
         chunkfit.ingest(store, [str(src)], IngestOptions(rate=1.0, block_bytes=64))
-        np.testing.assert_array_equal(read_back(store), array.reshape(array.shape[0], -1).astype(np.float32))
+        np.testing.assert_array_equal(
+            read_back(store), array.reshape(array.shape[0], -1).astype(np.float32)
+        )
 
 
 @examples(20)
 @given(values=values_strategy(max_rows=80))
-def test_hdf5_dataset_round_trip_reads_back_the_float32_of_the_dataset(backend: str, values: np.ndarray) -> None:
+def test_hdf5_dataset_round_trip_reads_back_the_float32_of_the_dataset(
+    backend: str, values: np.ndarray
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "in.h5"
         with h5py.File(src, "w") as f:
             f.create_dataset("/group/data", data=values)
         store = Path(tmp) / f"out{SUFFIX[backend]}"
         names = tuple(f"s{j}" for j in range(values.shape[1]))
-        chunkfit.ingest(store, [f"{src}:/group/data"], IngestOptions(rate=2.0, names=names, block_bytes=100))
+        chunkfit.ingest(
+            store, [f"{src}:/group/data"], IngestOptions(rate=2.0, names=names, block_bytes=100)
+        )
         np.testing.assert_array_equal(read_back(store), values.astype(np.float32))
         with chunkfit.open_store(store) as s:
             assert s.channels == list(names)
@@ -92,7 +107,9 @@ def test_hdf5_dataset_round_trip_reads_back_the_float32_of_the_dataset(backend: 
     data=st.data(),
     n=st.integers(1, 300),
 )
-def test_events_round_trip_as_sorted_distinct_sample_indices(backend: str, data: st.DataObject, n: int) -> None:
+def test_events_round_trip_as_sorted_distinct_sample_indices(
+    backend: str, data: st.DataObject, n: int
+) -> None:
     marks = data.draw(st.lists(st.integers(0, n - 1), max_size=30), label="marks")
     with tempfile.TemporaryDirectory() as tmp:
         src = write_csv(Path(tmp) / "in.csv", np.arange(n, dtype=np.float64)[:, None], names=["x"])
@@ -129,7 +146,9 @@ def test_labels_round_trip_with_their_class_counts(backend: str, labels: list[in
     n=st.integers(2, 200),
     data=st.data(),
 )
-def test_segments_split_exactly_at_timestamp_gaps(backend: str, n: int, data: st.DataObject) -> None:
+def test_segments_split_exactly_at_timestamp_gaps(
+    backend: str, n: int, data: st.DataObject
+) -> None:
     gaps = sorted(data.draw(st.sets(st.integers(1, n - 1), max_size=5), label="gaps"))
     assume(2 * len(gaps) < n - 1)  # the rate is the typical step: most steps must be regular
     times = np.arange(n) / 8.0
@@ -141,12 +160,14 @@ def test_segments_split_exactly_at_timestamp_gaps(backend: str, n: int, data: st
         store = Path(tmp) / f"out{SUFFIX[backend]}"
         report = chunkfit.ingest(store, [str(src)], IngestOptions(time_column="t"))
         with chunkfit.open_store(store) as s:
-            assert s.segments.tolist() == [[a, b] for a, b in zip(bounds, bounds[1:])]
+            assert s.segments.tolist() == [[a, b] for a, b in itertools.pairwise(bounds)]
             assert s.sample_rate == 8.0
         assert report.segments == len(bounds) - 1
 
 
-def test_gaps_in_later_blocks_split_segments_at_the_right_samples(store_path: Path, tmp_path: Path) -> None:
+def test_gaps_in_later_blocks_split_segments_at_the_right_samples(
+    store_path: Path, tmp_path: Path
+) -> None:
     times = np.arange(400) / 8.0
     times[150:] += 10.0
     times[333:] += 1.0
@@ -199,7 +220,12 @@ def _iso(start: dt.datetime, seconds: float) -> str:
 def test_iso8601_time_column_gives_rate_and_gap_segments(store_path: Path, tmp_path: Path) -> None:
     start = dt.datetime(2024, 3, 1, 23, 59, 58)
     seconds = [i * 0.25 for i in range(10)] + [60 + i * 0.25 for i in range(6)]
-    src = write_csv(tmp_path / "iso.csv", np.arange(16.0)[:, None], names=["x"], times=[_iso(start, s) for s in seconds])
+    src = write_csv(
+        tmp_path / "iso.csv",
+        np.arange(16.0)[:, None],
+        names=["x"],
+        times=[_iso(start, s) for s in seconds],
+    )
     chunkfit.ingest(store_path, [str(src)], IngestOptions(time_column="t"))
     with chunkfit.open_store(store_path) as s:
         assert s.sample_rate == 4.0
@@ -209,7 +235,12 @@ def test_iso8601_time_column_gives_rate_and_gap_segments(store_path: Path, tmp_p
 def test_iso8601_event_times_are_placed_on_their_samples(store_path: Path, tmp_path: Path) -> None:
     start = dt.datetime(2024, 3, 1, 12, 0, 0)
     seconds = [i * 0.25 for i in range(10)] + [60 + i * 0.25 for i in range(6)]
-    src = write_csv(tmp_path / "iso.csv", np.arange(16.0)[:, None], names=["x"], times=[_iso(start, s) for s in seconds])
+    src = write_csv(
+        tmp_path / "iso.csv",
+        np.arange(16.0)[:, None],
+        names=["x"],
+        times=[_iso(start, s) for s in seconds],
+    )
     events = tmp_path / "events.txt"
     events.write_text(f"time\n{_iso(start, 0.5)}\n{_iso(start, 60.75)}\n")
     chunkfit.ingest(store_path, [str(src)], IngestOptions(time_column="t", events=str(events)))
@@ -217,10 +248,14 @@ def test_iso8601_event_times_are_placed_on_their_samples(store_path: Path, tmp_p
         assert s.events.tolist() == [2, 13]
 
 
-def test_event_times_in_seconds_are_placed_through_the_time_column(store_path: Path, small_csv: Path, tmp_path: Path) -> None:
+def test_event_times_in_seconds_are_placed_through_the_time_column(
+    store_path: Path, small_csv: Path, tmp_path: Path
+) -> None:
     events = tmp_path / "events.txt"
     events.write_text("0.5\n2.99\n")
-    chunkfit.ingest(store_path, [str(small_csv)], IngestOptions(time_column="t", events=str(events)))
+    chunkfit.ingest(
+        store_path, [str(small_csv)], IngestOptions(time_column="t", events=str(events))
+    )
     with chunkfit.open_store(store_path) as s:
         assert s.events.tolist() == [50, 299]
 
@@ -233,11 +268,15 @@ def test_sources_at_different_rates_are_refused(store_path: Path, tmp_path: Path
     assert not store_path.exists()
 
 
-def test_a_header_only_source_among_others_is_refused_as_empty(store_path: Path, tmp_path: Path, small_csv: Path) -> None:
+def test_a_header_only_source_among_others_is_refused_as_empty(
+    store_path: Path, tmp_path: Path, small_csv: Path
+) -> None:
     header_only = tmp_path / "header.csv"
     header_only.write_text("t,a,b\n")
     with pytest.raises(SourceFormatError, match=r"header\.csv: empty source: no data rows"):
-        chunkfit.ingest(store_path, [str(small_csv), str(header_only)], IngestOptions(time_column="t"))
+        chunkfit.ingest(
+            store_path, [str(small_csv), str(header_only)], IngestOptions(time_column="t")
+        )
     assert not store_path.exists()
 
 
@@ -245,14 +284,18 @@ def test_failed_ingest_into_a_new_folder_leaves_no_folder(tmp_path: Path, backen
     bad = tmp_path / "bad.csv"
     bad.write_text("x\n1\nnan\n")
     with pytest.raises(SourceFormatError):
-        chunkfit.ingest(tmp_path / "new" / "deeper" / f"s{SUFFIX[backend]}", [str(bad)], IngestOptions(rate=1.0))
+        chunkfit.ingest(
+            tmp_path / "new" / "deeper" / f"s{SUFFIX[backend]}", [str(bad)], IngestOptions(rate=1.0)
+        )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
 
 
 # -- NaN policies --------------------------------------------------------------------------------
 
 
-def test_nan_keep_stores_nan_and_leaves_it_out_of_the_stats(store_path: Path, tmp_path: Path) -> None:
+def test_nan_keep_stores_nan_and_leaves_it_out_of_the_stats(
+    store_path: Path, tmp_path: Path
+) -> None:
     src = tmp_path / "gappy.csv"
     src.write_text("a,b\n1,2\nnan,4\n3,\n")
     chunkfit.ingest(store_path, [str(src)], IngestOptions(rate=1.0, nan="keep"))
@@ -262,7 +305,9 @@ def test_nan_keep_stores_nan_and_leaves_it_out_of_the_stats(store_path: Path, tm
         assert (s.attrs["stats"]["b"]["count"], s.attrs["stats"]["b"]["mean"]) == (2, 3.0)
 
 
-def test_nan_interpolate_fills_linearly_and_holds_the_ends(store_path: Path, tmp_path: Path) -> None:
+def test_nan_interpolate_fills_linearly_and_holds_the_ends(
+    store_path: Path, tmp_path: Path
+) -> None:
     src = tmp_path / "gappy.csv"
     src.write_text("a,b\nnan,0\n1,10\nnan,\ninf,20\n4,nan\n5,40\nNA,\n")
     chunkfit.ingest(store_path, [str(src)], IngestOptions(rate=1.0, nan="interpolate"))
@@ -283,7 +328,9 @@ def _interpolated(values: np.ndarray) -> np.ndarray:
 
 @examples(25)
 @given(
-    values=hnp.arrays(np.float64, st.tuples(st.integers(2, 120), st.integers(1, 3)), elements=st.floats(-100, 100)),
+    values=hnp.arrays(
+        np.float64, st.tuples(st.integers(2, 120), st.integers(1, 3)), elements=st.floats(-100, 100)
+    ),
     data=st.data(),
 )
 def test_nan_interpolate_across_block_boundaries_equals_whole_column_interpolation(
@@ -293,15 +340,23 @@ def test_nan_interpolate_across_block_boundaries_equals_whole_column_interpolati
     mask[data.draw(st.integers(0, values.shape[0] - 1), label="finite row")] = False
     holed = np.where(mask, np.nan, values)
     with tempfile.TemporaryDirectory() as tmp:
-        src = write_csv(Path(tmp) / "in.csv", holed, names=[f"c{j}" for j in range(values.shape[1])])
+        src = write_csv(
+            Path(tmp) / "in.csv", holed, names=[f"c{j}" for j in range(values.shape[1])]
+        )
         store = Path(tmp) / f"out{SUFFIX[backend]}"
-        chunkfit.ingest(store, [str(src)], IngestOptions(rate=1.0, nan="interpolate", block_bytes=64))
-        np.testing.assert_allclose(read_back(store), _interpolated(holed).astype(np.float32), rtol=1e-6, atol=1e-5)
+        chunkfit.ingest(
+            store, [str(src)], IngestOptions(rate=1.0, nan="interpolate", block_bytes=64)
+        )
+        np.testing.assert_allclose(
+            read_back(store), _interpolated(holed).astype(np.float32), rtol=1e-6, atol=1e-5
+        )
 
 
 @examples(15)
 @given(first_nan=st.integers(1, 46), length=st.integers(1, 3))
-def test_nan_interpolate_keeps_segments_at_their_gaps(backend: str, first_nan: int, length: int) -> None:
+def test_nan_interpolate_keeps_segments_at_their_gaps(
+    backend: str, first_nan: int, length: int
+) -> None:
     """Rows held back while waiting for a finite value must not shift the segment boundaries."""
     times = np.r_[np.arange(0, 50), np.arange(100, 150)].astype(np.float64)
     values = np.arange(100, dtype=np.float64)
@@ -309,16 +364,24 @@ def test_nan_interpolate_keeps_segments_at_their_gaps(backend: str, first_nan: i
     with tempfile.TemporaryDirectory() as tmp:
         src = write_csv(Path(tmp) / "in.csv", values[:, None], names=["v"], times=times)
         store = Path(tmp) / f"out{SUFFIX[backend]}"
-        chunkfit.ingest(store, [str(src)], IngestOptions(time_column="t", nan="interpolate", block_bytes=100))
+        chunkfit.ingest(
+            store, [str(src)], IngestOptions(time_column="t", nan="interpolate", block_bytes=100)
+        )
         with chunkfit.open_store(store) as s:
             assert s.segments.tolist() == [[0, 50], [50, 100]]
             np.testing.assert_array_equal(s.read(0, 100)[:, 0], np.arange(100, dtype=np.float32))
 
 
-def test_nan_interpolate_with_a_label_column_keeps_labels_aligned(store_path: Path, tmp_path: Path) -> None:
+def test_nan_interpolate_with_a_label_column_keeps_labels_aligned(
+    store_path: Path, tmp_path: Path
+) -> None:
     src = tmp_path / "labelled.csv"
     src.write_text("t,a,label\n0,1,0\n1,nan,1\n2,3,2\n3,nan,3\n")
-    chunkfit.ingest(store_path, [str(src)], IngestOptions(time_column="t", label_column="label", nan="interpolate"))
+    chunkfit.ingest(
+        store_path,
+        [str(src)],
+        IngestOptions(time_column="t", label_column="label", nan="interpolate"),
+    )
     with chunkfit.open_store(store_path) as s:
         np.testing.assert_array_equal(s.read(0, 4)[:, 0], [1, 2, 3, 3])
         np.testing.assert_array_equal(s.read_labels(0, 4), [0, 1, 2, 3])
@@ -327,7 +390,9 @@ def test_nan_interpolate_with_a_label_column_keeps_labels_aligned(store_path: Pa
 def test_a_value_too_large_for_float32_is_refused(store_path: Path, tmp_path: Path) -> None:
     src = tmp_path / "huge.csv"
     src.write_text("a\n1\n1e39\n")
-    with pytest.raises(SourceFormatError, match=r"huge\.csv:3:1: '1e39' in channel 'a' is beyond float32 storage"):
+    with pytest.raises(
+        SourceFormatError, match=r"huge\.csv:3:1: '1e39' in channel 'a' is beyond float32 storage"
+    ):
         chunkfit.ingest(store_path, [str(src)], IngestOptions(rate=1.0))
 
 
@@ -338,7 +403,12 @@ def test_a_value_too_large_for_float32_is_refused(store_path: Path, tmp_path: Pa
 def first(store_path: Path, tmp_path: Path) -> Path:
     """A store from one 200-row recording at 100 Hz, channels a and b, with two events."""
     rng = np.random.default_rng(1)
-    src = write_csv(tmp_path / "first.csv", rng.normal(size=(200, 2)), names=["a", "b"], times=np.arange(200) / 100)
+    src = write_csv(
+        tmp_path / "first.csv",
+        rng.normal(size=(200, 2)),
+        names=["a", "b"],
+        times=np.arange(200) / 100,
+    )
     events = tmp_path / "first_events.txt"
     events.write_text("10\n150\n")
     chunkfit.ingest(store_path, [str(src)], IngestOptions(time_column="t", events=str(events)))
@@ -353,18 +423,30 @@ def test_append_adds_the_new_recording_as_new_segments(first: Path, tmp_path: Pa
     events = tmp_path / "second_events.txt"
     events.write_text("0\n119\n")
     old = contents(first)
-    report = chunkfit.ingest(first, [str(src)], IngestOptions(time_column="t", events=str(events)), append=True)
+    report = chunkfit.ingest(
+        first, [str(src)], IngestOptions(time_column="t", events=str(events)), append=True
+    )
     after = contents(first)
-    np.testing.assert_array_equal(after["signal"], np.concatenate([old["signal"], new.astype(np.float32)]))
+    np.testing.assert_array_equal(
+        after["signal"], np.concatenate([old["signal"], new.astype(np.float32)])
+    )
     assert after["segments"].tolist() == [[0, 200], [200, 270], [270, 320]]
     assert after["events"].tolist() == [10, 150, 200, 319]
-    assert [s["name"] for s in after["attrs"]["sources"]] == [old["attrs"]["sources"][0]["name"], str(src)]
+    assert [s["name"] for s in after["attrs"]["sources"]] == [
+        old["attrs"]["sources"][0]["name"],
+        str(src),
+    ]
     assert (report.samples, report.segments, report.events) == (120, 2, 2)
 
 
 def test_append_merges_the_stats_with_the_stored_ones(first: Path, tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
-    src = write_csv(tmp_path / "second.csv", rng.normal(-4, 9, size=(333, 2)), names=["a", "b"], times=np.arange(333) / 100)
+    src = write_csv(
+        tmp_path / "second.csv",
+        rng.normal(-4, 9, size=(333, 2)),
+        names=["a", "b"],
+        times=np.arange(333) / 100,
+    )
     chunkfit.ingest(first, [str(src)], IngestOptions(time_column="t"), append=True)
     with chunkfit.open_store(first) as s:
         whole = s.read(0, s.n_samples).astype(np.float64)
@@ -378,7 +460,9 @@ def test_append_merges_the_stats_with_the_stored_ones(first: Path, tmp_path: Pat
         )
 
 
-def test_append_of_labelled_recordings_adds_labels_and_counts(store_path: Path, tmp_path: Path) -> None:
+def test_append_of_labelled_recordings_adds_labels_and_counts(
+    store_path: Path, tmp_path: Path
+) -> None:
     a = write_csv(tmp_path / "a.csv", np.zeros((4, 1)), names=["x"], labels=[0, 1, 1, 2])
     b = write_csv(tmp_path / "b.csv", np.ones((3, 1)), names=["x"], labels=[2, 2, 5])
     opts = IngestOptions(rate=5.0, label_column="label")
@@ -401,21 +485,47 @@ def _refused_append(first: Path, src: Path, options: IngestOptions, match: str) 
 
 
 def test_append_with_other_channel_names_is_refused(first: Path, tmp_path: Path) -> None:
-    src = write_csv(tmp_path / "x.csv", np.zeros((5, 2)), names=["a", "c"], times=np.arange(5) / 100)
-    _refused_append(first, src, IngestOptions(time_column="t"), r"channels \['a', 'c'\] differ from the store's \['a', 'b'\]")
+    src = write_csv(
+        tmp_path / "x.csv", np.zeros((5, 2)), names=["a", "c"], times=np.arange(5) / 100
+    )
+    _refused_append(
+        first,
+        src,
+        IngestOptions(time_column="t"),
+        r"channels \['a', 'c'\] differ from the store's \['a', 'b'\]",
+    )
 
 
 def test_append_with_other_channel_count_is_refused(first: Path, tmp_path: Path) -> None:
-    src = write_csv(tmp_path / "x.csv", np.zeros((5, 3)), names=["a", "b", "c"], times=np.arange(5) / 100)
-    _refused_append(first, src, IngestOptions(time_column="t"), r"channels \['a', 'b', 'c'\] differ")
+    src = write_csv(
+        tmp_path / "x.csv", np.zeros((5, 3)), names=["a", "b", "c"], times=np.arange(5) / 100
+    )
+    _refused_append(
+        first, src, IngestOptions(time_column="t"), r"channels \['a', 'b', 'c'\] differ"
+    )
 
 
-def test_append_with_labels_to_a_store_without_labels_is_refused(first: Path, tmp_path: Path) -> None:
-    src = write_csv(tmp_path / "x.csv", np.zeros((5, 2)), names=["a", "b"], times=np.arange(5) / 100, labels=[0] * 5)
-    _refused_append(first, src, IngestOptions(time_column="t", label_column="label"), "has no labels: drop --label-column")
+def test_append_with_labels_to_a_store_without_labels_is_refused(
+    first: Path, tmp_path: Path
+) -> None:
+    src = write_csv(
+        tmp_path / "x.csv",
+        np.zeros((5, 2)),
+        names=["a", "b"],
+        times=np.arange(5) / 100,
+        labels=[0] * 5,
+    )
+    _refused_append(
+        first,
+        src,
+        IngestOptions(time_column="t", label_column="label"),
+        "has no labels: drop --label-column",
+    )
 
 
-def test_append_without_labels_to_a_labelled_store_is_refused(store_path: Path, tmp_path: Path) -> None:
+def test_append_without_labels_to_a_labelled_store_is_refused(
+    store_path: Path, tmp_path: Path
+) -> None:
     a = write_csv(tmp_path / "a.csv", np.zeros((4, 1)), names=["x"], labels=[0, 1, 1, 2])
     chunkfit.ingest(store_path, [str(a)], IngestOptions(rate=5.0, label_column="label"))
     b = write_csv(tmp_path / "b.csv", np.zeros((4, 1)), names=["x"])
@@ -423,10 +533,16 @@ def test_append_without_labels_to_a_labelled_store_is_refused(store_path: Path, 
 
 
 def test_append_at_another_rate_is_refused(first: Path, tmp_path: Path) -> None:
-    src = write_csv(tmp_path / "x.csv", np.zeros((5, 2)), names=["a", "b"], times=np.arange(5) / 250)
-    _refused_append(first, src, IngestOptions(time_column="t"), r"runs at 250 Hz, the store .* at 100 Hz")
+    src = write_csv(
+        tmp_path / "x.csv", np.zeros((5, 2)), names=["a", "b"], times=np.arange(5) / 250
+    )
+    _refused_append(
+        first, src, IngestOptions(time_column="t"), r"runs at 250 Hz, the store .* at 100 Hz"
+    )
 
 
 def test_append_with_another_rate_flag_is_refused(first: Path, tmp_path: Path) -> None:
     src = write_csv(tmp_path / "x.csv", np.zeros((5, 2)), names=["a", "b"])
-    _refused_append(first, src, IngestOptions(rate=50.0), r"--rate: runs at 50 Hz, the store .* at 100 Hz")
+    _refused_append(
+        first, src, IngestOptions(rate=50.0), r"--rate: runs at 50 Hz, the store .* at 100 Hz"
+    )

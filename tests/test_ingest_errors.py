@@ -16,10 +16,11 @@ from typing import NamedTuple
 import h5py
 import numpy as np
 import pytest
+from support import SUFFIX, contents, error_line, run_cli, snapshot, write_csv
 
 import chunkfit
 from chunkfit import IngestOptions
-from support import SUFFIX, contents, error_line, run_cli, snapshot, write_csv
+
 
 class Case(NamedTuple):
     """Files to create (an ``.h5`` file gets a dataset /signal), arguments after the store, and
@@ -276,7 +277,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, s
     Startup dominates each run, so running them side by side keeps this module fast; every test
     below still checks one scenario.
     """
-    planned = [(case, backend) for case in BAD_DATA for backend in SUFFIX] + [(case, "zarr") for case in BAD_USAGE]
+    planned = [(case, backend) for case in BAD_DATA for backend in SUFFIX] + [
+        (case, "zarr") for case in BAD_USAGE
+    ]
     with ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) + 1) as pool:
         out: dict[tuple[str, str], Run] = {}
         for case, backend in planned:
@@ -303,7 +306,9 @@ def test_bad_input_exits_with_one_error_line_and_writes_nothing(
 
 
 @pytest.mark.parametrize("case", [c.id for c in BAD_USAGE])
-def test_bad_command_exits_with_one_error_line_and_writes_nothing(runs: dict[tuple[str, str], Run], case: str) -> None:
+def test_bad_command_exits_with_one_error_line_and_writes_nothing(
+    runs: dict[tuple[str, str], Run], case: str
+) -> None:
     _check(runs[(case, "zarr")])
 
 
@@ -328,7 +333,9 @@ def test_zarr_store_path_that_is_a_file_is_refused_on_append(tmp_path: Path) -> 
     assert (tmp_path / "file.zarr").read_text() == "I am a file"
 
 
-def test_existing_store_without_append_is_refused_and_left_alone(tmp_path: Path, backend: str) -> None:
+def test_existing_store_without_append_is_refused_and_left_alone(
+    tmp_path: Path, backend: str
+) -> None:
     store = tmp_path / f"s{SUFFIX[backend]}"
     src = write_csv(tmp_path / "ok.csv", np.ones((3, 1)), names=["x"])
     chunkfit.ingest(store, [str(src)], IngestOptions(rate=1.0))
@@ -355,7 +362,12 @@ def test_append_to_a_missing_store_is_refused(tmp_path: Path, backend: str) -> N
 @pytest.fixture
 def stored(tmp_path: Path, backend: str) -> Path:
     """A store of 50 rows, channels a and b, 10 Hz, with events, made by the library."""
-    src = write_csv(tmp_path / "first.csv", np.arange(100.0).reshape(50, 2), names=["a", "b"], times=np.arange(50) / 10)
+    src = write_csv(
+        tmp_path / "first.csv",
+        np.arange(100.0).reshape(50, 2),
+        names=["a", "b"],
+        times=np.arange(50) / 10,
+    )
     events = tmp_path / "first_events.txt"
     events.write_text("3\n40\n")
     store = tmp_path / f"s{SUFFIX[backend]}"
@@ -363,7 +375,9 @@ def stored(tmp_path: Path, backend: str) -> Path:
     return store
 
 
-def _assert_refused_append_changed_nothing(stored: Path, args: list[str], code: int, line: str) -> None:
+def _assert_refused_append_changed_nothing(
+    stored: Path, args: list[str], code: int, line: str
+) -> None:
     before_files, before = snapshot(stored), contents(stored)
     result = run_cli("ingest", "--append", stored.name, *args, cwd=stored.parent)
     assert (result.returncode, error_line(result)) == (code, f"chunkfit: error: {line}")
@@ -374,7 +388,9 @@ def _assert_refused_append_changed_nothing(stored: Path, args: list[str], code: 
 
 
 def test_append_with_other_channel_names_is_refused_and_changes_nothing(stored: Path) -> None:
-    write_csv(stored.parent / "other.csv", np.zeros((5, 2)), names=["a", "z"], times=np.arange(5) / 10)
+    write_csv(
+        stored.parent / "other.csv", np.zeros((5, 2)), names=["a", "z"], times=np.arange(5) / 10
+    )
     _assert_refused_append_changed_nothing(
         stored,
         ["other.csv", "--time-column", "t"],
@@ -395,8 +411,12 @@ def test_append_with_another_channel_count_is_refused_and_changes_nothing(stored
     )
 
 
-def test_append_with_events_outside_the_new_signal_is_refused_and_changes_nothing(stored: Path) -> None:
-    write_csv(stored.parent / "more.csv", np.zeros((5, 2)), names=["a", "b"], times=np.arange(5) / 10)
+def test_append_with_events_outside_the_new_signal_is_refused_and_changes_nothing(
+    stored: Path,
+) -> None:
+    write_csv(
+        stored.parent / "more.csv", np.zeros((5, 2)), names=["a", "b"], times=np.arange(5) / 10
+    )
     (stored.parent / "late.txt").write_text("1\n5\n")
     _assert_refused_append_changed_nothing(
         stored,

@@ -16,6 +16,16 @@ import pytest
 import zarr
 from hypothesis import given
 from hypothesis import strategies as st
+from support import (
+    SUFFIX,
+    cli_command,
+    cli_env,
+    contents,
+    examples,
+    make_store,
+    raw_zarr_array,
+    snapshot,
+)
 
 import chunkfit
 from chunkfit.errors import (
@@ -26,15 +36,6 @@ from chunkfit.errors import (
     UsageError,
 )
 from chunkfit.store import journal
-from support import (
-    SUFFIX,
-    cli_command,
-    cli_env,
-    contents,
-    examples,
-    make_store,
-    snapshot,
-)
 
 SIGNAL = np.arange(1000, dtype=np.float32).reshape(500, 2) / 7
 
@@ -62,11 +63,16 @@ def test_read_of_any_range_returns_exactly_those_samples(store: Path, data: st.D
     with chunkfit.open_store(store) as s:
         np.testing.assert_array_equal(s.read(a, b), SIGNAL[a:b])
         np.testing.assert_array_equal(s.read_labels(a, b), np.arange(a, b) % 4)
-        np.testing.assert_array_equal(s.events_in(a, b), [e for e in [3, 99, 100, 250, 499] if a <= e < b])
+        np.testing.assert_array_equal(
+            s.events_in(a, b), [e for e in [3, 99, 100, 250, 499] if a <= e < b]
+        )
 
 
 def test_read_past_the_end_is_refused(store: Path) -> None:
-    with chunkfit.open_store(store) as s, pytest.raises(UsageError, match=r"outside the signal \[0, 500\)"):
+    with (
+        chunkfit.open_store(store) as s,
+        pytest.raises(UsageError, match=r"outside the signal \[0, 500\)"),
+    ):
         s.read(490, 501)
 
 
@@ -103,7 +109,9 @@ def test_stats_streamed_block_by_block_equal_numpy_over_all_samples(
     rng = np.random.default_rng(seed)
     parts = [rng.normal(5, 3, size=(n, 2)).astype(np.float32) for n in blocks]
     path = tmp_path_factory.mktemp("stats") / f"s{SUFFIX[backend]}"
-    with chunkfit.StoreWriter(path, channels=["a", "b"], sample_rate=1.0, has_labels=False, append=False, chunk_samples=16) as w:
+    with chunkfit.StoreWriter(
+        path, channels=["a", "b"], sample_rate=1.0, has_labels=False, append=False, chunk_samples=16
+    ) as w:
         for p in parts:
             w.write(p)
         w.add_segment(0, sum(blocks))
@@ -125,7 +133,9 @@ def test_stats_streamed_block_by_block_equal_numpy_over_all_samples(
 
 
 def test_missing_store_is_reported_as_not_found(store_path: Path) -> None:
-    with pytest.raises(StoreNotFoundError, match="store not found; create it with `chunkfit ingest"):
+    with pytest.raises(
+        StoreNotFoundError, match="store not found; create it with `chunkfit ingest"
+    ):
         chunkfit.open_store(store_path)
 
 
@@ -152,7 +162,9 @@ def test_truncated_hdf5_store_is_refused(tmp_path: Path) -> None:
 
 def test_zarr_group_without_chunkfit_attributes_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "plain.zarr"
-    zarr.open_group(str(path), mode="w", zarr_format=3).create_array("signal", shape=(4, 1), dtype="float32")
+    zarr.open_group(str(path), mode="w", zarr_format=3).create_array(
+        "signal", shape=(4, 1), dtype="float32"
+    )
     with pytest.raises(StoreFormatError, match="attribute 'chunkfit' is missing"):
         chunkfit.open_store(path)
 
@@ -161,7 +173,9 @@ def test_zarr_group_without_chunkfit_attributes_is_refused(tmp_path: Path) -> No
 
 
 def test_new_store_does_not_exist_until_commit(store_path: Path) -> None:
-    with chunkfit.StoreWriter(store_path, channels=["a"], sample_rate=1.0, has_labels=False, append=False, chunk_samples=8) as w:
+    with chunkfit.StoreWriter(
+        store_path, channels=["a"], sample_rate=1.0, has_labels=False, append=False, chunk_samples=8
+    ) as w:
         w.write(np.ones((100, 1), dtype=np.float32))
         w.add_segment(0, 100)
         assert not store_path.exists()
@@ -170,9 +184,17 @@ def test_new_store_does_not_exist_until_commit(store_path: Path) -> None:
 
 
 def test_abandoned_new_store_leaves_no_file_behind(store_path: Path) -> None:
-    with pytest.raises(RuntimeError), chunkfit.StoreWriter(
-        store_path, channels=["a"], sample_rate=1.0, has_labels=False, append=False, chunk_samples=8
-    ) as w:
+    with (
+        pytest.raises(RuntimeError),
+        chunkfit.StoreWriter(
+            store_path,
+            channels=["a"],
+            sample_rate=1.0,
+            has_labels=False,
+            append=False,
+            chunk_samples=8,
+        ) as w,
+    ):
         w.write(np.ones((100, 1), dtype=np.float32))
         raise RuntimeError("stop")
     assert list(store_path.parent.iterdir()) == []
@@ -185,9 +207,12 @@ def test_new_store_over_an_existing_one_is_refused(store: Path) -> None:
 
 def test_abandoned_append_leaves_the_store_byte_for_byte(store: Path) -> None:
     before = snapshot(store)
-    with pytest.raises(RuntimeError), chunkfit.StoreWriter(
-        store, channels=["c0", "c1"], sample_rate=100.0, has_labels=True, append=True
-    ) as w:
+    with (
+        pytest.raises(RuntimeError),
+        chunkfit.StoreWriter(
+            store, channels=["c0", "c1"], sample_rate=100.0, has_labels=True, append=True
+        ) as w,
+    ):
         w.write(np.ones((300, 2), dtype=np.float32), np.zeros(300, dtype=np.int64))
         w.add_segment(500, 800)
         raise RuntimeError("stop")
@@ -222,7 +247,9 @@ def _append_then_die_before_commit(store: Path, rows: int) -> subprocess.Complet
             w.commit()
         """
     )
-    return subprocess.run([sys.executable, "-c", script, str(store)], env=cli_env(), capture_output=True)
+    return subprocess.run(
+        [sys.executable, "-c", script, str(store)], env=cli_env(), capture_output=True, check=False
+    )
 
 
 def _half_done_append_on_disk(store: Path) -> bool:
@@ -252,16 +279,22 @@ def test_zarr_append_that_dies_is_rolled_back_in_the_raw_zarr_hierarchy(tmp_path
     _append_then_die_before_commit(store_path, 700)
     assert _half_done_append_on_disk(store_path)
     chunkfit.open_store(store_path).close()
-    group = zarr.open_group(str(store_path), mode="r")
-    assert group["signal"].shape == (500, 2)
-    np.testing.assert_array_equal(group["signal"][:], SIGNAL)
+    signal = raw_zarr_array(store_path, "signal")
+    assert signal.shape == (500, 2)
+    np.testing.assert_array_equal(signal[:], SIGNAL)
     assert not (store_path / journal.JOURNAL).exists()
     assert snapshot(store_path) == before
 
 
-def test_zarr_append_after_an_all_zero_last_chunk_rolls_back_to_the_same_files(tmp_path: Path) -> None:
+def test_zarr_append_after_an_all_zero_last_chunk_rolls_back_to_the_same_files(
+    tmp_path: Path,
+) -> None:
     """A chunk holding only the fill value may be absent (zarr's default); rollback must not add it."""
-    path = make_store(tmp_path / "zeros.zarr", np.zeros((100, 2), dtype=np.float32), labels=np.zeros(100, dtype=np.int64))
+    path = make_store(
+        tmp_path / "zeros.zarr",
+        np.zeros((100, 2), dtype=np.float32),
+        labels=np.zeros(100, dtype=np.int64),
+    )
     for last_chunk in ["signal/c/1", "labels/c/1"]:
         target = path / last_chunk
         shutil.rmtree(target) if target.is_dir() else target.unlink()
@@ -272,11 +305,15 @@ def test_zarr_append_after_an_all_zero_last_chunk_rolls_back_to_the_same_files(t
     assert snapshot(path) == before
 
 
-def test_zarr_store_being_appended_by_a_live_process_is_reported_busy_and_left_alone(tmp_path: Path) -> None:
+def test_zarr_store_being_appended_by_a_live_process_is_reported_busy_and_left_alone(
+    tmp_path: Path,
+) -> None:
     """(HDF5 appends work on a copy, so readers simply see the old file meanwhile.)"""
     store = make_store(tmp_path / "busy.zarr", SIGNAL, labels=np.zeros(500, dtype=np.int64))
     proc = subprocess.Popen(
-        cli_command("ingest", "--append", str(store), "-", "--rate", "100", "--label-column", "label"),
+        cli_command(
+            "ingest", "--append", str(store), "-", "--rate", "100", "--label-column", "label"
+        ),
         env=cli_env(),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -289,12 +326,30 @@ def test_zarr_store_being_appended_by_a_live_process_is_reported_busy_and_left_a
         if (store / journal.JOURNAL / journal.MANIFEST).exists():
             break
         time.sleep(0.05)
-    with pytest.raises(StoreBusyError, match=rf"process {proc.pid} is appending to this store right now"):
+    with pytest.raises(
+        StoreBusyError, match=rf"process {proc.pid} is appending to this store right now"
+    ):
         chunkfit.open_store(store)
     _out, err = proc.communicate(b"5,6,0\n", timeout=60)
     assert proc.returncode == 0, err
     with chunkfit.open_store(store) as s:
         np.testing.assert_array_equal(s.read(500, 503), [[1, 2], [3, 4], [5, 6]])
+
+
+def test_zarr_store_opened_during_an_append_in_this_process_is_busy_and_not_rolled_back(
+    tmp_path: Path,
+) -> None:
+    store = make_store(tmp_path / "own.zarr", SIGNAL)
+    with chunkfit.StoreWriter(
+        store, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
+    ) as w:
+        w.write(np.ones((10, 2), dtype=np.float32))
+        with pytest.raises(StoreBusyError, match="is appending to this store right now"):
+            chunkfit.open_store(store)
+        w.add_segment(500, 510)
+        w.commit()
+    with chunkfit.open_store(store) as s:
+        np.testing.assert_array_equal(s.read(498, 510), np.r_[SIGNAL[498:], np.ones((10, 2))])
 
 
 # -- users' own tools -----------------------------------------------------------------------------

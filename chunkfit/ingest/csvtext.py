@@ -146,7 +146,8 @@ class CsvLayout:
         if len(set(self.names)) != len(self.names):
             dup = sorted({n for n in self.names if self.names.count(n) > 1})
             raise SourceFormatError(f"{name}:1: duplicate column name(s) {', '.join(dup)}; rename them")
-        sample = [_field(f) for f in (second if header else first).split(self.delimiter)] if (second or not header) else []
+        sample_line = second if header else first  # the first data row, when there is one
+        sample = [_field(f) for f in sample_line.split(self.delimiter)] if sample_line else []
         self.time = self._resolve(options.time_column, "--time-column")
         self.label = self._resolve(options.label_column, "--label-column")
         if options.columns is not None:

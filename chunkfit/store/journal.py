@@ -66,7 +66,8 @@ def writer(root: Path) -> int | None:
     if not text.isdigit():
         return None
     pid = int(text)
-    return pid if pid != os.getpid() and _pid_alive(pid) else None
+    # This very process counts too: a reader here must not roll back its own append in progress.
+    return pid if pid == os.getpid() or _pid_alive(pid) else None
 
 
 def busy_error(root: Path, pid: int) -> StoreBusyError:

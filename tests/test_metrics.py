@@ -1,0 +1,168 @@
+"""BinaryMetrics against brute-force computations on small random data."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chunkfit.metrics import BinaryMetrics
+from scoring_support import exact_average_precision, exact_roc_auc
+
+
+@st.composite
+def labelled_scores(draw: st.DrawFn, grid: bool = False) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """(positive flags, scores, cut points splitting them into updates), both classes present.
+
+    With ``grid`` the scores are multiples of 1/1000, so equal scores are the only ties; otherwise
+    they are arbitrary float32 values in [0, 1].
+    """
+    n = draw(st.integers(2, 300))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    positive = rng.random(n) < draw(st.floats(0.05, 0.95))
+    positive[:2] = [True, False]
+    if grid:
+        scores = (rng.integers(0, 1001, n) / 1000).astype(np.float32)
+    else:
+        # events score higher on average, so the curves are not trivial
+        scores = np.clip(rng.normal(0.5 + 0.2 * (positive - 0.5), 0.2), 0, 1).astype(np.float32)
+    cuts = sorted(draw(st.lists(st.integers(0, n), max_size=4)))
+    return positive, scores, cuts
+
+
+def accumulate(positive: np.ndarray, scores: np.ndarray, cuts: list[int], threshold: float = 0.5) -> BinaryMetrics:
+    m = BinaryMetrics(threshold=threshold)
+    for a, b in zip([0, *cuts], [*cuts, positive.size], strict=True):
+        m.update(positive[a:b], scores[a:b])
+    return m
+
+
+@given(labelled_scores(), st.floats(0.0, 1.0))
+@settings(max_examples=60, deadline=None)
+def test_confusion_counts_equal_counting_every_window(
+    data: tuple[np.ndarray, np.ndarray, list[int]], threshold: float
+) -> None:
+    positive, scores, cuts = data
+    predicted = scores.astype(np.float64) >= threshold
+    result = accumulate(positive, scores, cuts, threshold).result()
+    assert result["confusion"] == {
+        "tn": int(np.sum(~positive & ~predicted)),
+        "fp": int(np.sum(~positive & predicted)),
+        "fn": int(np.sum(positive & ~predicted)),
+        "tp": int(np.sum(positive & predicted)),
+    }
+
+
+@given(labelled_scores(), st.floats(0.0, 1.0))
+@settings(max_examples=60, deadline=None)
+def test_accuracy_precision_recall_and_f1_equal_their_definitions(
+    data: tuple[np.ndarray, np.ndarray, list[int]], threshold: float
+) -> None:
+    positive, scores, cuts = data
+    predicted = scores.astype(np.float64) >= threshold
+    tp = int(np.sum(positive & predicted))
+    precision = tp / predicted.sum() if predicted.any() else math.nan
+    recall = tp / positive.sum()
+    f1 = 2 * tp / (predicted.sum() + positive.sum())
+    result = accumulate(positive, scores, cuts, threshold).result()
+    expected = {"accuracy": np.mean(positive == predicted), "precision": precision, "recall": recall, "f1": f1}
+    assert {k: result[k] for k in expected} == pytest.approx(expected, rel=1e-12, nan_ok=True)
+
+
+@given(labelled_scores(grid=True))
+@settings(max_examples=60, deadline=None)
+def test_roc_auc_equals_the_pairwise_auc_when_only_equal_scores_share_a_bin(
+    data: tuple[np.ndarray, np.ndarray, list[int]],
+) -> None:
+    positive, scores, cuts = data
+    assert accumulate(positive, scores, cuts).roc_auc() == pytest.approx(exact_roc_auc(positive, scores), abs=1e-12)
+
+
+@given(labelled_scores(grid=True))
+@settings(max_examples=60, deadline=None)
+def test_pr_auc_equals_the_average_precision_when_only_equal_scores_share_a_bin(
+    data: tuple[np.ndarray, np.ndarray, list[int]],
+) -> None:
+    positive, scores, cuts = data
+    expected = exact_average_precision(positive, scores)
+    assert accumulate(positive, scores, cuts).pr_auc() == pytest.approx(expected, abs=1e-12)
+
+
+@given(labelled_scores())
+@settings(max_examples=60, deadline=None)
+def test_roc_auc_of_arbitrary_scores_is_within_1e3_of_the_pairwise_auc(
+    data: tuple[np.ndarray, np.ndarray, list[int]],
+) -> None:
+    positive, scores, cuts = data
+    assert accumulate(positive, scores, cuts).roc_auc() == pytest.approx(exact_roc_auc(positive, scores), abs=1e-3)
+
+
+@given(labelled_scores())
+@settings(max_examples=60, deadline=None)
+def test_pr_auc_of_arbitrary_scores_is_within_1e3_of_the_average_precision(
+    data: tuple[np.ndarray, np.ndarray, list[int]],
+) -> None:
+    positive, scores, cuts = data
+    expected = exact_average_precision(positive, scores)
+    assert accumulate(positive, scores, cuts).pr_auc() == pytest.approx(expected, abs=1e-3)
+
+
+def test_loss_is_the_mean_of_the_per_window_losses() -> None:
+    m = BinaryMetrics()
+    m.update(np.array([1, 0]), np.array([0.9, 0.2]), np.array([0.5, 1.5]))
+    m.update(np.array([1]), np.array([0.4]), np.array([4.0]))
+    assert m.result()["loss"] == pytest.approx(2.0)
+
+
+def test_result_counts_every_window_of_every_update() -> None:
+    m = BinaryMetrics()
+    m.update(np.array([1, 0, 0]), np.array([0.9, 0.2, 0.1]))
+    m.update(np.array([1]), np.array([0.4]))
+    assert m.result()["windows"] == 4
+
+
+@pytest.mark.parametrize("figure", ["roc_auc", "pr_auc", "precision", "recall"])
+def test_figures_without_any_event_window_are_nan(figure: str) -> None:
+    m = BinaryMetrics()
+    m.update(np.zeros(5, dtype=bool), np.array([0.1, 0.2, 0.3, 0.2, 0.1]))
+    assert math.isnan(m.result()[figure])
+
+
+def test_f1_is_zero_when_events_exist_and_none_is_found() -> None:
+    m = BinaryMetrics()
+    m.update(np.array([1, 0, 1]), np.array([0.1, 0.2, 0.3]))
+    assert m.result()["f1"] == 0.0
+
+
+def test_perfect_separation_gives_both_areas_one() -> None:
+    m = BinaryMetrics()
+    m.update(np.array([1, 1, 0, 0]), np.array([0.99, 0.8, 0.3, 0.01]))
+    assert (m.roc_auc(), m.pr_auc()) == (1.0, 1.0)
+
+
+def test_roc_auc_stays_right_with_billions_of_windows_per_bin() -> None:
+    # A store far larger than memory may put billions of windows in one bin: the pair counts
+    # (events x non-events) exceed int64.
+    m = BinaryMetrics()
+    m.pos_hist[-1] = 5_000_000_000
+    m.neg_hist[0] = 5_000_000_000
+    m.neg_hist[-1] = 1_000_000_000
+    assert m.roc_auc() == pytest.approx((5 / 6) + 0.5 * (1 / 6))
+
+
+def test_precision_recall_curve_has_no_point_where_no_window_is_predicted_positive() -> None:
+    m = BinaryMetrics()
+    m.update(np.array([1, 0, 1, 0]), np.array([0.6, 0.4, 0.55, 0.45]))
+    recall, precision = m.pr_curve()
+    assert not np.any((recall == 0) & (precision == 0))
+
+
+def test_result_is_plain_json() -> None:
+    m = BinaryMetrics()
+    m.update(np.array([1, 0, 1, 0]), np.array([0.6, 0.4, 0.55, 0.45]), np.ones(4))
+    assert json.loads(json.dumps(m.result(), allow_nan=False)) == m.result()

@@ -1,0 +1,144 @@
+"""``chunkfit train`` end to end in real subprocesses, on the shipped ECG log."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from support import REPO, error_line, make_store, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def ecg_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """data/ecg208.csv and its R-peak markers, ingested by the CLI."""
+    store = tmp_path_factory.mktemp("ecg") / "ecg.zarr"
+    result = run_cli(
+        "ingest", store, REPO / "data" / "ecg208.csv",
+        "--time-column", "time_s", "--events", REPO / "data" / "ecg208_events.txt",
+    )
+    assert result.returncode == 0, result.stderr
+    return store
+
+
+@pytest.fixture(scope="module")
+def ecg_run(ecg_store: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("runs") / "ecg-run"
+    result = run_cli("train", ecg_store, "--epochs", "2", "--chunk", "20000", "--stride", "2", "--out", out, timeout=300)
+    return result, out
+
+
+def test_train_on_the_ecg_log_succeeds_quietly(ecg_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    result, _ = ecg_run
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+
+
+def test_train_prints_one_line_per_epoch_and_the_run_folder(ecg_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    result, out = ecg_run
+    lines = result.stdout.splitlines()
+    assert [line.split("  ")[0] for line in lines[:2]] == ["epoch 1/2", "epoch 2/2"]
+    assert "val_accuracy" in lines[1]
+    assert lines[2] == f"trained baseline-cnn for 2 epoch(s); run folder {out}: model.keras, history.csv, run.json, curves.png"
+
+
+def test_train_writes_the_run_folder(ecg_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    _, out = ecg_run
+    assert sorted(p.name for p in out.iterdir()) == ["curves.png", "history.csv", "model.keras", "run.json"]
+    assert len((out / "history.csv").read_text().splitlines()) == 3
+
+
+def test_run_json_describes_the_ecg_run(ecg_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    _, out = ecg_run
+    run = json.loads((out / "run.json").read_text())
+    assert run["config"]["windows"] == {"window": 104, "stride": 2, "label": "any-event"}
+    assert run["store"]["identity"]["n_samples"] == 108_000
+    assert run["split"]["validation_ranges"] == [[97200, 108000]]
+    assert [e["epoch"] for e in run["epochs"]] == [0, 1]
+    assert run["epochs"][-1]["val_accuracy"] > 0.8
+
+
+def test_train_without_a_store_uses_sensor_zarr_in_the_current_directory(ecg_store: Path, tmp_path: Path) -> None:
+    shutil.copytree(ecg_store, tmp_path / "sensor.zarr")
+    result = run_cli("train", "--epochs", "1", "--stride", "16", "--out", "r", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["store"]["path"] == str(tmp_path / "sensor.zarr")
+
+
+def test_train_without_a_store_uses_the_store_named_in_chunkfit_toml(ecg_store: Path, tmp_path: Path) -> None:
+    shutil.copytree(ecg_store, tmp_path / "data" / "heart.zarr")
+    (tmp_path / "chunkfit.toml").write_text('store = "data/heart.zarr"\n')
+    result = run_cli("train", "--epochs", "1", "--stride", "16", "--out", "r", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["store"]["path"] == str(tmp_path / "data" / "heart.zarr")
+
+
+# -- one clear line before any training ------------------------------------------------------------
+
+
+def test_no_store_given_or_found_is_one_error_line(tmp_path: Path) -> None:
+    result = run_cli("train", cwd=tmp_path)
+    assert error_line(result) == (
+        "chunkfit: error: no STORE given, and the current directory has neither chunkfit.toml nor "
+        "sensor.zarr; name the store: chunkfit train STORE"
+    )
+
+
+def test_window_longer_than_every_segment_is_one_error_line(ecg_store: Path, tmp_path: Path) -> None:
+    result = run_cli("train", ecg_store, "--window", "200000", "--out", tmp_path / "r")
+    assert error_line(result) == (
+        "chunkfit: error: window must be at most the longest segment (received window=200000, "
+        "longest segment=108000 samples); use a smaller --window"
+    )
+    assert not (tmp_path / "r").exists()
+
+
+def test_chunk_smaller_than_the_batch_is_one_error_line(ecg_store: Path) -> None:
+    result = run_cli("train", ecg_store, "--chunk", "100")
+    assert error_line(result) == (
+        "chunkfit: error: chunk must be at least the batch size (received chunk=100, batch_size=128); "
+        "raise --chunk or lower --batch-size"
+    )
+
+
+def test_store_with_neither_events_nor_labels_is_one_error_line(tmp_path: Path) -> None:
+    store = make_store(tmp_path / "bare.zarr", np.zeros((1000, 1), dtype=np.float32))
+    result = run_cli("train", store)
+    assert error_line(result) == (
+        f"chunkfit: error: {store}: label rule any-event needs event markers, but the store has none"
+    )
+
+
+def test_model_with_the_wrong_output_size_is_one_error_line(ecg_store: Path, tmp_path: Path) -> None:
+    (tmp_path / "three.py").write_text(
+        "import keras\n"
+        "def model(window, n_channels):\n"
+        "    return keras.Sequential([keras.Input((window, n_channels)), keras.layers.Flatten(),\n"
+        "                             keras.layers.Dense(3, activation='softmax')], name='three')\n"
+    )
+    result = run_cli("train", ecg_store, "--model", "three:model", "--out", "r", cwd=tmp_path)
+    assert error_line(result) == (
+        "chunkfit: error: model 'three' outputs shape (3) per window, but the labels have 2 classes; "
+        "its last layer needs 2 units"
+    )
+    assert not (tmp_path / "r" / "model.keras").exists()
+
+
+def test_unwritable_run_folder_is_one_error_line(ecg_store: Path, tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("")
+    result = run_cli("train", ecg_store, "--out", tmp_path / "taken" / "run")
+    assert error_line(result) == (
+        f"chunkfit: error: {tmp_path / 'taken' / 'run'}: the run folder cannot be written (Not a directory); "
+        "use another --out"
+    )
+
+
+def test_nonsense_memory_budget_is_one_error_line(ecg_store: Path) -> None:
+    result = run_cli("train", ecg_store, "--memory-budget", "lots")
+    assert error_line(result) == "chunkfit: error: memory size must look like 1.5GB, 800MB or 2G (received 'lots')"
