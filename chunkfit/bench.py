@@ -30,9 +30,11 @@ from typing import Any
 import numpy as np
 
 from .errors import UsageError
+from .run import peak_rss_bytes
 
 STRATEGIES = ("materialised", "pydataset", "pydataset-workers", "train-on-batch", "timeseries", "chunkfit", "ceiling")
 REFERENCE = "materialised"
+MIN_WINDOW = 12  # baseline-cnn: Conv1D(kernel 9) leaves window - 8 samples, MaxPooling1D(4) needs 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,19 +47,25 @@ class BenchSpec:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.window < 2 or self.samples < self.window + self.batch_size:
+        if self.window < MIN_WINDOW:
+            raise UsageError(
+                f"--window must be at least {MIN_WINDOW}, the shortest window baseline-cnn's convolution and "
+                f"pooling fit in (received window={self.window})"
+            )
+        if self.samples < self.window + self.batch_size:
             raise UsageError(
                 f"--samples must exceed --window + --batch-size (received samples={self.samples}, "
                 f"window={self.window}, batch_size={self.batch_size})"
             )
-        if self.epochs < 1 or self.batch_size < 1:
-            raise UsageError("--epochs and --batch-size must be positive")
+        for name, value in (("--epochs", self.epochs), ("--batch-size", self.batch_size)):
+            if value < 1:
+                raise UsageError(f"{name} must be a positive integer (received {value})")
 
     @property
     def n_anomalies(self) -> int:
         if self.anomalies is not None:
             return self.anomalies
-        return int(round(self.samples * 50_000 / 1_049_344))
+        return round(self.samples * 50_000 / 1_049_344)
 
     @property
     def n_windows(self) -> int:
@@ -158,7 +166,7 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
     cpu = _cpu() - c0
     if store_dir is not None:
         store_dir.cleanup()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = peak_rss_bytes()
     return {
         "strategy": name,
         "seconds": seconds,
@@ -225,25 +233,37 @@ class _WindowBatches:
 # -- driver side -----------------------------------------------------------------------------------
 
 
-def bench(spec: BenchSpec, strategies: tuple[str, ...] = STRATEGIES, progress: Any = None) -> dict[str, Any]:
-    """Run every strategy in its own subprocess; returns the table as a dict (and per-row ratios)."""
+def bench(
+    spec: BenchSpec, strategies: tuple[str, ...] = STRATEGIES, progress: Any = None, plot_path: str | Path | None = None
+) -> dict[str, Any]:
+    """Run every strategy in its own subprocess; returns the table as a dict (and per-row ratios).
+
+    With ``plot_path`` a bar chart is drawn there too; its folder is checked before any strategy runs.
+    """
+    from .scoring import check_output_folder
+
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise UsageError(f"unknown strategy {unknown[0]!r} (strategies: {', '.join(STRATEGIES)})")
+    if plot_path is not None:
+        check_output_folder(Path(plot_path))
     rows = []
     for k, name in enumerate(strategies):
         if progress is not None:
             progress(k, len(strategies), name)
         cmd = [sys.executable, "-m", "chunkfit.bench", name, json.dumps(dataclasses.asdict(spec))]
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"strategy {name} failed:\n{proc.stderr[-3000:]}")
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     ref = next((r for r in rows if r["strategy"] == REFERENCE), None)
     for r in rows:
         r["ratio_to_reference"] = r["windows_per_s"] / ref["windows_per_s"] if ref else None
-    return {"spec": dataclasses.asdict(spec), "cores": os.cpu_count(), "rows": rows}
+    result = {"spec": dataclasses.asdict(spec), "cores": os.cpu_count(), "rows": rows}
+    if plot_path is not None:
+        plot(result, plot_path)
+    return result
 
 
 def format_table(result: dict[str, Any]) -> str:

@@ -11,7 +11,15 @@ import numpy as np
 
 from .detect import RunMerger, is_positive
 from .metrics import BinaryMetrics
-from .scoring import RunLabeller, ScoredBlock, check_output_folder, check_settings, check_store, load_run, score_store
+from .scoring import (
+    RunLabeller,
+    ScoredBlock,
+    check_output_folder,
+    check_settings,
+    check_store,
+    load_run,
+    score_store,
+)
 from .store import Store, open_store
 
 
@@ -66,8 +74,12 @@ class _Sketch:
         lo, hi = max(self.a, sb.block.start), min(self.b, sb.block.stop)
         if lo < hi:
             self.x[lo - self.a : hi - self.a] = sb.samples[lo - sb.block.start : hi - sb.block.start, 0]
-            keep = (sb.starts >= self.a) & (sb.starts < self.b)
-            self.score[sb.starts[keep] - self.a] = score[keep]
+            # Each score holds until the next window start, so strided scores draw as a line
+            # (NaN between them would hide it); the tail of a segment stays NaN and shows as a gap.
+            for k in range(sb.block.stride):
+                at = sb.starts + k
+                keep = (at >= lo) & (at < hi)
+                self.score[at[keep] - self.a] = score[keep]
 
 
 def evaluate(
@@ -82,11 +94,11 @@ def evaluate(
 ) -> dict[str, Any]:
     """Stream ``store`` block by block through the run's model and return every figure as a dict."""
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
+    model, spec = load_run(run, unsafe=unsafe)
     if plot is not None:
         check_output_folder(Path(plot))
-    model, spec = load_run(run, unsafe=unsafe)
     own = not isinstance(store, Store)
-    s = open_store(store) if own else store  # type: ignore[arg-type]
+    s = store if isinstance(store, Store) else open_store(store)
     try:
         check_store(spec, s)
         labeller = RunLabeller(s, spec)

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from .detect import Detection, RunMerger
-from .errors import RunError, StoreExistsError
-from .scoring import check_store, load_run, score_store
+from .errors import RunError, StoreExistsError, UsageError
+from .scoring import check_output_folder, check_settings, check_store, load_run, score_store
 from .store import Store, open_store
 from .store.layout import suffix_backend
 
@@ -39,10 +39,21 @@ def _claim(path: Path, overwrite: bool) -> None:
         raise StoreExistsError(f"{path}: already exists; pass --overwrite to replace it")
     if path.exists() and path.is_dir() and not path.name.endswith(".zarr"):
         raise RunError(f"{path}: is a directory; choose a file name")
-    if not path.parent.exists():
-        raise RunError(f"{path.parent}: the output folder does not exist")
-    if not os.access(path.parent, os.W_OK):
-        raise RunError(f"{path.parent}: the output folder is not writable")
+    check_output_folder(path)
+
+
+def _check_outputs(out: Path, events_out: Path | None, store: str | os.PathLike[str] | Store, overwrite: bool) -> None:
+    if not str(out).rstrip("/").lower().endswith((".zarr", ".h5", ".hdf5")):
+        raise UsageError(f"{out}: the scores path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 file); rename it")
+    store_path = Path(store.path if isinstance(store, Store) else store).resolve()
+    taken = [p for p in (out, events_out) if p is not None and p.resolve() == store_path]
+    if taken:
+        raise UsageError(f"{taken[0]}: is the store being scored; write the output elsewhere")
+    if events_out is not None and events_out.resolve() == out.resolve():
+        raise UsageError(f"{events_out}: --events-out and --out name the same file; give two paths")
+    _claim(out, overwrite)
+    if events_out is not None:
+        _claim(events_out, overwrite)
 
 
 class _ScoreWriter:
@@ -61,8 +72,9 @@ class _ScoreWriter:
             )
             self.file = None
         else:
-            import h5py
             import json
+
+            import h5py
 
             self.file = h5py.File(self.tmp, "w")
             self.file.attrs["chunkfit_scores"] = json.dumps(attrs)
@@ -88,6 +100,30 @@ class _ScoreWriter:
             shutil.rmtree(self.tmp) if self.tmp.is_dir() else self.tmp.unlink()
 
 
+class _DetectionCsv:
+    """Counts detections and, given a path, writes one CSV row each (with seconds when the rate is known)."""
+
+    def __init__(self, path: Path | None, rate: float | None) -> None:
+        self.count = 0
+        self.rate = rate
+        self.handle = path.open("w", newline="") if path is not None else None
+        self.rows = csv.writer(self.handle) if self.handle is not None else None
+        if self.rows is not None:
+            self.rows.writerow(["start", "end", "peak_score", "peak_sample"] + (["start_s", "end_s"] if rate else []))
+
+    def write(self, detections: list[Detection]) -> None:
+        self.count += len(detections)
+        if self.rows is None:
+            return
+        for d in detections:
+            seconds = [f"{d.start / self.rate:.6f}", f"{d.end / self.rate:.6f}"] if self.rate else []
+            self.rows.writerow([d.start, d.end, f"{d.peak_score:.6f}", d.peak_start, *seconds])
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+
+
 def predict(
     run: str | os.PathLike[str],
     store: str | os.PathLike[str] | Store,
@@ -101,14 +137,13 @@ def predict(
     unsafe: bool = False,
 ) -> PredictReport:
     """Score every window of ``store``; write scores to ``out`` (.zarr or .h5) and detections to CSV."""
+    check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
     out_path = Path(out)
-    _claim(out_path, overwrite)
     ev_path = Path(events_out) if events_out is not None else None
-    if ev_path is not None:
-        _claim(ev_path, overwrite)
+    _check_outputs(out_path, ev_path, store, overwrite)
     model, spec = load_run(run, unsafe=unsafe)
     own = not isinstance(store, Store)
-    s = open_store(store) if own else store  # type: ignore[arg-type]
+    s = store if isinstance(store, Store) else open_store(store)
     writer: _ScoreWriter | None = None
     tmp_events = ev_path.parent / f".{ev_path.name}.chunkfit-tmp-{os.getpid()}" if ev_path else None
     try:
@@ -118,38 +153,24 @@ def predict(
                  "threshold": threshold, "store": str(s.path)}
         writer = _ScoreWriter(out_path, s.n_samples, attrs)
         merger = RunMerger(w.window, w.stride, threshold)
-        rate = s.sample_rate
-        n_windows = n_det = 0
-        handle = open(tmp_events, "w", newline="") if tmp_events else None
+        detections = _DetectionCsv(tmp_events, s.sample_rate)
+        n_windows = 0
         try:
-            rows = csv.writer(handle) if handle else None
-            if rows is not None:
-                rows.writerow(["start", "end", "peak_score", "peak_sample"] + (["start_s", "end_s"] if rate else []))
-
-            def emit(dets: list[Detection]) -> None:
-                nonlocal n_det
-                for d in dets:
-                    n_det += 1
-                    if rows is not None:
-                        extra = [f"{d.start / rate:.6f}", f"{d.end / rate:.6f}"] if rate else []
-                        rows.writerow([d.start, d.end, f"{d.peak_score:.6f}", d.peak_start, *extra])
-
-            for sb in score_stream(model, s, spec, chunk, batch_size):
+            for sb in score_store(model, s, spec, chunk=chunk, batch_size=batch_size):
                 score = sb.probs[:, spec.positive]
                 n_windows += score.size
                 span = np.full(int(sb.starts[-1] - sb.starts[0]) + 1, np.nan, dtype=np.float32)
                 span[sb.starts - sb.starts[0]] = score
                 writer.write(int(sb.starts[0]), span)
-                emit(merger.push(sb.starts, score, sb.segment))
-            emit(merger.flush())
+                detections.write(merger.push(sb.starts, score, sb.segment))
+            detections.write(merger.flush())
         finally:
-            if handle is not None:
-                handle.close()
+            detections.close()
         writer.commit(out_path)
         writer = None
         if tmp_events is not None and ev_path is not None:
             os.replace(tmp_events, ev_path)
-        return PredictReport(str(out_path), n_windows, n_det, str(ev_path) if ev_path else None)
+        return PredictReport(str(out_path), n_windows, detections.count, str(ev_path) if ev_path else None)
     except BaseException:
         if writer is not None:
             writer.abort()
@@ -160,6 +181,3 @@ def predict(
         if own:
             s.close()
 
-
-def score_stream(model: Any, store: Store, spec: Any, chunk: int, batch_size: int) -> Any:
-    return score_store(model, store, spec, chunk=chunk, batch_size=batch_size)

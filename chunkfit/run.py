@@ -28,7 +28,11 @@ def peak_rss_bytes() -> int:
 
 
 class RunFolder:
-    """A new, writable folder for one training run."""
+    """A new, writable folder for one training run.
+
+    Construction only checks (cheaply, before TensorFlow loads); ``create`` makes the folder once
+    every other check has passed, so a refused run leaves nothing behind.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -39,6 +43,14 @@ class RunFolder:
             )
         if self.path.exists() and not self.path.is_dir():
             raise RunError(f"{self.path}: the run folder is a file; use another --out")
+        parent = self.path
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+            reason = "Not a directory" if not parent.is_dir() else "Permission denied"
+            raise RunError(f"{self.path}: the run folder cannot be written ({reason}); use another --out")
+
+    def create(self) -> None:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             probe = self.path / ".chunkfit-write-test"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import zipfile
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -50,6 +51,9 @@ def load_model_file(path: Path, *, unsafe: bool = False) -> keras.Model:
 
     if not path.is_file():
         raise ModelError(f"{path}: model file not found")
+    if not zipfile.is_zipfile(path):
+        # Keras would report "File not found" for a file that exists but is not a zip archive
+        raise ModelError(f"{path}: not a .keras model (a .keras file is a zip archive, this file is not)")
     try:
         return keras.saving.load_model(path, safe_mode=not unsafe)
     except Exception as err:  # Keras raises many types for files that are not models
@@ -58,7 +62,7 @@ def load_model_file(path: Path, *, unsafe: bool = False) -> keras.Model:
         raise ModelError(f"{path}: not a loadable .keras model ({type(err).__name__}: {first[:200]}){hint}") from None
 
 
-def load_run(run: str | Path, *, unsafe: bool = False) -> tuple[keras.Model, RunSpec]:
+def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[keras.Model, RunSpec]:
     """The model and window settings of a run folder or ``.keras`` file."""
     path = Path(run)
     if path.is_dir():
@@ -93,6 +97,11 @@ def load_run(run: str | Path, *, unsafe: bool = False) -> tuple[keras.Model, Run
     n_out = int(model.outputs[0].shape[-1])
     if classes is None:
         classes = list(range(n_out))
+    if windows.window != shape[0] or len(classes) != n_out:
+        raise ModelError(
+            f"{path}: run.json describes windows of {windows.window} samples and {len(classes)} classes, but the "
+            f"model takes {shape[0]} samples and gives {n_out} outputs; the run folder is inconsistent"
+        )
     return model, RunSpec(str(path), windows, classes, channels, int(shape[1]), config)
 
 

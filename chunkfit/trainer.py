@@ -147,6 +147,8 @@ class _Run:
         self.chunk = self._chunk()
         self.train_blocks = plan_blocks(self.split.train, w.window, w.stride, self.chunk)
         self.val_blocks = plan_blocks(self.split.validation, w.window, w.stride, self.chunk)
+        if self.folder is not None:
+            self.folder.create()
         self.epoch_records: list[dict[str, Any]] = []
         self.started = time.perf_counter()
 

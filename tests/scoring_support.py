@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from support import make_store, run_cli
 
 import chunkfit
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
-from support import make_store, run_cli
 
 WINDOW = 16
 SAMPLES = 3_000

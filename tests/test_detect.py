@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scoring_support import Run, merge_runs
 
 from chunkfit.detect import Detection, RunMerger
-from scoring_support import Run, merge_runs
 
 WINDOW = 4
 

@@ -10,9 +10,6 @@ from typing import Any
 import keras
 import numpy as np
 import pytest
-
-import chunkfit
-from chunkfit.errors import IncompatibleError, RunError, UsageError, WindowError
 from scoring_support import (
     LABEL_VALUES,
     STRIDE,
@@ -32,6 +29,9 @@ from scoring_support import (
 )
 from support import make_store
 
+import chunkfit
+from chunkfit.errors import IncompatibleError, RunError, UsageError, WindowError
+
 pytestmark = pytest.mark.slow
 
 
@@ -49,7 +49,7 @@ def brute_force(run: Path, store_path: Path, stride: int) -> tuple[dict[str, Any
     """Every figure of evaluate() computed from all windows at once, and the threshold used."""
     w = all_windows(keras_model(run), store_path, WINDOW, stride)
     with chunkfit.open_store(store_path) as store:
-        events, n_samples, rate = store.events, store.n_samples, store.sample_rate
+        events, n_samples, rate = store.events, store.n_samples, float(store.sample_rate or "nan")
     score = w.probs[:, 1]
     threshold = separating_threshold(score)
     truth = any_event(w.starts, WINDOW, events)
@@ -66,7 +66,7 @@ def brute_force(run: Path, store_path: Path, stride: int) -> tuple[dict[str, Any
     hours = n_samples / rate / 3600
     figures = {
         "windows": w.starts.size,
-        "loss": float(np.mean(keras.losses.categorical_crossentropy(onehot, w.probs))),
+        "loss": float(np.mean(keras.ops.convert_to_numpy(keras.losses.categorical_crossentropy(onehot, w.probs)))),
         "accuracy": (tp + tn) / w.starts.size,
         "precision": tp / (tp + fp),
         "recall": tp / (tp + fn),

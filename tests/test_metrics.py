@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scoring_support import exact_average_precision, exact_roc_auc
 
 from chunkfit.metrics import BinaryMetrics
-from scoring_support import exact_average_precision, exact_roc_auc
 
 
 @st.composite

@@ -127,7 +127,7 @@ def test_model_with_the_wrong_output_size_is_one_error_line(ecg_store: Path, tmp
         "chunkfit: error: model 'three' outputs shape (3) per window, but the labels have 2 classes; "
         "its last layer needs 2 units"
     )
-    assert not (tmp_path / "r" / "model.keras").exists()
+    assert not (tmp_path / "r").exists()
 
 
 def test_unwritable_run_folder_is_one_error_line(ecg_store: Path, tmp_path: Path) -> None:

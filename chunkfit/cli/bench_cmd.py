@@ -24,14 +24,13 @@ def bench(
     """The original question's comparison on this machine: materialised fit, PyDataset,
     train_on_batch, timeseries_dataset_from_array, chunkfit and the compute ceiling, each in its own
     subprocess (seconds, windows/s, ratio to the reference, CPU use, peak RSS, final loss)."""
-    from ..bench import STRATEGIES, BenchSpec, bench as run_bench, format_table, plot as draw
+    from ..bench import STRATEGIES, BenchSpec, format_table
+    from ..bench import bench as run_bench
 
     spec = BenchSpec(samples=samples, window=window, batch_size=batch_size, epochs=epochs)
     chosen = tuple(s.strip() for s in strategies.split(",")) if strategies else STRATEGIES
     with bar("bench", len(chosen), unit="strategies") as update:
-        result = run_bench(spec, chosen, progress=lambda k, n, name: update(k, info=name))
-    if plot is not None:
-        draw(result, plot)
+        result = run_bench(spec, chosen, progress=lambda k, n, name: update(k, info=name), plot_path=plot)
     if json_out:
         typer.echo(json.dumps(result, indent=2))
     else:

@@ -21,6 +21,17 @@ def _num(v: Any, pct: bool = False) -> str:
     return f"{100 * v:.2f}%" if pct else f"{v:.4f}"
 
 
+def _json_ready(value: Any) -> Any:
+    """NaN and infinities (an area with one class only, coverage without events) as null: JSON has no NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_ready(v) for v in value]
+    return value
+
+
 def format_eval(r: dict[str, Any]) -> str:
     c = r["confusion"]
     lines = [
@@ -63,16 +74,13 @@ def evaluate(
     unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
 ) -> None:
     """Loss, accuracy, precision, recall, F1, ROC-AUC, PR-AUC and event-level figures, streamed block by block."""
-    from ..errors import UsageError
     from ..evaluate import evaluate as run_evaluate
 
-    if not 0.0 <= threshold <= 1.0:
-        raise UsageError(f"--threshold must be in [0, 1] (received {threshold})")
     run_path = Path(run)
     plot_path = plot or str((run_path if run_path.is_dir() else run_path.parent) / "eval.png")
     result = run_evaluate(run, store, threshold=threshold, chunk=chunk, batch_size=batch_size, plot=plot_path, unsafe=unsafe)
     if json_out:
-        typer.echo(json.dumps(result, indent=2, default=lambda v: None))
+        typer.echo(json.dumps(_json_ready(result), indent=2, allow_nan=False))
     else:
         typer.echo(format_eval(result))
 
@@ -90,11 +98,8 @@ def predict(
     unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
 ) -> None:
     """Score every window start of a store (NaN where no window fits) in bounded memory."""
-    from ..errors import UsageError
     from ..predict import predict as run_predict
 
-    if not 0.0 <= threshold <= 1.0:
-        raise UsageError(f"--threshold must be in [0, 1] (received {threshold})")
     report = run_predict(run, store, out, events_out=events_out, threshold=threshold, overwrite=overwrite,
                          chunk=chunk, batch_size=batch_size, unsafe=unsafe)
     extra = f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""

@@ -1,0 +1,342 @@
+"""Training throughput, memory and quality of chunkfit against the original question's reference.
+
+    python benchmarks/train.py [throughput] [memory] [quality] [--samples N] [--repeats R]
+
+Sections (all three when none is named):
+
+- throughput: on the original question's problem (synth store, window 104, batch 128, baseline-cnn),
+  windows per second of training and peak RSS of (1) model.fit on the fully materialised float64
+  window array, (2) a keras.utils.PyDataset building batches on the fly, (3) chunkfit default,
+  (3b) chunkfit with steps_per_execution=1, (4) the compute ceiling: the same compiled train step
+  on one constant batch in one compiled loop. Each strategy runs in its own subprocess, in rounds
+  so that machine noise hits all alike; the table shows medians and ratios to (1) and (4).
+- memory: chunkfit --chunk 200000 on a 20,000,000-sample synth store against the 1M store.
+- quality: on the balanced synth problem (about half the windows positive), validation accuracy
+  after 3 epochs of chunkfit against model.fit on the materialised, fully shuffled windows of the
+  same split, from the same initial weights.
+
+Windows per second count training windows over the time spent training them (tracing included,
+validation excluded). Tables are printed and written to benchmarks/RESULTS-train.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+OUT = Path("bench-out")
+RESULTS = Path(__file__).with_name("RESULTS-train.md")
+WINDOW, BATCH = 104, 128
+MILLION = 1_049_344
+LARGE = 20_000_000
+STRATEGIES = ("reference", "pydataset", "chunkfit", "chunkfit-spe1", "ceiling")
+LABELS = {
+    "reference": "(1) model.fit, materialised float64 windows (the original question)",
+    "pydataset": "(2) keras.utils.PyDataset, batches built on the fly",
+    "chunkfit": "(3) chunkfit default (steps_per_execution=64)",
+    "chunkfit-spe1": "(3b) chunkfit, steps_per_execution=1",
+    "ceiling": "(4) compute ceiling: constant batch, one compiled loop",
+}
+
+
+# -- stores -----------------------------------------------------------------------------------------
+
+
+def synth_store(samples: int, balanced: bool = False) -> Path:
+    from chunkfit.synth import DEFAULT_ANOMALIES, SynthSpec, balanced_anomalies, synth
+
+    anomalies = balanced_anomalies(samples, WINDOW) if balanced else round(DEFAULT_ANOMALIES * samples / MILLION)
+    path = OUT / f"train-synth-{samples}-{anomalies}.zarr"
+    if not path.exists():
+        OUT.mkdir(exist_ok=True)
+        synth(path, SynthSpec(samples=samples, anomalies=anomalies, seed=0))
+    return path
+
+
+# -- workers: each runs in its own process and prints one JSON line ---------------------------------
+
+
+def peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def materialise(store_path: str, ranges: list[list[int]]) -> tuple[Any, Any]:
+    """Every window of ``ranges`` as float64 [n, window, 1] plus one-hot labels, as the question does."""
+    import keras
+    import numpy as np
+
+    from chunkfit import open_store
+    from chunkfit.windows import any_event_labels
+
+    xs, ys = [], []
+    with open_store(store_path) as store:
+        for a, b in ranges:
+            x = store.read(a, b)[:, 0].astype(np.float64)
+            starts = np.arange(a, b - WINDOW + 1)
+            xs.append(np.lib.stride_tricks.sliding_window_view(x, WINDOW)[..., None].copy())
+            ys.append(any_event_labels(starts, WINDOW, store.events))
+    return np.concatenate(xs), keras.utils.to_categorical(np.concatenate(ys), 2)
+
+
+def reference_model() -> Any:
+    import keras
+
+    from chunkfit.models import baseline_cnn
+
+    keras.utils.set_random_seed(0)
+    model = baseline_cnn(WINDOW, 1, 2)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="categorical_crossentropy", metrics=["accuracy"])
+    return model
+
+
+def work_reference(store: str, args: dict[str, Any]) -> dict[str, Any]:
+    from chunkfit import open_store
+
+    with open_store(store) as s:
+        n = s.n_samples
+    t0 = time.perf_counter()
+    x, y = materialise(store, [[0, n]])
+    prep = time.perf_counter() - t0
+    model = reference_model()
+    t1 = time.perf_counter()
+    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=True, verbose=0)
+    return {"windows": len(x), "seconds": time.perf_counter() - t1, "prep_seconds": prep}
+
+
+def work_pydataset(store: str, args: dict[str, Any]) -> dict[str, Any]:
+    import keras
+    import numpy as np
+
+    from chunkfit import open_store
+    from chunkfit.windows import any_event_labels
+
+    with open_store(store) as s:
+        signal = s.read(0, s.n_samples)[:, 0]
+        labels = any_event_labels(np.arange(s.n_samples - WINDOW + 1), WINDOW, s.events)
+    span = np.arange(WINDOW)
+
+    class Windows(keras.utils.PyDataset):
+        def __init__(self) -> None:
+            super().__init__()
+            self.order = np.random.default_rng(0).permutation(labels.size)
+
+        def __len__(self) -> int:
+            return -(-labels.size // BATCH)
+
+        def __getitem__(self, i: int) -> tuple[Any, Any]:
+            idx = self.order[i * BATCH : (i + 1) * BATCH]
+            return signal[idx[:, None] + span][..., None], np.eye(2, dtype=np.float32)[labels[idx]]
+
+        def on_epoch_end(self) -> None:
+            np.random.default_rng().shuffle(self.order)
+
+    model = reference_model()
+    t0 = time.perf_counter()
+    model.fit(Windows(), epochs=1, verbose=0)
+    return {"windows": int(labels.size), "seconds": time.perf_counter() - t0}
+
+
+def work_chunkfit(store: str, args: dict[str, Any]) -> dict[str, Any]:
+    import chunkfit
+
+    with tempfile.TemporaryDirectory() as tmp:
+        chunkfit.fit("baseline-cnn", store, window=WINDOW, batch_size=BATCH, epochs=args.get("epochs", 1),
+                     out=Path(tmp) / "run", **args.get("fit", {}))
+        run = json.loads((Path(tmp) / "run" / "run.json").read_text())
+    last = run["epochs"][-1]
+    return {"windows": last["train_windows"], "seconds": last["train_seconds"], "epochs": run["epochs"]}
+
+
+def work_ceiling(store: str, args: dict[str, Any]) -> dict[str, Any]:
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from chunkfit.models import baseline_cnn, compile_model
+
+    keras.utils.set_random_seed(0)
+    model = baseline_cnn(WINDOW, 1, 2)
+    compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=64)
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(BATCH, WINDOW, 1)).astype("float32"))
+    y = tf.one_hot(rng.integers(0, 2, BATCH), 2)
+    model.fit(x, y, batch_size=BATCH, verbose=0)  # builds the optimizer and metrics
+
+    @tf.function
+    def loop(steps: tf.Tensor) -> tf.Tensor:
+        for _ in tf.range(steps):
+            model.train_step((x, y))
+        return steps
+
+    loop(tf.constant(20))
+    steps = 4000
+    t0 = time.perf_counter()
+    loop(tf.constant(steps))
+    return {"windows": steps * BATCH, "seconds": time.perf_counter() - t0}
+
+
+def work_quality_reference(store: str, args: dict[str, Any]) -> dict[str, Any]:
+    split = args["split"]
+    x, y = materialise(store, split["train_ranges"])
+    vx, vy = materialise(store, split["validation_ranges"])
+    model = reference_model()
+    history = model.fit(x, y, batch_size=BATCH, epochs=3, shuffle=True, validation_data=(vx, vy), verbose=0)
+    return {"val_accuracy": history.history["val_accuracy"], "windows": len(x), "seconds": 0.0}
+
+
+WORKERS = {
+    "reference": work_reference,
+    "pydataset": work_pydataset,
+    "chunkfit": work_chunkfit,
+    "chunkfit-spe1": lambda s, a: work_chunkfit(s, {**a, "fit": {"steps_per_execution": 1}}),
+    "ceiling": work_ceiling,
+    "quality-reference": work_quality_reference,
+}
+
+
+def worker(name: str, store: str, args_json: str) -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from chunkfit._quiet import import_tensorflow_quietly
+
+    import_tensorflow_quietly()
+    result = WORKERS[name](store, json.loads(args_json))
+    result["peak_rss"] = peak_rss()
+    print(json.dumps(result))
+
+
+def run(name: str, store: Path, **args: Any) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--worker", name, str(store), json.dumps(args)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"worker {name} failed:\n{proc.stderr}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["windows_per_s"] = out["windows"] / out["seconds"] if out["seconds"] else float("nan")
+    return out
+
+
+# -- sections ------------------------------------------------------------------------------------------
+
+
+def throughput(samples: int, repeats: int) -> list[str]:
+    store = synth_store(samples)
+    results: dict[str, list[dict[str, Any]]] = {s: [] for s in STRATEGIES}
+    for _ in range(repeats):
+        for s in STRATEGIES:
+            results[s].append(run(s, store))
+            print(f"  {s}: {results[s][-1]['windows_per_s']:,.0f} windows/s", file=sys.stderr)
+    speed = {s: statistics.median(r["windows_per_s"] for r in v) for s, v in results.items()}
+    lines = [
+        f"### Throughput: {samples:,}-sample synth store, window {WINDOW}, batch {BATCH}, baseline-cnn, "
+        f"one epoch per strategy; median of {repeats} round(s)",
+        "",
+        "| strategy | windows/s | vs (1) | vs (4) | peak RSS MB |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for s in STRATEGIES:
+        peak = max(r["peak_rss"] for r in results[s]) / 2**20
+        lines.append(f"| {LABELS[s]} | {speed[s]:,.0f} | {speed[s] / speed['reference']:.2f}x | "
+                     f"{speed[s] / speed['ceiling']:.2f}x | {peak:,.0f} |")
+    prep = statistics.median(r["prep_seconds"] for r in results["reference"])
+    lines += ["", f"Materialising the reference's windows took a further {prep:.1f} s (not counted above)."]
+    return lines
+
+
+def memory(repeats: int) -> list[str]:
+    rows = []
+    for samples in (MILLION, LARGE):
+        store = synth_store(samples)
+        got = [run("chunkfit", store, fit={"chunk": 200_000}) for _ in range(repeats)]
+        rows.append((samples, statistics.median(r["windows_per_s"] for r in got), max(r["peak_rss"] for r in got)))
+    base = rows[0][1]
+    lines = [
+        "### Memory: chunkfit --chunk 200000, one epoch, baseline-cnn",
+        "",
+        "| signal samples | materialised float32 windows would need | windows/s | vs 1M | peak RSS MB |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for samples, speed, peak in rows:
+        need = (samples - WINDOW + 1) * WINDOW * 4 / 1e9
+        lines.append(f"| {samples:,} | {need:,.1f} GB | {speed:,.0f} | {speed / base:.2f}x | {peak / 2**20:,.0f} |")
+    return lines
+
+
+def quality(samples: int) -> list[str]:
+    store = synth_store(samples, balanced=True)
+    ours = run("chunkfit", store, epochs=3)
+    import chunkfit
+    from chunkfit.windows import plan_split
+
+    with chunkfit.open_store(store) as s:
+        split = plan_split(s.segments, chunkfit.WindowSpec(WINDOW), chunkfit.SplitSpec(0.1)).to_dict()
+    ref = run("quality-reference", store, split=split)
+    acc = [e["val_accuracy"] for e in ours["epochs"]]
+    lines = [
+        f"### Quality: balanced synth ({samples:,} samples, about half the windows positive), 3 epochs, "
+        "last 10% held out (+ a 104-sample gap), same initial weights",
+        "",
+        "| training | val accuracy after epoch 1 / 2 / 3 |",
+        "|---|---|",
+        "| model.fit on materialised windows, fully shuffled each epoch | "
+        + " / ".join(f"{a:.4f}" for a in ref["val_accuracy"]) + " |",
+        "| chunkfit default (blocks of 200,000, shuffled blocks and windows) | " + " / ".join(f"{a:.4f}" for a in acc) + " |",
+        "",
+        f"Difference after 3 epochs: {100 * (acc[-1] - ref['val_accuracy'][-1]):+.2f} points.",
+    ]
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sections", nargs="*", help="throughput, memory, quality [default: all]")
+    ap.add_argument("--samples", type=int, default=MILLION)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--worker", nargs=3, metavar=("NAME", "STORE", "ARGS"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(*args.worker)
+        return
+    sections = args.sections or ["throughput", "memory", "quality"]
+    unknown = set(sections) - {"throughput", "memory", "quality"}
+    if unknown:
+        ap.error(f"unknown section(s): {', '.join(sorted(unknown))}")
+    command = " ".join(["python", "benchmarks/train.py", *sys.argv[1:]])
+    from chunkfit._quiet import import_tensorflow_quietly
+
+    import_tensorflow_quietly()
+    import keras
+    import tensorflow as tf
+
+    header = [
+        f"## `{command}`",
+        "",
+        f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, TensorFlow "
+        f"{tf.__version__}, Keras {keras.__version__}; load average before: {os.getloadavg()[0]:.1f}",
+        "",
+    ]
+    started = time.perf_counter()
+    body: list[str] = []
+    for name in sections:
+        part = {"throughput": lambda: throughput(args.samples, args.repeats),
+                "memory": lambda: memory(1),
+                "quality": lambda: quality(args.samples)}[name]()
+        body += [*part, ""]
+        print("\n".join(part) + "\n", flush=True)
+    footer = [f"Wall time {time.perf_counter() - started:,.0f} s; load average after: {os.getloadavg()[0]:.1f}.", ""]
+    text = "\n".join(header + body + footer)
+    print(footer[0])
+    previous = RESULTS.read_text() if RESULTS.exists() else "# Training benchmarks\n\n"
+    RESULTS.write_text(previous.rstrip("\n") + "\n\n" + text)
+
+
+if __name__ == "__main__":
+    main()
