@@ -2,29 +2,64 @@
 
 TensorFlow 2.21 writes these from C++ before any logging setting applies, so the only way to keep
 a CLI's stderr to the one line a user needs is to point file descriptor 2 elsewhere meanwhile.
-Set ``TF_CPP_MIN_LOG_LEVEL=0`` to see them.
+``install()`` does that lazily: TensorFlow is still imported only when a command first needs it.
+Set ``TF_CPP_MIN_LOG_LEVEL=0`` to see the notices.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import os
 import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
 
 
-def import_tensorflow_quietly() -> None:
+class _Silenced:
+    def __enter__(self) -> None:
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        self.devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(self.devnull, 2)
+
+    def __exit__(self, *exc: object) -> None:
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        os.close(self.devnull)
+
+
+class _QuietFinder(importlib.abc.MetaPathFinder):
+    """Wraps the first ``import tensorflow`` (and its first op) in a silenced stderr."""
+
+    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
+        if name != "tensorflow":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            with _Silenced():
+                run(module)
+                module.constant(0.0) + 1.0  # the CPU-feature notice comes with the first op
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def install() -> None:
+    """Silence TensorFlow's start-up notices whenever it is first imported in this process."""
     if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2") in ("0", "1"):
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.stderr.flush()
-    saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        import tensorflow as tf
+    if not any(isinstance(f, _QuietFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _QuietFinder())
 
-        tf.constant(0.0) + 1.0  # the CPU-feature notice comes with the first op
-        import keras  # noqa: F401
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
+
+def import_tensorflow_quietly() -> None:
+    install()
+    import tensorflow  # noqa: F401

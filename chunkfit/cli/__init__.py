@@ -20,9 +20,6 @@ app = typer.Typer(
 )
 
 
-_TF_COMMANDS = {"train", "evaluate", "predict", "bench"}
-
-
 def _register() -> None:
     # Each command lives in its own module and adds itself to ``app`` on import.
     from . import commands  # noqa: F401
@@ -31,11 +28,9 @@ def _register() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] in _TF_COMMANDS and "--help" not in args:
-        from .._quiet import import_tensorflow_quietly
+    from .._quiet import install
 
-        import_tensorflow_quietly()
+    install()  # TensorFlow stays unimported until a command needs it, then starts quietly
     _register()
     from ..errors import ChunkfitError
 
