@@ -2,21 +2,22 @@
 
 A block of n windows with stride S and window W starting at sample s covers samples
 [s, s + (n - 1)*S + W): with stride 1 that is chunk + W - 1 samples. Blocks never cross a segment.
-The order of blocks in epoch e and the order of windows inside a block are pure functions of
-(seed, e[, block]), so a run can continue from a cursor {seed, epoch, position}.
+Each epoch visits the blocks in ``block_order(seed, epoch)``; consecutive runs of ``mix`` blocks in
+that order form a group, trained together with their windows shuffled jointly. Both orders are pure
+functions of (seed, epoch[, group]), so a run can continue from a cursor {seed, epoch, position}.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
 
-from .config import BlockSpec, WindowSpec
+from .config import WindowSpec
 from .errors import UsageError, WindowError
 from .store import Store
 from .windows import any_event_labels, class_indices, count_windows, last_labels, majority_labels
@@ -61,11 +62,19 @@ def block_order(n_blocks: int, seed: int, epoch: int, shuffle: bool = True) -> n
     return np.random.default_rng([seed, epoch, 0]).permutation(n_blocks)
 
 
-def window_order(n_windows: int, seed: int, epoch: int, block: int, shuffle: bool = True) -> np.ndarray:
-    """Order of the windows inside block ``block`` in epoch ``epoch`` (indices 0 .. n - 1)."""
+def window_order(n_windows: int, seed: int, epoch: int, group: int, shuffle: bool = True) -> np.ndarray:
+    """Order of the windows of group (or block) ``group`` in epoch ``epoch`` (indices 0 .. n - 1)."""
     if not shuffle:
         return np.arange(n_windows, dtype=np.int64)
-    return np.random.default_rng([seed, epoch, 1, block]).permutation(n_windows)
+    return np.random.default_rng([seed, epoch, 1, group]).permutation(n_windows)
+
+
+def groups(order: np.ndarray, mix: int) -> list[np.ndarray]:
+    """Consecutive runs of ``mix`` block indices of ``order``; the last run may be shorter.
+
+    Example: order [4, 0, 3, 1, 2], mix 2 -> [4, 0], [3, 1], [2].
+    """
+    return [order[i : i + mix] for i in range(0, len(order), mix)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,13 +95,13 @@ class Cursor:
 
 @dataclasses.dataclass(frozen=True)
 class BlockData:
-    """What training one block needs, in host memory.
+    """What training one block (or a group of blocks) needs, in host memory.
 
-    ``samples`` is float32 [block.stop - block.start, channels]; window i of the (shuffled) block
+    ``samples`` is float32 [samples, channels]: the blocks' samples one after the other. Window i
     is ``samples[offsets[i] : offsets[i] + window]`` and has class ``labels[i]``.
     """
 
-    block: Block
+    blocks: tuple[Block, ...]
     samples: np.ndarray
     offsets: np.ndarray
     labels: np.ndarray
@@ -143,10 +152,30 @@ def read_block(store: Store, labeller: Labeller, block: Block, order: np.ndarray
     k = np.arange(block.n_windows, dtype=np.int64) if order is None else order
     offsets = k * block.stride
     labels = labeller.labels(block.start, block.stop, offsets, block.window)
-    return BlockData(block, samples, offsets.astype(np.int32), labels)
+    return BlockData((block,), samples, offsets.astype(np.int32), labels)
 
 
-def prefetched(jobs: Sequence[Callable[[], T]], ahead: bool = True) -> Iterator[T]:
+def read_group(store: Store, labeller: Labeller, blocks: Sequence[Block], order: np.ndarray | None) -> BlockData:
+    """Read ``blocks`` (one contiguous read each) as one unit whose windows come in ``order``.
+
+    Example: blocks of 3 and 2 windows (window 4, stride 1) hold 6 and 5 samples; the group's
+    samples are those 11 one after the other and its offsets [0, 1, 2, 6, 7] before ``order``.
+    """
+    parts = [read_block(store, labeller, b, None) for b in blocks]
+    if len(parts) == 1:
+        part = parts[0]
+        samples, offsets, labels = part.samples, part.offsets.astype(np.int64), part.labels
+    else:
+        bases = np.cumsum([0] + [p.samples.shape[0] for p in parts[:-1]])
+        samples = np.concatenate([p.samples for p in parts])
+        offsets = np.concatenate([p.offsets.astype(np.int64) + base for p, base in zip(parts, bases, strict=True)])
+        labels = np.concatenate([p.labels for p in parts])
+    if order is not None:
+        offsets, labels = offsets[order], labels[order]
+    return BlockData(tuple(blocks), samples, offsets.astype(np.int32), labels)
+
+
+def prefetched(jobs: Sequence[Callable[[], T]], ahead: bool = True) -> Generator[T, None, None]:
     """Run ``jobs`` in order, each in a background thread while the caller uses the previous result."""
     if not ahead:
         for job in jobs:
@@ -179,28 +208,19 @@ def parse_bytes(text: str | int) -> int:
 def bytes_per_window(windows: WindowSpec, n_channels: int) -> int:
     """Host and TensorFlow memory one window of a block costs while it is buffered.
 
-    A window adds ``stride`` samples of every channel (float32) plus its offset and label; a block
+    A window adds ``stride`` samples of every channel (float32) plus its offset and label; a group
     lives up to three times at once (being read, handed to TensorFlow, training).
     """
     return 3 * (windows.stride * n_channels * 4 + 8 + 8)
 
 
-def chunk_for_budget(budget: int, in_use: int, windows: WindowSpec, n_channels: int) -> int:
-    """Largest chunk whose buffers fit in ``budget`` bytes when ``in_use`` bytes are already taken."""
+def chunk_for_budget(budget: int, in_use: int, windows: WindowSpec, n_channels: int, mix: int = 1) -> int:
+    """Largest chunk whose groups of ``mix`` blocks fit in ``budget`` bytes beside ``in_use`` bytes."""
     free = budget - in_use
-    chunk = free // bytes_per_window(windows, n_channels) if free > 0 else 0
+    chunk = free // (mix * bytes_per_window(windows, n_channels)) if free > 0 else 0
     if chunk < 1:
         raise UsageError(
             f"memory budget {budget / 2**20:.0f} MB is below what the process already uses "
             f"({in_use / 2**20:.0f} MB with TensorFlow and the model loaded); raise --memory-budget"
         )
     return int(chunk)
-
-
-def describe_blocks(blocks: list[Block], spec: BlockSpec) -> dict[str, Any]:
-    """Summary for run metadata."""
-    return {
-        "blocks": len(blocks),
-        "chunk": spec.chunk,
-        "largest_block_samples": max((b.stop - b.start for b in blocks), default=0),
-    }

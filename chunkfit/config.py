@@ -45,9 +45,9 @@ class _Config:
         return cls(**kwargs)
 
 
-def _positive(name: str, value: int) -> None:
+def _positive(flag: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise WindowError(f"{name} must be a positive integer (received {name}={value!r})")
+        raise WindowError(f"{flag} must be a positive integer (received {value!r})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,11 +62,11 @@ class WindowSpec(_Config):
     label: str = "any-event"
 
     def __post_init__(self) -> None:
-        _positive("window", self.window)
-        _positive("stride", self.stride)
+        _positive("--window", self.window)
+        _positive("--stride", self.stride)
         if self.label not in LABEL_RULES:
             raise WindowError(
-                f"label rule must be one of {', '.join(LABEL_RULES)} (received {self.label!r})"
+                f"--label must be one of {', '.join(LABEL_RULES)} (received {self.label!r})"
             )
 
 
@@ -83,23 +83,29 @@ class SplitSpec(_Config):
     def __post_init__(self) -> None:
         if not (0.0 <= self.validation < 1.0):
             raise WindowError(
-                f"validation must be a fraction in [0, 1) (received validation={self.validation})"
+                f"--validation must be a fraction in [0, 1) (received {self.validation})"
             )
 
 
 @dataclasses.dataclass(frozen=True)
 class BlockSpec(_Config):
-    """Blocks of ``chunk`` consecutive windows, visited in an order shuffled from (seed, epoch)."""
+    """Blocks of ``chunk`` consecutive windows, visited in an order shuffled from (seed, epoch).
+
+    ``mix`` blocks from distant parts of the signal are trained together (one fit call, their
+    windows shuffled jointly), so a batch never comes from one stretch of the signal alone.
+    """
 
     chunk: int = 200_000
     seed: int = 0
     shuffle_blocks: bool = True
     shuffle_windows: bool = True
+    mix: int = 4
 
     def __post_init__(self) -> None:
-        _positive("chunk", self.chunk)
+        _positive("--chunk", self.chunk)
+        _positive("--mix", self.mix)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise UsageError(f"seed must be a non-negative integer (received seed={self.seed!r})")
+            raise UsageError(f"--seed must be a non-negative integer (received {self.seed!r})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,9 +138,9 @@ class IngestOptions(_Config):
         if self.gap_factor <= 1.0:
             raise UsageError(f"gap factor must be above 1 (received {self.gap_factor})")
         if self.chunk_samples < 1:
-            raise UsageError(f"chunk samples must be positive (received {self.chunk_samples})")
+            raise UsageError(f"--chunk-samples must be a positive integer (received {self.chunk_samples})")
         if self.codec not in ("zstd", "lz4", "none"):
-            raise UsageError(f"codec must be zstd, lz4 or none (received {self.codec!r})")
+            raise UsageError(f"--codec must be zstd, lz4 or none (received {self.codec!r})")
         if self.delimiter is not None and len(self.delimiter) != 1:
             raise UsageError(
                 f"--delimiter must be one character (received {self.delimiter!r}); use '\\t' for TSV"
@@ -167,19 +173,19 @@ class FitOptions(_Config):
     _nested: ClassVar[dict[str, type[_Config]]] = {"windows": WindowSpec, "split": SplitSpec, "blocks": BlockSpec}
 
     def __post_init__(self) -> None:
-        _positive("batch size", self.batch_size)
-        _positive("steps per execution", self.steps_per_execution)
+        _positive("--batch-size", self.batch_size)
+        _positive("--steps-per-execution", self.steps_per_execution)
         if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 0:
-            raise UsageError(f"epochs must be a non-negative integer (received epochs={self.epochs!r})")
+            raise UsageError(f"--epochs must be a non-negative integer (received {self.epochs!r})")
         if self.memory_budget is None and self.blocks.chunk < self.batch_size:
             raise WindowError(
                 f"chunk must be at least the batch size (received chunk={self.blocks.chunk}, "
                 f"batch_size={self.batch_size}); raise --chunk or lower --batch-size"
             )
         if self.memory_budget is not None and self.memory_budget < 1:
-            raise UsageError(f"memory budget must be positive (received {self.memory_budget})")
+            raise UsageError(f"--memory-budget must be positive (received {self.memory_budget})")
         if self.lr is not None and not (0 < self.lr < float("inf")):
-            raise UsageError(f"learning rate must be a positive number (received lr={self.lr})")
+            raise UsageError(f"--lr must be a positive number (received {self.lr})")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FitOptions:

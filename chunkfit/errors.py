@@ -60,6 +60,10 @@ class RunError(ChunkfitError, OSError):
     """A run folder that cannot be written, resumed or read."""
 
 
+class ReadOnlyError(ChunkfitError, PermissionError):
+    """A store, run folder or output folder that cannot be written."""
+
+
 class DiskFullError(ChunkfitError, OSError):
     """The disk filled up or a file-size limit was hit while writing."""
 

@@ -18,6 +18,7 @@ from .scoring import (
     check_settings,
     check_store,
     load_run,
+    locate_run,
     score_store,
 )
 from .store import Store, open_store
@@ -94,12 +95,14 @@ def evaluate(
 ) -> dict[str, Any]:
     """Stream ``store`` block by block through the run's model and return every figure as a dict."""
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
-    model, spec = load_run(run, unsafe=unsafe)
+    locate_run(run, unsafe=unsafe)  # a wrong run, plot path or store is refused before TensorFlow loads
     if plot is not None:
-        check_output_folder(Path(plot))
+        check_output_folder(Path(plot), "--plot")
     own = not isinstance(store, Store)
     s = store if isinstance(store, Store) else open_store(store)
     try:
+        s.check_chunks()
+        model, spec = load_run(run, unsafe=unsafe)
         check_store(spec, s)
         labeller = RunLabeller(s, spec)
         w = spec.windows

@@ -6,11 +6,14 @@ that the one-hot labels are compared with.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,51 +72,155 @@ BUILTINS: dict[str, Callable[[int, int, int], keras.Model]] = {
 }
 
 
-def build_model(spec: str, window: int, n_channels: int, n_classes: int) -> keras.Model:
-    """A built-in name, a ``.keras`` file, or ``module:function``, as a Keras model."""
+_UNSAFE_FILES: contextvars.ContextVar[bool] = contextvars.ContextVar("chunkfit_unsafe_model_files", default=False)
+
+
+@contextlib.contextmanager
+def unsafe_model_files(allowed: bool = True) -> Iterator[None]:
+    """Inside this block ``build_model`` loads ``.keras`` files outside Keras safe mode.
+
+    Safe mode refuses deserialised Python code (``Lambda`` layers); allow it only for files you trust.
+    """
+    token = _UNSAFE_FILES.set(allowed)
+    try:
+        yield
+    finally:
+        _UNSAFE_FILES.reset(token)
+
+
+def build_model(spec: str, window: int, n_channels: int, n_classes: int, *, unsafe: bool | None = None) -> keras.Model:
+    """A built-in name, a ``.keras`` file, or ``module:function``, as a Keras model.
+
+    A ``.keras`` file loads in Keras safe mode unless ``unsafe`` (default: inside
+    ``unsafe_model_files()``). A ``module:function`` runs the user's own code.
+    """
+    allowed = _UNSAFE_FILES.get() if unsafe is None else unsafe
+    check_model_spec(spec, unsafe=allowed)
     if spec in BUILTINS:
         return BUILTINS[spec](window, n_channels, n_classes)
     if spec.endswith(".keras"):
-        return _load_file(Path(spec))
+        return load_model_file(Path(spec), unsafe=allowed)
+    return _call_factory(spec, window, n_channels, n_classes)
+
+
+def check_model_spec(spec: str, *, unsafe: bool = False) -> None:
+    """Refuse a model spec that cannot name a model, cheaply: no TensorFlow, no user code runs."""
+    if spec in BUILTINS:
+        return
+    if spec.endswith(".keras"):
+        check_model_file(Path(spec), unsafe=unsafe)
+        return
     if ":" in spec:
-        return _call_factory(spec, window, n_channels, n_classes)
+        _split_factory(spec)
+        return
     raise ModelError(
         f"unknown model {spec!r}: use a built-in ({', '.join(BUILTINS)}), a .keras file or module:function"
     )
 
 
-def _load_file(path: Path) -> keras.Model:
-    import keras
+def check_model_file(path: Path, *, unsafe: bool = True) -> None:
+    """Refuse a path that is not a .keras file (a zip archive) without loading it.
 
+    Unless ``unsafe``, also refuse a file holding Python lambdas, as Keras safe mode would on load.
+    """
+    if path.is_dir():
+        raise ModelError(f"{path}: is a directory, not a .keras model file")
     if not path.is_file():
         raise ModelError(f"{path}: model file not found")
+    if not zipfile.is_zipfile(path):
+        # Keras would report "File not found" for a file that exists but is not a zip archive
+        raise ModelError(f"{path}: not a .keras model (a .keras file is a zip archive, this file is not)")
+    if not unsafe and _holds_lambdas(path):
+        raise _safe_mode_error(path)
+
+
+def _holds_lambdas(path: Path) -> bool:
+    """Whether the model's config serialises Python lambdas (read without TensorFlow, nothing runs)."""
     try:
-        return keras.saving.load_model(path)
-    except Exception as err:  # Keras raises many types for unreadable files
-        raise ModelError(f"{path}: cannot load the model ({type(err).__name__}: {err})") from None
+        with zipfile.ZipFile(path) as archive:
+            config = archive.read("config.json")
+    except (KeyError, OSError, zipfile.BadZipFile):
+        return False  # Keras itself reports what is wrong with the file
+    return b'"__lambda__"' in config
+
+
+def _safe_mode_error(path: Path) -> ModelError:
+    return ModelError(
+        f"{path}: refused in Keras safe mode: the file holds Python code (a Lambda layer or custom function) "
+        "that runs when it loads; if you trust its author, pass --unsafe"
+    )
+
+
+def load_model_file(path: Path, *, unsafe: bool = False) -> keras.Model:
+    """Load a ``.keras`` file in Keras safe mode (no deserialised lambdas) unless ``unsafe``."""
+    check_model_file(path, unsafe=unsafe)
+    import keras
+
+    try:
+        return keras.saving.load_model(path, safe_mode=not unsafe)
+    except Exception as err:  # noqa: BLE001 - Keras raises many types for files that are not models
+        first = str(err).splitlines()[0] if str(err) else ""
+        if "safe_mode" in str(err):
+            raise _safe_mode_error(path) from None
+        raise ModelError(f"{path}: not a loadable .keras model ({type(err).__name__}: {first[:200]})") from None
+
+
+def _split_factory(spec: str) -> tuple[str, str]:
+    module_name, _, func_name = spec.partition(":")
+    if not all(part.isidentifier() for part in module_name.split(".")) or not func_name.isidentifier():
+        raise ModelError(
+            f"model {spec!r} is not module:function; name a Python module and a function in it, e.g. my_models:build"
+        )
+    return module_name, func_name
 
 
 def _call_factory(spec: str, window: int, n_channels: int, n_classes: int) -> keras.Model:
+    """Call the user's ``module:function``; its own exceptions become one line naming it."""
     import keras
 
-    module_name, _, func_name = spec.partition(":")
+    module_name, func_name = _split_factory(spec)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # so a model file beside the data can be named
+    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ beside the data
     try:
-        func = getattr(importlib.import_module(module_name), func_name)
-    except (ImportError, AttributeError) as err:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
         raise ModelError(f"model {spec!r} cannot be imported: {err}") from None
+    except Exception as err:  # noqa: BLE001 - the user's module failed while importing: their code
+        raise ModelError(f"model factory {spec}: importing {module_name} raised {_one_line(err)}") from None
+    finally:
+        sys.dont_write_bytecode = writes_bytecode
+    func = getattr(module, func_name, None)
+    if func is None:
+        raise ModelError(f"model {spec!r} cannot be imported: module {module_name!r} has no attribute {func_name!r}")
+    if not callable(func):
+        raise ModelError(f"model {spec!r}: {func_name} is a {type(func).__name__}, not a function")
     offered = {"window": window, "n_channels": n_channels, "n_classes": n_classes,
                "input_shape": (window, n_channels)}
     try:
-        params = inspect.signature(func).parameters
+        params: Mapping[str, Any] = inspect.signature(func).parameters
     except (TypeError, ValueError):
         params = {}
+    needed = [n for n, p in params.items() if p.default is p.empty and n not in offered
+              and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if needed:
+        raise ModelError(
+            f"model factory {spec} needs argument(s) {', '.join(needed)}, but chunkfit passes only "
+            f"{', '.join(offered)}; give them default values"
+        )
     kwargs = {k: v for k, v in offered.items() if k in params}
-    model = func(**kwargs)
+    try:
+        model = func(**kwargs)
+    except Exception as err:  # noqa: BLE001 - the user's own code: report it, do not crash
+        raise ModelError(f"model factory {spec} raised {_one_line(err)}") from None
     if not isinstance(model, keras.Model):
         raise ModelError(f"model {spec!r} returned {type(model).__name__}, not a keras.Model")
     return model
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:300]}" if text else type(err).__name__
 
 
 def check_model(model: keras.Model, window: int, n_channels: int, n_classes: int) -> None:
@@ -129,7 +236,7 @@ def check_model(model: keras.Model, window: int, n_channels: int, n_classes: int
         )
     try:
         out = model(np.zeros((2, *want_in), dtype="float32"), training=False)
-    except Exception as err:  # a model that cannot take these windows fails in many ways
+    except Exception as err:  # noqa: BLE001 - a model that cannot take these windows fails in many ways
         raise IncompatibleError(
             f"model {model.name!r} cannot take windows shaped {_fmt(want_in)}: {type(err).__name__}: "
             f"{str(err).splitlines()[0] if str(err) else ''}"

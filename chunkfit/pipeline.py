@@ -1,4 +1,4 @@
-"""Handing a block to TensorFlow: raw samples in, batches of windows gathered inside the input graph.
+"""Handing a block (or a group of blocks) to TensorFlow: raw samples in, batches of windows gathered inside the input graph.
 
 A block crosses into TensorFlow as three float32/int32 tensors (its raw samples, the shuffled window
 offsets and their class indices), never as a (windows x window) array. Each batch is gathered from
@@ -22,6 +22,7 @@ class BlockTensors:
     """A block converted to TensorFlow tensors (done in the prefetch thread)."""
 
     n_windows: int
+    n_blocks: int
     samples: tf.Tensor
     offsets: tf.Tensor
     labels: tf.Tensor
@@ -33,6 +34,7 @@ def to_tensors(data: BlockData) -> BlockTensors:
 
     return BlockTensors(
         n_windows=int(data.offsets.shape[0]),
+        n_blocks=len(data.blocks),
         samples=tf.constant(data.samples),
         offsets=tf.constant(data.offsets),
         labels=tf.constant(data.labels),

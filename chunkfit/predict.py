@@ -7,8 +7,10 @@ It is written block by block (bounded memory) under a temporary name and renamed
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -17,9 +19,24 @@ from typing import Any
 import numpy as np
 
 from .detect import Detection, RunMerger
-from .errors import RunError, StoreExistsError, UsageError
-from .scoring import check_output_folder, check_settings, check_store, load_run, score_store
+from .errors import (
+    ChunkfitError,
+    DiskFullError,
+    ReadOnlyError,
+    RunError,
+    StoreExistsError,
+    UsageError,
+)
+from .scoring import (
+    check_output_folder,
+    check_settings,
+    check_store,
+    load_run,
+    locate_run,
+    score_store,
+)
 from .store import Store, open_store
+from .store.backends import GuardedFile, settle_zarr
 from .store.layout import suffix_backend
 
 
@@ -34,12 +51,27 @@ class PredictReport:
         return dataclasses.asdict(self)
 
 
-def _claim(path: Path, overwrite: bool) -> None:
+def _write_failure(err: OSError, out: Path) -> Exception:
+    """A failed write of the outputs as one line; nothing was written (the temporaries are gone)."""
+    if err.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return DiskFullError(
+            f"{out}: no space left or file size limit reached while writing the scores ({os.strerror(err.errno)}); "
+            "free space and run the command again (nothing was written)"
+        )
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return ReadOnlyError(
+            f"{out.parent}: the output folder cannot be written ({os.strerror(err.errno)}); "
+            "pass --out with a path in another folder"
+        )
+    return err
+
+
+def _claim(path: Path, overwrite: bool, flag: str) -> None:
     if path.exists() and not overwrite:
         raise StoreExistsError(f"{path}: already exists; pass --overwrite to replace it")
     if path.exists() and path.is_dir() and not path.name.endswith(".zarr"):
         raise RunError(f"{path}: is a directory; choose a file name")
-    check_output_folder(path)
+    check_output_folder(path, flag)
 
 
 def _check_outputs(out: Path, events_out: Path | None, store: str | os.PathLike[str] | Store, overwrite: bool) -> None:
@@ -51,15 +83,24 @@ def _check_outputs(out: Path, events_out: Path | None, store: str | os.PathLike[
         raise UsageError(f"{taken[0]}: is the store being scored; write the output elsewhere")
     if events_out is not None and events_out.resolve() == out.resolve():
         raise UsageError(f"{events_out}: --events-out and --out name the same file; give two paths")
-    _claim(out, overwrite)
+    _claim(out, overwrite, "--out")
     if events_out is not None:
-        _claim(events_out, overwrite)
+        _claim(events_out, overwrite, "--events-out")
 
 
 class _ScoreWriter:
     def __init__(self, path: Path, n: int, attrs: dict[str, Any]) -> None:
         self.kind = suffix_backend(str(path))
         self.tmp = path.parent / f".{path.name}.chunkfit-tmp-{os.getpid()}"
+        self.file: Any = None
+        self.guard: GuardedFile | None = None
+        try:
+            self._create(n, attrs)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _create(self, n: int, attrs: dict[str, Any]) -> None:
         chunk = 1 << 18
         if self.kind == "zarr":
             import zarr
@@ -70,13 +111,14 @@ class _ScoreWriter:
                 "scores", shape=(n,), chunks=(min(chunk, max(n, 1)),), dtype="float32",
                 fill_value=float("nan"), dimension_names=["time"],
             )
-            self.file = None
         else:
             import json
 
             import h5py
 
-            self.file = h5py.File(self.tmp, "w")
+            # Through a guard: libhdf5 cannot survive its own failed writes (see GuardedFile).
+            self.guard = GuardedFile(self.tmp, "w+b")
+            self.file = h5py.File(self.guard, "w")
             self.file.attrs["chunkfit_scores"] = json.dumps(attrs)
             self.arr = self.file.create_dataset(
                 "scores", shape=(n,), dtype="float32", chunks=(min(chunk, max(n, 1)),),
@@ -85,19 +127,35 @@ class _ScoreWriter:
 
     def write(self, a: int, values: np.ndarray) -> None:
         self.arr[a : a + values.size] = values
+        self._check()
+
+    def _check(self) -> None:
+        if self.guard is not None and self.guard.error is not None:
+            raise self.guard.error
+
+    def _close(self) -> None:
+        file, self.file = self.file, None
+        try:
+            if file is not None:
+                file.close()
+        finally:
+            if self.guard is not None:
+                self.guard.close()
 
     def commit(self, path: Path) -> None:
-        if self.file is not None:
-            self.file.close()
+        self._close()
+        self._check()
         if path.exists():
             shutil.rmtree(path) if path.is_dir() else path.unlink()
         os.replace(self.tmp, path)
 
     def abort(self) -> None:
-        if self.file is not None:
-            self.file.close()
+        if self.kind == "zarr":
+            settle_zarr()
+        with contextlib.suppress(Exception):  # the half-written temporary is deleted anyway
+            self._close()
         if self.tmp.exists():
-            shutil.rmtree(self.tmp) if self.tmp.is_dir() else self.tmp.unlink()
+            shutil.rmtree(self.tmp, ignore_errors=True) if self.tmp.is_dir() else self.tmp.unlink()
 
 
 class _DetectionCsv:
@@ -141,12 +199,14 @@ def predict(
     out_path = Path(out)
     ev_path = Path(events_out) if events_out is not None else None
     _check_outputs(out_path, ev_path, store, overwrite)
-    model, spec = load_run(run, unsafe=unsafe)
+    locate_run(run, unsafe=unsafe)  # a wrong run or store is refused before TensorFlow loads
     own = not isinstance(store, Store)
     s = store if isinstance(store, Store) else open_store(store)
     writer: _ScoreWriter | None = None
     tmp_events = ev_path.parent / f".{ev_path.name}.chunkfit-tmp-{os.getpid()}" if ev_path else None
     try:
+        s.check_chunks()
+        model, spec = load_run(run, unsafe=unsafe)
         check_store(spec, s)
         w = spec.windows
         attrs = {"run": str(run), "window": w.window, "stride": w.stride, "class": spec.classes[spec.positive],
@@ -171,11 +231,13 @@ def predict(
         if tmp_events is not None and ev_path is not None:
             os.replace(tmp_events, ev_path)
         return PredictReport(str(out_path), n_windows, detections.count, str(ev_path) if ev_path else None)
-    except BaseException:
+    except BaseException as err:
         if writer is not None:
             writer.abort()
         if tmp_events is not None and tmp_events.exists():
             tmp_events.unlink()
+        if isinstance(err, OSError) and not isinstance(err, ChunkfitError):
+            raise _write_failure(err, out_path) from None
         raise
     finally:
         if own:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import zipfile
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 from .blocks import Block, Labeller, plan_blocks, prefetched, read_block
 from .config import WindowSpec
 from .errors import IncompatibleError, ModelError, RunError, UsageError, WindowError
+from .models import check_model_file, load_model_file
 from .run import MODEL_FILE, RUN_FILE
 from .store import Store
 from .windows import count_windows
@@ -45,55 +45,70 @@ class RunSpec:
         return 1 if len(self.classes) == 2 else len(self.classes) - 1
 
 
-def load_model_file(path: Path, *, unsafe: bool = False) -> keras.Model:
-    """Load a ``.keras`` file in Keras safe mode (no deserialised lambdas) unless ``unsafe``."""
-    import keras
+@dataclasses.dataclass(frozen=True)
+class RunFiles:
+    """What a run folder or ``.keras`` file holds before the model is loaded (no TensorFlow needed)."""
 
-    if not path.is_file():
-        raise ModelError(f"{path}: model file not found")
-    if not zipfile.is_zipfile(path):
-        # Keras would report "File not found" for a file that exists but is not a zip archive
-        raise ModelError(f"{path}: not a .keras model (a .keras file is a zip archive, this file is not)")
-    try:
-        return keras.saving.load_model(path, safe_mode=not unsafe)
-    except Exception as err:  # Keras raises many types for files that are not models
-        first = str(err).splitlines()[0] if str(err) else ""
-        hint = "; if you trust its author, pass --unsafe" if "safe_mode" in str(err) else ""
-        raise ModelError(f"{path}: not a loadable .keras model ({type(err).__name__}: {first[:200]}){hint}") from None
+    path: Path
+    model: Path
+    windows: dict[str, Any]
+    config: dict[str, Any]
+    classes: list[int] | None
+    channels: list[str] | None
 
 
-def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[keras.Model, RunSpec]:
-    """The model and window settings of a run folder or ``.keras`` file."""
+def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles:
+    """Find and check a run's model file and run.json cheaply, so a wrong path fails in a blink."""
     path = Path(run)
     if path.is_dir():
         model_path, meta_path = path / MODEL_FILE, path / RUN_FILE
         if not model_path.is_file():
             raise RunError(f"{path}: the run folder has no {MODEL_FILE} (training did not finish?); pass a finished run")
-        config: dict[str, Any] = {}
-        classes: list[int] | None = None
-        channels: list[str] | None = None
-        if meta_path.is_file():
-            try:
-                meta = json.loads(meta_path.read_text())
-                config = meta.get("config", {})
-                classes = [int(c) for c in meta.get("classes", [])] or None
-                channels = meta.get("store", {}).get("identity", {}).get("channels")
-            except (ValueError, AttributeError, TypeError) as err:
-                raise RunError(f"{meta_path}: not a valid run.json ({err}); pass the .keras file instead") from None
-        model = load_model_file(model_path, unsafe=unsafe)
+        config, classes, channels = _read_meta(meta_path) if meta_path.is_file() else ({}, None, None)
     elif path.suffix == ".keras" or path.is_file():
         if not path.exists():
             raise RunError(f"{path}: no such run folder or .keras file")
-        model = load_model_file(path, unsafe=unsafe)
-        config, classes, channels = {}, None, None
+        model_path, config, classes, channels = path, {}, None, None
     else:
         raise RunError(f"{path}: no such run folder or .keras file")
+    check_model_file(model_path, unsafe=unsafe)
+    windows = config.get("windows", {})
+    if not isinstance(windows, dict):
+        raise RunError(f"{path / RUN_FILE}: not a valid run.json (config.windows is not an object); pass the .keras file instead")
+    return RunFiles(path, model_path, dict(windows), config, classes, channels)
+
+
+def _read_meta(meta_path: Path) -> tuple[dict[str, Any], list[int] | None, list[str] | None]:
+    bad = f"{meta_path}: not a valid run.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+        config = meta.get("config", {})
+        classes = [int(c) for c in meta.get("classes", [])] or None
+        channels = meta.get("store", {}).get("identity", {}).get("channels")
+    except (ValueError, AttributeError, TypeError, UnicodeDecodeError) as err:
+        raise RunError(f"{bad} ({err}); pass the .keras file instead") from None
+    if not isinstance(config, dict):
+        raise RunError(f"{bad} (config is not an object); pass the .keras file instead")
+    if channels is not None and (not isinstance(channels, list) or not all(isinstance(c, str) for c in channels)):
+        raise RunError(f"{bad} (store channels are not a list of names); pass the .keras file instead")
+    return config, classes, channels
+
+
+def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[keras.Model, RunSpec]:
+    """The model and window settings of a run folder or ``.keras`` file."""
+    files = locate_run(run, unsafe=unsafe)
+    path = files.path
+    config, classes, channels = files.config, files.classes, files.channels
+    model = load_model_file(files.model, unsafe=unsafe)
     shape = tuple(model.inputs[0].shape[1:]) if getattr(model, "inputs", None) else ()
     if len(shape) != 2 or shape[0] is None or shape[1] is None:
         raise ModelError(f"{path}: the model's input shape {shape} is not (window, channels)")
-    wcfg = dict(config.get("windows", {}))
+    wcfg = dict(files.windows)
     wcfg.setdefault("window", int(shape[0]))
-    windows = WindowSpec.from_dict(wcfg)
+    try:
+        windows = WindowSpec.from_dict(wcfg)
+    except (UsageError, WindowError, TypeError) as err:
+        raise RunError(f"{path / RUN_FILE}: not a valid run.json ({err}); pass the .keras file instead") from None
     n_out = int(model.outputs[0].shape[-1])
     if classes is None:
         classes = list(range(n_out))
@@ -114,12 +129,18 @@ def check_settings(*, threshold: float, chunk: int, batch_size: int) -> None:
             raise UsageError(f"{name} must be a positive integer (received {value!r})")
 
 
-def check_output_folder(path: Path) -> None:
-    """Refuse an output file whose folder is missing or read-only, before any work is done."""
+def check_output_folder(path: Path, flag: str | None = None) -> None:
+    """Refuse an output file whose folder is missing or read-only, before any work is done.
+
+    ``flag`` names the option that picks the path, for the hint.
+    """
+    hint = f"; pass {flag} with a path in another folder" if flag is not None else ""
+    if path.is_dir() and not str(path).rstrip("/").lower().endswith(".zarr"):
+        raise RunError(f"{path}: is a directory; {flag or 'the output'} takes a file name")
     if not path.parent.is_dir():
-        raise RunError(f"{path.parent}: the output folder does not exist")
-    if not os.access(path.parent, os.W_OK):
-        raise RunError(f"{path.parent}: the output folder is not writable")
+        raise RunError(f"{path.parent}: the output folder does not exist{hint}")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise RunError(f"{path.parent}: the output folder is not writable{hint}")
 
 
 def check_store(spec: RunSpec, store: Store) -> None:
@@ -134,7 +155,9 @@ def check_store(spec: RunSpec, store: Store) -> None:
             f"{store.path}: {store.n_channels} channel(s), but the model takes {spec.n_channels}"
         )
     w = spec.windows
-    if store.n_samples and not any(count_windows(int(b - a), w.window, w.stride) for a, b in store.segments):
+    if not store.n_samples:
+        raise WindowError(f"{store.path}: the store holds no samples, so there is no window to score")
+    if not any(count_windows(int(b - a), w.window, w.stride) for a, b in store.segments):
         longest = int((store.segments[:, 1] - store.segments[:, 0]).max()) if store.segments.size else 0
         raise WindowError(
             f"{store.path}: window {w.window} is longer than every segment (longest {longest} samples); "

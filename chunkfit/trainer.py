@@ -1,9 +1,10 @@
 """``chunkfit.fit``: Keras ``model.fit`` once per shuffled block, with real epochs owned here.
 
-Per epoch: the training blocks are visited in ``block_order(seed, epoch)``; each block is read with
-one contiguous store read in a background thread while the previous block trains, handed to
-TensorFlow as raw samples plus shuffled window offsets, and trained by one ``model.fit`` call.
-Then the validation blocks are evaluated and the run's callbacks get the epoch's logs.
+Per epoch: the training blocks are visited in ``block_order(seed, epoch)``, ``mix`` at a time. A
+group of blocks is read (one contiguous store read per block) in a background thread while the
+previous group trains, handed to TensorFlow as raw samples plus jointly shuffled window offsets,
+and trained by one ``model.fit`` call. Then the validation blocks are evaluated and the run's
+callbacks get the epoch's logs.
 """
 
 from __future__ import annotations
@@ -13,14 +14,25 @@ import dataclasses
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._quiet import import_tensorflow_quietly
-from .blocks import Block, Cursor, Labeller, block_order, chunk_for_budget, plan_blocks, prefetched, read_block, window_order
+from .blocks import (
+    Block,
+    Cursor,
+    Labeller,
+    block_order,
+    chunk_for_budget,
+    groups,
+    plan_blocks,
+    prefetched,
+    read_group,
+    window_order,
+)
 from .config import BlockSpec, FitOptions, SplitSpec, WindowSpec
 from .errors import WindowError
 from .models import DEFAULT_MODEL, build_model, check_model, compile_model
@@ -66,6 +78,7 @@ def fit(
     *,
     window: int = 104,
     chunk: int = BlockSpec.chunk,
+    mix: int = BlockSpec.mix,
     batch_size: int = 128,
     epochs: int = 1,
     stride: int = 1,
@@ -92,7 +105,7 @@ def fit(
     opts = options or FitOptions(
         windows=WindowSpec(window=window, stride=stride, label=label),
         split=SplitSpec(validation=validation),
-        blocks=BlockSpec(chunk=chunk, seed=seed),
+        blocks=BlockSpec(chunk=chunk, seed=seed, mix=mix),
         batch_size=batch_size,
         epochs=epochs,
         deterministic=deterministic,
@@ -159,7 +172,7 @@ class _Run:
         import psutil
 
         in_use = psutil.Process().memory_info().rss + _TRACE_ALLOWANCE
-        chunk = chunk_for_budget(opts.memory_budget, in_use, opts.windows, self.store.n_channels)
+        chunk = chunk_for_budget(opts.memory_budget, in_use, opts.windows, self.store.n_channels, opts.blocks.mix)
         if chunk < opts.batch_size:
             raise WindowError(
                 f"memory budget {opts.memory_budget / 2**20:.0f} MB leaves room for blocks of {chunk} "
@@ -207,28 +220,29 @@ class _Run:
         return history
 
     def _epoch(self, epoch: int, run_callbacks: keras.callbacks.CallbackList) -> tuple[dict[str, float], dict[str, Any]]:
-        opts, model = self.opts, self.model
-        order = block_order(len(self.train_blocks), opts.blocks.seed, epoch, opts.blocks.shuffle_blocks)
-        train_jobs = [partial(self._load, self.train_blocks[i], epoch) for i in order]
-        val_jobs = [partial(self._load, b, None) for b in self.val_blocks]
-        total = sum(b.n_windows for b in self.train_blocks)
+        opts, model, spec = self.opts, self.model, self.opts.blocks
+        order = block_order(len(self.train_blocks), spec.seed, epoch, spec.shuffle_blocks)
+        train_groups = [[self.train_blocks[i] for i in g] for g in groups(order, spec.mix)]
+        val_groups = [self.val_blocks[i : i + spec.mix] for i in range(0, len(self.val_blocks), spec.mix)]
+        train_jobs = [partial(self._load, g, epoch, k) for k, g in enumerate(train_groups)]
+        val_jobs = [partial(self._load, g, None, k) for k, g in enumerate(val_groups)]
         t0 = time.perf_counter()
         with contextlib.ExitStack() as stack:
             stream = stack.enter_context(contextlib.closing(prefetched(train_jobs + val_jobs, ahead=opts.prefetch)))
-            trained = self._phase("train", epoch, stream, len(order), total)
+            trained = self._phase("train", epoch, stream, len(train_jobs), self.train_blocks)
             train_seconds = time.perf_counter() - t0
             logs = _pythonify(model.get_metrics_result())
-            if trained < len(order):  # a callback stopped training inside the epoch
+            if trained < len(train_jobs):  # a callback stopped training inside the epoch
                 stream.close()
                 stream = stack.enter_context(contextlib.closing(prefetched(val_jobs, ahead=opts.prefetch)))
             t1 = time.perf_counter()
             if val_jobs:
                 run_callbacks.on_test_begin()
-                self._phase("validate", epoch, stream, len(val_jobs), self.split.validation_windows())
+                self._phase("validate", epoch, stream, len(val_jobs), self.val_blocks)
                 val_logs = _pythonify(model.get_metrics_result())
                 run_callbacks.on_test_end(val_logs)
                 logs.update({f"val_{k}": v for k, v in val_logs.items()})
-        windows = sum(self.train_blocks[i].n_windows for i in order[:trained])
+        windows = sum(b.n_windows for g in train_groups[:trained] for b in g)
         record = {
             "epoch": epoch,
             **logs,
@@ -239,17 +253,19 @@ class _Run:
         }
         return logs, record
 
-    def _phase(self, phase: str, epoch: int, stream: Iterator[BlockTensors], n_blocks: int, total: int) -> int:
-        """Train (or evaluate) ``n_blocks`` blocks from ``stream``; returns how many ran."""
+    def _phase(self, phase: str, epoch: int, stream: Generator[BlockTensors, None, None], n_groups: int,
+               blocks: list[Block]) -> int:
+        """Train (or evaluate) ``n_groups`` groups from ``stream``; returns how many ran."""
         from .pipeline import block_dataset
 
         model, opts = self.model, self.opts
         self.bridge.start_phase()
         carried = None
-        self._tick = _Tick(phase, epoch, opts.epochs, n_blocks, total, opts.batch_size, self._share(phase))
-        for k in range(n_blocks):
+        total = sum(b.n_windows for b in blocks)
+        self._tick = _Tick(phase, epoch, opts.epochs, len(blocks), total, opts.batch_size, self._share(phase))
+        for k in range(n_groups):
             tensors = next(stream)
-            self._tick.begin_block(k, tensors.n_windows, self.bridge.offset)
+            self._tick.begin_group(tensors.n_blocks, tensors.n_windows, self.bridge.offset)
             ds = block_dataset(tensors, window=opts.windows.window, batch_size=opts.batch_size,
                                n_classes=self.labeller.n_classes)
             self.bridge.start_block(carried)
@@ -260,16 +276,17 @@ class _Run:
             carried = self.bridge.end_block(math.ceil(tensors.n_windows / opts.batch_size))
             if phase == "train" and model.stop_training:
                 return k + 1
-        return n_blocks
+        return n_groups
 
-    def _load(self, block: Block, epoch: int | None) -> BlockTensors:
+    def _load(self, group: list[Block], epoch: int | None, k: int) -> BlockTensors:
+        """Group ``k`` of an epoch, its windows shuffled for training (``epoch``) or in order."""
         from .pipeline import to_tensors
 
         spec = self.opts.blocks
         order = None
         if epoch is not None:
-            order = window_order(block.n_windows, spec.seed, epoch, block.index, spec.shuffle_windows)
-        return to_tensors(read_block(self.store, self.labeller, block, order))
+            order = window_order(sum(b.n_windows for b in group), spec.seed, epoch, k, spec.shuffle_windows)
+        return to_tensors(read_group(self.store, self.labeller, group, order))
 
     def _share(self, phase: str) -> tuple[float, float]:
         """(start, width) of this phase of this epoch as a share of the run, by windows."""
@@ -301,7 +318,7 @@ class _Run:
             "classes": self.labeller.classes,
             "store": {"path": str(self.store.path.resolve()), "identity": self.store.identity},
             "split": self.split.to_dict(),
-            "blocks": {"train": len(self.train_blocks), "validation": len(self.val_blocks)},
+            "blocks": {"train": len(self.train_blocks), "validation": len(self.val_blocks), "mix": self.opts.blocks.mix},
             "epochs": self.epoch_records,
             "stopped_early": bool(self.model.stop_training),
             "cursor": Cursor(self.opts.blocks.seed, last + 1, 0).to_dict(),
@@ -321,9 +338,10 @@ class _Tick:
         self.start = time.perf_counter()
         self.block, self.n, self.done_before, self.batches_before = 0, 0, 0, 0
 
-    def begin_block(self, k: int, n_windows: int, batches_before: int) -> None:
+    def begin_group(self, n_blocks: int, n_windows: int, batches_before: int) -> None:
         self.done_before += self.n
-        self.block, self.n, self.batches_before = k + 1, n_windows, batches_before
+        self.block += n_blocks
+        self.n, self.batches_before = n_windows, batches_before
 
     def at(self, batches: int, logs: dict[str, Any]) -> TrainProgress:
         done = self.done_before + min((batches - self.batches_before) * self.batch, self.n)

@@ -49,7 +49,7 @@ def split_segment(a: int, b: int, window: int, validation: float) -> tuple[tuple
     Example: a=0, b=1000, window=50, validation=0.1 -> train [0, 850), validation [900, 1000).
     With validation=0 the whole segment trains: train [0, 1000), validation [1000, 1000).
     """
-    held = int(round(validation * (b - a)))
+    held = round(validation * (b - a))
     if held <= 0:
         return (a, b), (b, b)
     v0 = b - held
@@ -84,20 +84,22 @@ def _total(ranges: np.ndarray, window: int, stride: int) -> int:
     return sum(count_windows(int(b - a), window, stride) for a, b in ranges)
 
 
-def plan_split(segments: np.ndarray, windows: WindowSpec, split: SplitSpec) -> Split:
+def plan_split(segments: np.ndarray, windows: WindowSpec, split: SplitSpec, where: str | None = None) -> Split:
     """Cut every segment into training and validation ranges; refuse splits that cannot train.
 
     Raises ``WindowError`` when the window is longer than every segment, when no training window
-    is left, or when validation was asked for but no validation window fits.
+    is left, or when validation was asked for but no validation window fits. ``where`` (the store)
+    starts each message.
     """
+    at = f"{where}: " if where is not None else ""
     seg = np.asarray(segments, dtype=np.int64).reshape(-1, 2)
     w = windows.window
     if seg.shape[0] == 0:
-        raise WindowError("the store has no segments, so there are no windows to train on")
+        raise WindowError(f"{at}the store has no segments, so there are no windows to train on")
     longest = int((seg[:, 1] - seg[:, 0]).max())
     if w > longest:
         raise WindowError(
-            f"window must be at most the longest segment (received window={w}, longest segment="
+            f"{at}window must be at most the longest segment (received window={w}, longest segment="
             f"{longest} samples); use a smaller --window"
         )
     pairs = [split_segment(int(a), int(b), w, split.validation) for a, b in seg]
@@ -109,13 +111,13 @@ def plan_split(segments: np.ndarray, windows: WindowSpec, split: SplitSpec) -> S
     )
     if out.train_windows() == 0:
         raise WindowError(
-            f"no training window is left after holding out validation={split.validation} of each "
+            f"{at}no training window is left after holding out validation={split.validation} of each "
             f"segment plus a gap of window={w} samples (longest segment={longest} samples); "
             "use a smaller --window or --validation"
         )
     if split.validation > 0 and out.validation_windows() == 0:
         raise WindowError(
-            f"validation={split.validation} of each segment holds no whole window of {w} samples "
+            f"{at}validation={split.validation} of each segment holds no whole window of {w} samples "
             f"(longest segment={longest} samples); raise --validation, lower --window, or use --validation 0"
         )
     return out

@@ -42,6 +42,27 @@ def cli_env() -> dict[str, str]:
     return env
 
 
+# Starts chunkfit (argv: file size limit or 0, 1 to obey file modes, then ``-m chunkfit ARGS``) after
+# confining this process; exec passes the limit on and recomputes capabilities. Root ignores
+# read-only modes through CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: dropping both from the bounding
+# set before exec leaves the new program without them. A launcher rather than ``preexec_fn``, which is
+# unsafe in a process with threads (the tests run several CLI commands from a thread pool).
+CONFINE = """
+import os, sys
+limit, obey = int(sys.argv[1]), sys.argv[2] == "1"
+if limit:
+    import resource
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+if obey and os.geteuid() == 0:
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):
+        if libc.prctl(24, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+os.execv(sys.executable, [sys.executable, *sys.argv[3:]])
+"""
+
+
 def cli_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "chunkfit", *args]
 
@@ -52,10 +73,20 @@ def run_cli(
     stdin: Any = None,
     input: bytes | None = None,
     timeout: float = 120,
+    file_size: int | None = None,
+    obey_modes: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m chunkfit ARGS`` in a real subprocess and capture its output as text."""
+    """Run ``python -m chunkfit ARGS`` in a real subprocess and capture its output as text.
+
+    ``file_size`` caps every file the child writes (``ulimit -f``): Python ignores SIGXFSZ, so a
+    write past it fails with EFBIG, as on a full disk. ``obey_modes`` makes read-only file modes bind
+    the child even when the tests run as root (see ``CONFINE``).
+    """
+    command = cli_command(*map(str, args))
+    if file_size is not None or obey_modes:
+        command = [sys.executable, "-c", CONFINE, str(file_size or 0), str(int(obey_modes)), *command[1:]]
     proc = subprocess.run(
-        cli_command(*map(str, args)),
+        command,
         check=False,
         cwd=cwd,
         env=cli_env(),
@@ -183,3 +214,13 @@ def make_store(
         w.add_source({"name": "test", "size": None, "rows": signal.shape[0], "sha256": None})
         w.commit()
     return path
+
+
+def tree(folder: Path) -> dict[str, bytes | None]:
+    """Every entry under ``folder``, hidden ones included: files byte for byte, folders as None.
+
+    Unlike ``snapshot`` it also sees empty folders and temporaries, so "nothing left behind" holds.
+    """
+    return {
+        str(p.relative_to(folder)): (None if p.is_dir() else p.read_bytes()) for p in sorted(folder.rglob("*"))
+    }

@@ -19,8 +19,10 @@ from chunkfit.blocks import (
     chunk_for_budget,
     parse_bytes,
     plan_blocks,
+    groups,
     prefetched,
     read_block,
+    read_group,
     window_order,
 )
 from chunkfit.config import SplitSpec, WindowSpec
@@ -105,29 +107,32 @@ def test_cursor_round_trips_through_a_dict() -> None:
     assert Cursor.from_dict(Cursor(seed=4, epoch=2, position=9).to_dict()) == Cursor(4, 2, 9)
 
 
-def epoch_windows(path: Path, epoch: int, window: int, stride: int, chunk: int) -> list[np.ndarray]:
+def epoch_windows(path: Path, epoch: int, window: int, stride: int, chunk: int, mix: int) -> list[np.ndarray]:
     """Every window one epoch trains on, as read from the store, in training order."""
     with open_store(path) as store:
         split = plan_split(store.segments, WindowSpec(window, stride), SplitSpec(0.1))
         blocks = plan_blocks(split.train, window, stride, chunk)
         labeller = Labeller(store, "any-event")
         out = []
-        for i in block_order(len(blocks), 0, epoch):
-            data = read_block(store, labeller, blocks[i], window_order(blocks[i].n_windows, 0, epoch, i))
+        for k, group in enumerate(groups(block_order(len(blocks), 0, epoch), mix)):
+            members = [blocks[i] for i in group]
+            order = window_order(sum(b.n_windows for b in members), 0, epoch, k)
+            data = read_group(store, labeller, members, order)
             out.extend(data.samples[o : o + window] for o in data.offsets)
         return out
 
 
-def test_an_epoch_reads_every_training_window_exactly_once(ramp_store: Path) -> None:
-    starts = sorted(int(w[0, 0]) for w in epoch_windows(ramp_store, 0, 20, 3, 50))
+@pytest.mark.parametrize("mix", [1, 3])
+def test_an_epoch_reads_every_training_window_exactly_once(ramp_store: Path, mix: int) -> None:
+    starts = sorted(int(w[0, 0]) for w in epoch_windows(ramp_store, 0, 20, 3, 50, mix))
     with open_store(ramp_store) as store:
         split = plan_split(store.segments, WindowSpec(20, 3), SplitSpec(0.1))
     expected = sorted(int(s) for a, b in split.train for s in window_starts(int(a), int(b), 20, 3))
     assert starts == expected
 
 
-def test_windows_read_from_blocks_hold_their_samples(ramp_store: Path) -> None:
-    for w in epoch_windows(ramp_store, 1, 20, 3, 50):
+def test_windows_read_from_groups_hold_their_samples(ramp_store: Path) -> None:
+    for w in epoch_windows(ramp_store, 1, 20, 3, 50, 4):
         s = int(w[0, 0])
         assert np.array_equal(w, np.stack([np.arange(s, s + 20), -np.arange(s, s + 20)], axis=1))
 
@@ -162,6 +167,34 @@ def test_a_block_is_one_contiguous_read(ramp_store: Path) -> None:
         block = plan_blocks(np.array([[1000, 2500]]), 104, 1, 1000)[0]
         read_block(store, Labeller(store, "any-event"), block, None)
     assert reads == [(1000, 1000 + 1000 + 104 - 1)]
+
+
+def test_a_group_reads_each_block_with_one_contiguous_read(ramp_store: Path) -> None:
+    with open_store(ramp_store) as store:
+        reads: list[tuple[int, int]] = []
+        original = store.read
+
+        def counting(a: int, b: int) -> np.ndarray:
+            reads.append((a, b))
+            return original(a, b)
+
+        store.read = counting  # type: ignore[method-assign]
+        blocks = plan_blocks(np.array([[0, 700], [1000, 2500]]), 20, 1, 100)
+        read_group(store, Labeller(store, "any-event"), [blocks[9], blocks[0]], None)
+    assert reads == [(1200, 1319), (0, 119)]
+
+
+def test_group_labels_follow_their_windows(ramp_store: Path) -> None:
+    with open_store(ramp_store) as store:
+        blocks = plan_blocks(np.array(SEGMENTS), 30, 2, 40)
+        members = [blocks[7], blocks[2], blocks[11]]
+        data = read_group(store, Labeller(store, "any-event"), members, window_order(120, 3, 1, 0))
+        starts = data.samples[data.offsets.astype(np.int64), 0].astype(np.int64)
+    assert data.labels.tolist() == any_event_labels(starts, 30, EVENTS).tolist()
+
+
+def test_groups_cut_the_block_order_into_runs_of_mix() -> None:
+    assert [g.tolist() for g in groups(np.array([4, 0, 3, 1, 2]), 2)] == [[4, 0], [3, 1], [2]]
 
 
 def test_a_store_without_events_cannot_use_any_event(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from support import REPO, error_line, make_store, run_cli
 
 pytestmark = pytest.mark.slow

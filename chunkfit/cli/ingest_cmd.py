@@ -28,7 +28,7 @@ def ingest(
     nan: Annotated[str, typer.Option(help="Non-finite or empty values: refuse, keep or interpolate")] = "refuse",
     delimiter: Annotated[Optional[str], typer.Option(help="Field separator [default: sniffed; tab for .tsv]")] = None,
     header: Annotated[Optional[bool], typer.Option("--header/--no-header", help="Whether the first line names the columns [default: detected]")] = None,
-    names: Annotated[Optional[str], typer.Option(help="Channel names for .npy/HDF5 sources, comma-separated")] = None,
+    names: Annotated[Optional[str], typer.Option(help="Channel names for .npy/HDF5 sources or a CSV without a header, comma-separated")] = None,
     append: Annotated[bool, typer.Option("--append", help="Add the sources to an existing store as new segments")] = False,
     chunk_samples: Annotated[int, typer.Option(help="Samples per stored chunk")] = 65_536,
     codec: Annotated[str, typer.Option(help="Compression: lz4 (fast), zstd (smaller) or none")] = "lz4",

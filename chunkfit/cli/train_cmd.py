@@ -26,29 +26,32 @@ def train(
     stride: Annotated[int, typer.Option(help="Samples between window starts")] = 1,
     label: Annotated[str, typer.Option(help="Window label: any-event (an event marker in the window), last or majority (per-sample labels)")] = "any-event",
     chunk: Annotated[int, typer.Option(help="Windows per block (one model.fit call each)")] = 200_000,
+    mix: Annotated[int, typer.Option(help="Blocks from different parts of the signal trained together, windows shuffled jointly")] = 4,
     memory_budget: Annotated[Optional[str], typer.Option(help="Pick --chunk so the process stays within this much memory, e.g. 1.5GB")] = None,
     epochs: Annotated[int, typer.Option(help="Passes over every training window")] = 5,
     batch_size: Annotated[int, typer.Option(help="Windows per training step")] = 128,
     validation: Annotated[float, typer.Option(help="Share of each segment held out at its end for validation")] = 0.1,
-    model: Annotated[str, typer.Option(help="baseline-cnn, dilated-resnet, a .keras file, or module:function")] = "baseline-cnn",
+    model: Annotated[str, typer.Option(help="baseline-cnn, dilated-resnet, a .keras file, or module:function (imports that module and calls that function: it runs your own Python code)")] = "baseline-cnn",
     optimizer: Annotated[Optional[str], typer.Option(help="Keras optimizer name [default: adam, or the saved model's]")] = None,
     lr: Annotated[Optional[float], typer.Option(help="Learning rate [default: 0.001]")] = None,
     loss: Annotated[Optional[str], typer.Option(help="Keras loss name [default: categorical_crossentropy]")] = None,
     seed: Annotated[int, typer.Option(help="Seed for weights and the block and window order")] = 0,
     deterministic: Annotated[bool, typer.Option("--deterministic", help="Same seed, same weights bit for bit (TensorFlow op determinism; a little slower)")] = False,
     steps_per_execution: Annotated[int, typer.Option(help="Batches per compiled Keras call")] = 64,
+    unsafe: Annotated[bool, typer.Option("--unsafe", help="Load a --model .keras file outside Keras safe mode (deserialises lambdas: only for files you trust)")] = False,
     out: Annotated[Optional[str], typer.Option(help="Run folder for model.keras, history.csv, run.json, curves.png [default: runs/DATE-TIME]")] = None,
 ) -> None:
     """Train a Keras model on every window of a store, block by block, without materialising them."""
     from ..blocks import parse_bytes
     from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
+    from ..models import check_model_spec, unsafe_model_files
     from ..project import default_store
     from ..trainer import fit
 
     options = FitOptions(
         windows=WindowSpec(window=window, stride=stride, label=label),
         split=SplitSpec(validation=validation),
-        blocks=BlockSpec(chunk=chunk, seed=seed),
+        blocks=BlockSpec(chunk=chunk, seed=seed, mix=mix),
         batch_size=batch_size,
         epochs=epochs,
         deterministic=deterministic,
@@ -58,6 +61,7 @@ def train(
         lr=lr,
         loss=loss,
     )
+    check_model_spec(model, unsafe=unsafe)  # a wrong --model is refused before TensorFlow loads
     path = Path(store) if store is not None else default_store()
     run_dir = Path(out) if out is not None else Path("runs") / time.strftime("%Y%m%d-%H%M%S")
     with bar("train", 1.0, unit="") as update:
@@ -70,7 +74,8 @@ def train(
             loss_text = "" if p.loss is None else f"  loss {p.loss:.4f}"
             update(p.done, info=f"epoch {p.epoch + 1}/{p.epochs}  {what}  {p.windows_per_s:,.0f} windows/s{loss_text}")
 
-        history = fit(model, path, options=options, out=run_dir, progress=progress)
+        with unsafe_model_files(unsafe):
+            history = fit(model, path, options=options, out=run_dir, progress=progress)
     done = len(history.epoch)
     stopped = f" (stopped early after {done} of {epochs})" if done < epochs else ""
     typer.echo(f"trained {model} for {done} epoch(s){stopped}; run folder {run_dir}: "

@@ -4,8 +4,10 @@ slow pass over that block alone finds the exact line and column to name in the e
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +19,7 @@ from .background import background
 from .textblocks import LineBlocks
 
 DELIMITERS = (",", "\t", ";", "|")
+DECIMAL_COMMA = re.compile(r"[-+]?[0-9]+,[0-9]+")
 LABEL_MIN, LABEL_MAX = -(2**31), 2**31 - 1
 
 
@@ -42,7 +45,7 @@ class ParsedBlock:
         if self.columns is None:
             return None
         line = self.raw.split(b"\n")[self.line_of(row) - self.first_line]
-        fields = line.decode("utf-8", "replace").rstrip("\r").split(self.delimiter)
+        fields = split_fields(line.decode("utf-8", "replace").rstrip("\r"), self.delimiter) or []
         col = self.columns[channel] - 1
         return fields[col].strip().strip('"').strip() if col < len(fields) else None
 
@@ -108,6 +111,43 @@ def _field(text: str) -> str:
     return text.strip().strip('"').strip()
 
 
+def split_fields(line: str, delimiter: str) -> list[str] | None:
+    """The fields of one line with double quotes honoured as pyarrow does; None if a quote never closes."""
+    try:
+        return next(csv.reader([line], delimiter=delimiter, strict=True), [])
+    except csv.Error:
+        return None
+
+
+def _open_quote_column(line: str, delimiter: str) -> int:
+    """1-based column of the field whose opening quote is never closed."""
+    column, quoted, opened = 1, False, 1
+    for ch in line:
+        if ch == '"':
+            quoted = not quoted
+            opened = column
+        elif ch == delimiter and not quoted:
+            column += 1
+    return opened
+
+
+def _unclosed_quote(where: str, line: str, delimiter: str) -> SourceFormatError:
+    return SourceFormatError(
+        f"{where}:{_open_quote_column(line, delimiter)}: a double quote opened here is never closed; "
+        "close it or remove it"
+    )
+
+
+def _decimal_comma(where: str, value: str, column: str) -> SourceFormatError | None:
+    """The error for a number written with a decimal comma (1,5), if ``value`` is one."""
+    if not DECIMAL_COMMA.fullmatch(value.strip()):
+        return None
+    return SourceFormatError(
+        f"{where}: {value.strip()!r} in column {column!r} uses a decimal comma; chunkfit reads '.' as the "
+        "decimal point: convert the numbers (e.g. 1,5 -> 1.5)"
+    )
+
+
 def _decode(line: bytes, where: str) -> str:
     if b"\x00" in line:
         raise SourceFormatError(
@@ -135,7 +175,10 @@ class CsvLayout:
     def __init__(self, name: str, first: str, second: str | None, options: IngestOptions) -> None:
         self.name = name
         self.delimiter = options.delimiter or _sniff_delimiter(first, name)
-        fields = [_field(f) for f in first.split(self.delimiter)]
+        split = split_fields(first, self.delimiter)
+        if split is None:
+            raise _unclosed_quote(f"{name}:1", first, self.delimiter)
+        fields = [_field(f) for f in split]
         header = options.header
         if header is None:
             header = not all(_is_number(f) for f in fields if f) or (
@@ -143,11 +186,24 @@ class CsvLayout:
             )
         self.header = header
         self.names = fields if header else [f"ch{i}" for i in range(len(fields))]
+        if options.names is not None:
+            if header:
+                raise UsageError(
+                    f"{name}:1: --names names the columns of a CSV without a header line, and this one has a "
+                    "header; drop --names (or pass --no-header if line 1 is data)"
+                )
+            if len(options.names) != len(fields):
+                raise UsageError(f"{name}:1: --names gives {len(options.names)} name(s) for {len(fields)} column(s)")
+            self.names = list(options.names)
         if len(set(self.names)) != len(self.names):
             dup = sorted({n for n in self.names if self.names.count(n) > 1})
             raise SourceFormatError(f"{name}:1: duplicate column name(s) {', '.join(dup)}; rename them")
         sample_line = second if header else first  # the first data row, when there is one
-        sample = [_field(f) for f in sample_line.split(self.delimiter)] if sample_line else []
+        sample_at = f"{name}:{2 if header else 1}"
+        sample_split = split_fields(sample_line, self.delimiter) if sample_line else []
+        if sample_split is None:
+            raise _unclosed_quote(sample_at, str(sample_line), self.delimiter)
+        sample = [_field(f) for f in sample_split]
         self.time = self._resolve(options.time_column, "--time-column")
         self.label = self._resolve(options.label_column, "--label-column")
         if options.columns is not None:
@@ -158,17 +214,37 @@ class CsvLayout:
                 n for i, n in enumerate(self.names)
                 if n not in skip and (not sample or i >= len(sample) or _is_number(sample[i]) or sample[i] == "")
             ]
+            for i, n in enumerate(self.names):
+                if n not in skip and i < len(sample):
+                    err = _decimal_comma(f"{sample_at}:{i + 1}", sample[i], n)
+                    if err is not None:
+                        raise err
         if not self.channels:
+            other = [d for d in (*DELIMITERS, " ") if d != self.delimiter and d in first.strip()]
+            hint = f", or pass --delimiter {other[0]!r} (the first line holds {other[0]!r})" if other else ""
             raise SourceFormatError(
                 f"{name}: no numeric channel column found (columns: {', '.join(self.names)}); "
-                "choose them with --columns"
+                f"choose them with --columns{hint}"
             )
+        for n in self.channels:
+            if n == "":
+                col = self.names.index(n) + 1
+                raise SourceFormatError(
+                    f"{name}:1:{col}: column {col} has no name in the header; name it, or choose the channels "
+                    "with --columns"
+                )
         self.time_is_number = True
         self.time_tz = False
         self.time_origin_ns: int | None = None  # first ISO timestamp: later ones are relative to it
         if self.time is not None and sample:
-            value = sample[self.names.index(self.time)]
+            j = self.names.index(self.time)
+            value = sample[j] if j < len(sample) else ""
             self.time_is_number = _is_number(value)
+            if not self.time_is_number and not _is_timestamp(value):
+                raise SourceFormatError(
+                    f"{sample_at}:{j + 1}: {value[:40]!r} in time column {self.time!r} is neither seconds nor an "
+                    "ISO 8601 timestamp; fix the value, or pass --rate instead of --time-column"
+                )
             self.time_tz = not self.time_is_number and _has_tz(value)
 
     def _resolve(self, column: str | None, flag: str) -> Any:
@@ -207,7 +283,9 @@ def _locate(block: bytes, first_line: int, layout: CsvLayout, header_lines: int,
         text = _decode(raw, where)
         if not text.strip():
             continue
-        fields = text.split(layout.delimiter)
+        fields = split_fields(text, layout.delimiter)
+        if fields is None:
+            return _unclosed_quote(where, text, layout.delimiter)
         if len(fields) != ncols:
             return SourceFormatError(
                 f"{where}: ragged row: expected {ncols} fields separated by {layout.delimiter!r}, "
@@ -230,10 +308,12 @@ def _locate(block: bytes, first_line: int, layout: CsvLayout, header_lines: int,
                     )
                 continue
             if value and not _is_number(value):
-                return SourceFormatError(
-                    f"{where}:{j + 1}: {value[:40]!r} in column {col!r} is not a number; "
-                    "fix the value or leave the column out with --columns"
-                )
+                comma = _decimal_comma(f"{where}:{j + 1}", value, col)
+                if comma is not None:
+                    return comma
+                kind = "time column" if col == layout.time else "column"
+                fix = "fix the value" if col == layout.time else "fix the value or leave the column out with --columns"
+                return SourceFormatError(f"{where}:{j + 1}: {value[:40]!r} in {kind} {col!r} is not a number; {fix}")
     return SourceFormatError(f"{layout.name}:{first_line}: cannot parse this block: {fallback}")
 
 
@@ -247,11 +327,17 @@ def parse_blocks(lines: LineBlocks, name: str, options: IngestOptions) -> tuple[
         first_line, first_block = next(it)
     except StopIteration:
         raise SourceFormatError(f"{name}: empty source: no rows to ingest") from None
+    nul = first_block.find(b"\x00", 0, 8192)
+    if nul >= 0:  # checked before decoding: a binary file is seldom valid UTF-8 either
+        line_no = first_line + first_block.count(b"\n", 0, nul)
+        raise SourceFormatError(f"{name}:{line_no}: binary data or UTF-16 text, not a CSV log; save it as UTF-8 text")
     if first_block.startswith(b"\xef\xbb\xbf"):
         first_block = first_block[3:]  # a UTF-8 byte order mark, as some spreadsheet exports write
     head = first_block.split(b"\n", 2)
     first = _decode(head[0], f"{name}:1")
     second = _decode(head[1], f"{name}:2") if len(head) > 1 and head[1].strip() else None
+    if not first_block.strip():
+        raise SourceFormatError(f"{name}: empty source: only blank lines, no rows to ingest")
     if not first.strip():
         raise SourceFormatError(f"{name}:1: the first line is empty; the header or first row must come first")
     layout = CsvLayout(name, first, second, options)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,8 @@ def read_events(
     the sources had no time column). Every marker must fall inside the samples added.
     """
     p = Path(path)
+    if p.is_dir():
+        raise SourceFormatError(f"{path}: is a directory; --events takes a file of markers, one per line")
     if not p.is_file():
         raise SourceNotFoundError(f"{path}: events file not found; check --events")
     out: list[int] = []
@@ -57,6 +60,10 @@ def read_events(
                 index = offset + int(text)
             else:
                 seconds = _as_seconds(text)
+                if seconds is not None and not math.isfinite(seconds):
+                    raise SourceFormatError(
+                        f"{path}:{line_no}: {text[:40]!r} is not a finite time; fix or drop the marker"
+                    )
                 if seconds is None:
                     if line_no == 1:
                         continue  # a header line

@@ -255,6 +255,8 @@ def _check_inputs(specs: Sequence[str], options: IngestOptions) -> None:
             path = hdf5[0]
         if not os.path.exists(path):
             raise SourceNotFoundError(f"{path}: no such file; check the path")
+    if options.events is not None and os.path.isdir(options.events):
+        raise SourceFormatError(f"{options.events}: is a directory; --events takes a file of markers, one per line")
     if options.events is not None and not os.path.isfile(options.events):
         raise SourceNotFoundError(f"{options.events}: events file not found; check --events")
 

@@ -9,6 +9,7 @@ import hashlib
 import os
 import stat
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -117,16 +118,57 @@ class ArraySource(Source):
             for a in range(0, n, self._step):
                 piece = np.asarray(self.array[a : a + self._step])
                 self._hash.update(np.ascontiguousarray(piece).tobytes())
-                with np.errstate(over="ignore"):  # beyond float32 becomes Inf, refused by --nan
-                    piece = piece.reshape(piece.shape[0], -1)[:, self._cols].astype(np.float32)
+                piece = piece.reshape(piece.shape[0], -1)[:, self._cols]
+                with np.errstate(over="ignore"):
+                    cast = piece.astype(np.float32)
+                self._refuse_overflow(piece, cast, a)
+                piece = cast
                 self.rows += piece.shape[0]
                 yield ParsedBlock(piece, None, None, a, b"", 0, self.name, "row")
         finally:
             if self._closer is not None:
                 self._closer()
 
+    def _refuse_overflow(self, source: np.ndarray, cast: np.ndarray, first_row: int) -> None:
+        """Refuse finite values that float32 cannot hold (they would become Inf)."""
+        inf = np.isinf(cast)
+        if not inf.any():
+            return
+        over = inf & np.isfinite(source)
+        if over.any():
+            row, col = (int(v) for v in np.argwhere(over)[0])
+            raise SourceFormatError(
+                f"{self.name}: row {first_row + row} (counted from 0), column {col} (counted from 0): "
+                f"{float(source[row, col]):g} in channel {self.channels[col]!r} is beyond float32 storage "
+                f"(largest magnitude {float(np.finfo(np.float32).max):.4g}); rescale the column"
+            )
+
     def sha256(self) -> str:
         return self._hash.hexdigest()
+
+
+class _GzipStream:
+    """A gzip file whose damage (bad header, truncation, corrupt data) is a one-line error."""
+
+    def __init__(self, name: str, raw: gzip.GzipFile) -> None:
+        self.name = name
+        self.raw = raw
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            return self.raw.read(n)
+        except gzip.BadGzipFile as err:
+            raise SourceFormatError(
+                f"{self.name}: not gzip data ({err}); if the file is plain text, remove the .gz suffix"
+            ) from None
+        except (EOFError, zlib.error) as err:
+            # EOFError would otherwise reach click, which turns it into a bare "Aborted!".
+            raise SourceFormatError(
+                f"{self.name}: the gzip data is truncated or damaged ({err}); copy the file again"
+            ) from None
+
+    def close(self) -> None:
+        self.raw.close()
 
 
 def split_hdf5_spec(spec: str) -> tuple[str, str] | None:
@@ -155,23 +197,47 @@ def open_source(spec: str, options: IngestOptions) -> Source:
         raise SourceFormatError(f"{spec}: is a directory, not a source file ({SUPPORTED})")
     lower = path.name.lower()
     if lower.endswith(".npy"):
-        with open(path, "rb") as f:
-            if f.read(6) != b"\x93NUMPY":
-                raise SourceFormatError(f"{spec}: not a .npy file (no NumPy header); save the array with numpy.save")
-        try:
-            arr = np.load(path, mmap_mode="r", allow_pickle=False)
-        except ValueError as err:
-            raise SourceFormatError(f"{spec}: cannot load as .npy without pickles ({err}); only plain numeric arrays are accepted") from None
-        except (OSError, EOFError) as err:
-            raise SourceFormatError(f"{spec}: not a readable .npy file ({err})") from None
-        return ArraySource(spec, arr, options, path.stat().st_size)
+        return ArraySource(spec, _open_npy(spec, path), options, path.stat().st_size)
     if lower.endswith(HDF5_SUFFIXES):
         raise UsageError(f"{spec}: name the dataset inside the HDF5 file, e.g. {spec}:/signal")
     if lower.endswith(".gz") and lower[:-3].endswith(TEXT_SUFFIXES):
-        return TextSource(spec, gzip.open(path, "rb"), path.stat().st_size, options, live=False)  # type: ignore[arg-type]
+        stream = _GzipStream(spec, gzip.open(path, "rb"))  # noqa: SIM115 - read to the end by the source
+        return TextSource(spec, stream, path.stat().st_size, options, live=False)  # type: ignore[arg-type]
     if lower.endswith(TEXT_SUFFIXES) or options.delimiter is not None:
         return TextSource(spec, open(path, "rb"), path.stat().st_size, options, live=False)
     raise SourceFormatError(f"{spec}: unknown format {path.suffix or '(no suffix)'!r}; chunkfit reads {SUPPORTED}")
+
+
+def _open_npy(spec: str, path: Path) -> np.ndarray:
+    """Memory-map a .npy file after checking its header: pickles (object arrays) are never loaded."""
+    fmt = np.lib.format
+    with open(path, "rb") as f:
+        if f.read(6) != b"\x93NUMPY":
+            raise SourceFormatError(f"{spec}: not a .npy file (no NumPy header); save the array with numpy.save")
+        f.seek(0)
+        try:
+            version = fmt.read_magic(f)
+            read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape, _fortran, dtype = read_header(f)
+        except (ValueError, EOFError, SyntaxError, TypeError) as err:
+            raise SourceFormatError(f"{spec}: damaged .npy header ({err}); save the array again with numpy.save") from None
+        data_at = f.tell()
+    if dtype.hasobject:
+        raise SourceFormatError(
+            f"{spec}: the array holds Python objects (dtype {dtype}), which load only by unpickling; "
+            "chunkfit never unpickles a file: save a plain numeric array"
+        )
+    expected = data_at + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    size = path.stat().st_size
+    if size < expected:
+        raise SourceFormatError(
+            f"{spec}: truncated .npy file: its header promises {expected:,} bytes, the file has {size:,}; "
+            "copy it again"
+        )
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise SourceFormatError(f"{spec}: not a readable .npy file ({err})") from None
 
 
 def _open_hdf5(path: str, dataset: str, options: IngestOptions) -> Source:

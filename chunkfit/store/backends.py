@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +43,13 @@ class Backend:
     def close(self) -> None:
         pass
 
+    def write_error(self) -> OSError | None:
+        """The first write that failed (disk full, file size limit), when the backend held it back."""
+        return None
+
+    def settle(self) -> None:
+        """Wait until no write started by this process is still running."""
+
     def shapes(self) -> dict[str, tuple[int, ...]]:
         return {n: tuple(int(s) for s in self.array(n).shape) for n in self.names()}
 
@@ -59,6 +67,8 @@ class ZarrBackend(Backend):
         mode: Literal["w-", "r+", "r"] = "w-" if create else ("r+" if writable else "r")
         try:
             self.group = zarr.open_group(store=str(path), mode=mode, zarr_format=3)
+        except PermissionError:
+            raise  # the writer names the folder that cannot be written
         except (FileNotFoundError, zarr.errors.GroupNotFoundError) as err:  # type: ignore[attr-defined]
             raise StoreFormatError(
                 f"{path}: not a zarr v3 group ({err}); create a store with `chunkfit ingest`"
@@ -76,6 +86,10 @@ class ZarrBackend(Backend):
                 node = self.group[name]
             except KeyError:
                 continue
+            except (ValueError, TypeError) as err:  # json.JSONDecodeError is a ValueError
+                raise StoreFormatError(
+                    f"{self.path}: not a valid chunkfit store: {name}/zarr.json cannot be read ({err})"
+                ) from None
             if isinstance(node, zarr.Array):
                 out.append(name)
         return sorted(out)
@@ -117,6 +131,9 @@ class ZarrBackend(Backend):
         self._arrays[name] = arr
         return arr
 
+    def settle(self) -> None:
+        settle_zarr()
+
     def codec_name(self) -> str:
         comps = getattr(self.array("signal"), "compressors", ())
         if not comps:
@@ -133,9 +150,18 @@ class Hdf5Backend(Backend):
         super().__init__(path, writable)
         import h5py
 
-        mode = "w-" if create else ("r+" if writable else "r")
+        self._guard: GuardedFile | None = None
+        if writable:
+            # Writable stores are always temporaries (a new store, or the copy an append works on).
+            self._guard = GuardedFile(path, "x+b" if create else "r+b")
+            try:
+                self.file = h5py.File(self._guard, "w" if create else "r+")
+            except BaseException:
+                self._guard.close()
+                raise
+            return
         try:
-            self.file = h5py.File(path, mode)
+            self.file = h5py.File(path, "r")
         except OSError as err:
             raise StoreFormatError(
                 f"{path}: cannot open as an HDF5 file ({err}); it may be truncated or not HDF5"
@@ -174,8 +200,93 @@ class Hdf5Backend(Backend):
         ds = self.array("signal")
         return ("shuffle+" if ds.shuffle else "") + (ds.compression or "none")
 
+    def write_error(self) -> OSError | None:
+        return self._guard.error if self._guard is not None else None
+
     def close(self) -> None:
-        self.file.close()
+        try:
+            self.file.close()
+        finally:
+            if self._guard is not None:
+                self._guard.close()
+
+
+class GuardedFile(io.RawIOBase):
+    """The file under a writable HDF5 store: a failed write is remembered, not raised into HDF5.
+
+    libhdf5 cannot recover from a failed write (disk full, file size limit): closing the file then
+    fails again and may crash the process. So the first failure is kept for the writer to raise,
+    later writes are dropped, and the half-written temporary is deleted by the writer's abort.
+    """
+
+    def __init__(self, path: Path, mode: str) -> None:
+        super().__init__()
+        self._raw = io.FileIO(path, mode.replace("b", ""))  # unbuffered; closed in close()
+        self.error: OSError | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self._raw.readinto(buffer) or 0
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        if self.error is None:
+            try:
+                done = 0
+                while done < len(view):  # a write may stop short at a size limit; the next one fails
+                    done += self._raw.write(view[done:]) or 0
+            except OSError as err:
+                self.error = err
+        return len(view)
+
+    def truncate(self, size: int | None = None) -> int:
+        if self.error is None:
+            try:
+                return self._raw.truncate(size)
+            except OSError as err:
+                self.error = err
+        return self.tell() if size is None else size
+
+    def flush(self) -> None:
+        pass  # unbuffered
+
+    def close(self) -> None:
+        if not self._raw.closed:
+            self._raw.close()
+        super().close()
+
+
+def settle_zarr() -> None:
+    """Wait until every zarr write this process started has finished.
+
+    When one chunk write fails, zarr raises at once while its other chunk writes still run on
+    zarr's event loop; a rollback or cleanup must not race them (a late one would recreate a file).
+    """
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    async def others_done() -> None:
+        me = asyncio.current_task()
+        pending = [t for t in asyncio.all_tasks() if t is not me]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    sync(others_done())
 
 
 def open_backend(path: Path, kind: str, writable: bool = False, create: bool = False) -> Backend:

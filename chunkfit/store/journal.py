@@ -88,6 +88,15 @@ def begin(root: Path) -> None:
             raise busy_error(root, pid) from None
         rollback(root)
         journal.mkdir()
+    try:
+        _record(root, journal)
+    except BaseException:
+        # The store itself is untouched until the manifest exists: dropping the journal undoes it all.
+        shutil.rmtree(journal, ignore_errors=True)
+        raise
+
+
+def _record(root: Path, journal: Path) -> None:
     (journal / OWNER).write_text(str(os.getpid()))
     files = journal / "files"
     files.mkdir()
@@ -103,7 +112,7 @@ def begin(root: Path) -> None:
         src, dst = root / rel, files / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
-            shutil.copytree(src, dst)
+            _copy_tree(src, dst)
         elif src.exists():
             shutil.copy2(src, dst)
     manifest = {"arrays": shapes, "saved": saved, "pid": os.getpid()}
@@ -114,6 +123,17 @@ def begin(root: Path) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, journal / MANIFEST)
     _fsync_dir(journal)
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    """Copy a folder file by file, so a full disk raises the OSError itself (copytree bundles it)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for item in sorted(src.rglob("*")):
+        target = dst / item.relative_to(src)
+        if item.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            shutil.copy2(item, target)
 
 
 def commit(root: Path) -> None:

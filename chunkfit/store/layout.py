@@ -105,8 +105,9 @@ def validate(where: str, attrs: Any, shapes: dict[str, tuple[int, ...]], dtypes:
     if not isinstance(channels, list) or not channels or not all(isinstance(c, str) for c in channels):
         raise bad(f"attribute channels must be a non-empty list of names (found {channels!r})")
     rate = attrs.get("sample_rate")
-    if rate is not None and (not isinstance(rate, (int, float)) or not rate > 0 or not math.isfinite(rate)):
-        raise bad(f"sample_rate must be a positive number or null (found {rate!r})")
+    if rate is not None and (not _is_number(rate) or not rate > 0 or not math.isfinite(rate)):
+        raise bad(f"sample_rate must be a positive number or null (found {_short(rate)})")
+    _validate_extras(bad, attrs)
     if "signal" not in shapes:
         raise bad("array 'signal' is missing")
     sig = shapes["signal"]
@@ -125,6 +126,50 @@ def validate(where: str, attrs: Any, shapes: dict[str, tuple[int, ...]], dtypes:
     lab = shapes.get("labels")
     if lab is not None and (lab != (sig[0],) or not dtypes["labels"].startswith("int")):
         raise bad(f"labels must be integers of shape ({sig[0]},) (found {lab}, {dtypes['labels']})")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _validate_extras(bad: Any, attrs: dict[str, Any]) -> None:
+    """The attributes ``info``, appends and evaluation read besides channels and rate."""
+    stats = attrs.get("stats", {})
+    if not isinstance(stats, dict):
+        raise bad(f"attribute stats must map channel names to their statistics (found {_short(stats)})")
+    for name, st in stats.items():
+        ok = isinstance(st, dict) and _is_count(st.get("count")) and all(
+            _is_number(st.get(k)) for k in ("mean", "std")
+        ) and all(st.get(k) is None or _is_number(st.get(k)) for k in ("min", "max"))
+        if not ok:
+            raise bad(
+                f"stats of channel {name!r} must hold a count and numbers mean, std, min, max (found {_short(st)})"
+            )
+    sources = attrs.get("sources", [])
+    if not isinstance(sources, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("name"), str) for r in sources
+    ):
+        raise bad(f"attribute sources must be a list of records with a name (found {_short(sources)})")
+    has_events = attrs.get("has_events", False)
+    if not isinstance(has_events, bool):
+        raise bad(f"has_events must be true or false (found {_short(has_events)})")
+    classes = attrs.get("label_classes", [])
+    if not isinstance(classes, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in classes):
+        raise bad(f"label_classes must be a list of integers (found {_short(classes)})")
+    counts = attrs.get("label_counts", {})
+    if not isinstance(counts, dict) or not all(
+        k.lstrip("-").isdigit() and _is_count(v) for k, v in counts.items()
+    ):
+        raise bad(f"label_counts must map classes to sample counts (found {_short(counts)})")
 
 
 def validate_segments(where: str, segments: np.ndarray, n_samples: int) -> None:

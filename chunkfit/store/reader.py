@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from pathlib import Path
@@ -68,10 +69,21 @@ class Store:
         b = self._backend
         where = str(self.path)
         attrs = b.attrs()
+        shapes: dict[str, tuple[int, ...]] = {}
+        dtypes: dict[str, str] = {}
         try:
-            shapes, dtypes = b.shapes(), b.dtypes()
+            names = b.names()
+        except StoreFormatError:
+            raise
         except (KeyError, ValueError, OSError) as err:
             raise StoreFormatError(f"{where}: not a valid chunkfit store: {err}") from None
+        for name in names:
+            try:
+                arr = b.array(name)
+                shapes[name] = tuple(int(n) for n in arr.shape)
+                dtypes[name] = str(np.dtype(arr.dtype))
+            except (KeyError, ValueError, TypeError, OSError) as err:
+                raise StoreFormatError(f"{where}: not a valid chunkfit store: array '{name}' is unreadable ({err})") from None
         validate(where, attrs, shapes, dtypes)
         self.attrs: dict[str, Any] = attrs
         self.channels: list[str] = list(attrs["channels"])
@@ -80,12 +92,16 @@ class Store:
         self.n_channels: int = len(self.channels)
         self.has_labels: bool = "labels" in shapes
         self._signal = b.array("signal")
+        if self.backend_kind == "zarr" and self.chunk_samples < 1:
+            raise StoreFormatError(f"{where}: not a valid chunkfit store: signal chunks of {self.chunk_samples} samples")
         self._labels = b.array("labels") if self.has_labels else None
         self._events_arr = b.array("events") if "events" in shapes else None
         self.has_events: bool = bool(attrs.get("has_events")) and self._events_arr is not None
         self.segments: np.ndarray = self._read_all("segments").astype(np.int64).reshape(-1, 2)
         validate_segments(where, self.segments, self.n_samples)
         self._events: np.ndarray | None = None
+        if self._events_arr is not None:
+            self.events  # noqa: B018 - read and checked on open: far smaller than the signal
 
     def _read_all(self, name: str) -> np.ndarray:
         try:
@@ -104,11 +120,8 @@ class Store:
         self._check_chunks("signal", a, b)
         try:
             out = np.asarray(self._signal[a:b], dtype=np.float32)
-        except Exception as err:  # zarr/numcodecs/h5py raise many types for damaged chunks
-            raise StoreFormatError(
-                f"{self.path}: signal samples [{a}, {b}) cannot be read ({type(err).__name__}: {err}); "
-                "the store is damaged: re-ingest the source"
-            ) from None
+        except Exception as err:  # noqa: BLE001 - zarr/numcodecs/h5py raise many types for damaged chunks
+            raise self._damaged("signal", a, b, err) from None
         if out.shape != (b - a, self.n_channels):
             raise StoreFormatError(f"{self.path}: signal read [{a}, {b}) returned shape {out.shape}")
         return out
@@ -117,13 +130,24 @@ class Store:
         """Refuse a range whose zarr chunk files are gone (zarr would return zeros for them)."""
         if self.backend_kind != "zarr" or b <= a:
             return
-        step = self.chunk_samples
+        arr: Any = self._labels if name == "labels" else self._signal
+        step = int(arr.chunks[0])
+        # Every chunk along the other axes too: a 2-D signal's chunk keys are c/<time>/<channel>.
+        across = [range(-(-int(n) // int(c))) for n, c in zip(arr.shape[1:], arr.chunks[1:], strict=True)]
         for i in range(a // step, (b - 1) // step + 1):
-            if not (self.path / name / "c" / str(i)).exists():
-                raise StoreFormatError(
-                    f"{self.path}: chunk {name}/c/{i} (samples [{i * step}, {min((i + 1) * step, self.n_samples)})) "
-                    "is missing; the store is damaged: re-ingest the source"
-                )
+            for rest in itertools.product(*across):
+                key = arr.metadata.encode_chunk_key((i, *rest))
+                if not (self.path / name / key).is_file():
+                    raise StoreFormatError(
+                        f"{self.path}: chunk {name}/{key} (samples [{i * step}, "
+                        f"{min((i + 1) * step, self.n_samples)})) is missing; the store is damaged: re-ingest the source"
+                    )
+
+    def check_chunks(self) -> None:
+        """Refuse a zarr store with any signal or label chunk file missing (a listing, no reads)."""
+        self._check_chunks("signal", 0, self.n_samples)
+        if self._labels is not None:
+            self._check_chunks("labels", 0, self.n_samples)
 
     def read_labels(self, a: int, b: int) -> np.ndarray:
         """Per-sample labels [a, b); raises if the store has none."""
@@ -133,8 +157,28 @@ class Store:
         self._check_chunks("labels", a, b)
         try:
             return np.asarray(self._labels[a:b], dtype=np.int64)
-        except Exception as err:
-            raise StoreFormatError(f"{self.path}: labels [{a}, {b}) cannot be read: {err}") from None
+        except Exception as err:  # noqa: BLE001 - as for the signal
+            raise self._damaged("labels", a, b, err) from None
+
+    def _damaged(self, name: str, a: int, b: int, err: Exception) -> StoreFormatError:
+        """Name the first chunk of [a, b) that cannot be decoded (read one by one, only on failure)."""
+        arr: Any = self._labels if name == "labels" else self._signal
+        step = int(arr.chunks[0]) if getattr(arr, "chunks", None) else max(b - a, 1)
+        what = f"{name} samples [{a}, {b})"
+        for i in range(a // step, (b - 1) // step + 1):
+            lo, hi = max(a, i * step), min(b, (i + 1) * step)
+            try:
+                arr[lo:hi]
+            except Exception as first:  # noqa: BLE001 - the same many types as above
+                err = first
+                key = arr.metadata.encode_chunk_key((i,) + (0,) * (arr.ndim - 1)) if self.backend_kind == "zarr" else None
+                span = f"samples [{i * step}, {min((i + 1) * step, self.n_samples)})"
+                what = f"chunk {name}/{key} ({span})" if key is not None else f"{name} {span}"
+                break
+        detail = " ".join(f"{type(err).__name__}: {err}".split())[:200]
+        return StoreFormatError(
+            f"{self.path}: {what} cannot be read ({detail}); the store is damaged: re-ingest the source"
+        )
 
     @property
     def events(self) -> np.ndarray:

@@ -8,6 +8,7 @@ original on commit (HDF5 files cannot be rolled back in place).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import queue
@@ -18,7 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DiskFullError, StoreExistsError, StoreFormatError
+from ..errors import (
+    ChunkfitError,
+    DiskFullError,
+    ReadOnlyError,
+    StoreExistsError,
+    StoreFormatError,
+    UsageError,
+)
 from . import journal
 from .backends import Backend, open_backend
 from .layout import (
@@ -52,11 +60,25 @@ def clean_stale_temporaries(target: Path) -> None:
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 
-def _disk_error(err: OSError, path: Path) -> Exception:
+def _write_error(err: OSError, path: Path, append: bool) -> Exception:
+    """A failed write as the user's problem to act on (full disk, read-only place), or as it was."""
+    if isinstance(err, ChunkfitError):
+        return err
+    outcome = "the store is unchanged" if append else "no store was created"
     if err.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
         return DiskFullError(
             f"{path}: no space left or file size limit reached while writing ({os.strerror(err.errno)}); "
-            "free space and run the command again (the store is unchanged)"
+            f"free space and run the command again ({outcome})"
+        )
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        if append:
+            return ReadOnlyError(
+                f"{path}: the store cannot be written ({os.strerror(err.errno)}); make it writable to append "
+                f"to it ({outcome})"
+            )
+        return ReadOnlyError(
+            f"{path}: the store cannot be created in {path.parent} ({os.strerror(err.errno)}); "
+            "choose a writable folder"
         )
     return err
 
@@ -94,13 +116,17 @@ class StoreWriter:
         self._worker_error: BaseException | None = None
         self._failed = False
         self._queued = 0
+        self._journal_begun = False
         try:
             if append:
                 self._begin_append()
             else:
                 self._begin_new(sample_rate, has_labels, chunk_samples, codec)
-        except OSError as err:
-            raise _disk_error(err, self.path) from err
+        except BaseException as err:
+            self._discard()
+            if isinstance(err, OSError):
+                raise _write_error(err, self.path, append) from None
+            raise
         self.length = int(self.b.array("signal").shape[0])
         self.start = self.length
         self._labelled = "labels" in self.b.names()
@@ -110,6 +136,11 @@ class StoreWriter:
     def _begin_new(self, rate: float | None, has_labels: bool, chunk: int, codec: str) -> None:
         if self.path.exists():
             raise StoreExistsError(f"{self.path}: already exists; use --append to add to it or pick a new name")
+        for folder in self.path.parents:
+            if folder.exists() or folder.is_symlink():
+                if not folder.is_dir():
+                    raise UsageError(f"{self.path}: {folder} is a file, not a folder; choose another path")
+                break
         parent = self.path.parent.absolute()
         while not parent.exists():
             self._made_dirs.append(parent)  # removed again if the transaction fails
@@ -143,6 +174,7 @@ class StoreWriter:
             self.attrs = dict(existing.attrs)
         if self.kind == "zarr":
             journal.begin(self.path)
+            self._journal_begun = True
             self.b = open_backend(self.path, "zarr", writable=True)
         else:
             clean_stale_temporaries(self.path)
@@ -167,6 +199,7 @@ class StoreWriter:
             self.b.set_attrs(self.attrs)
             self.b.close()
             self._closed = True
+            self._check_backend()
             if self.kind == "zarr" and self.append:
                 journal.commit(self.path)
             else:
@@ -176,8 +209,31 @@ class StoreWriter:
                 os.replace(self._tmp, self.path)
         except OSError as err:
             self.abort()
-            raise _disk_error(err, self.path) from err
+            raise _write_error(err, self.path, self.append) from None
         self._committed = True
+
+    def _check_backend(self) -> None:
+        """Raise a write the backend held back (HDF5 never sees its own failed writes)."""
+        held = self.b.write_error()
+        if held is not None:
+            raise _write_error(held, self.path, self.append)
+
+    def _discard(self) -> None:
+        """Undo a transaction that failed to begin: nothing of it may remain."""
+        backend = getattr(self, "b", None)
+        if backend is not None:
+            with contextlib.suppress(Exception):  # a half-opened store fails to close in many ways; it is dropped
+                backend.close()
+        self._closed = True
+        if self._journal_begun and journal.pending(self.path):
+            journal.rollback(self.path)
+        if self._tmp is not None and self._tmp.exists():
+            shutil.rmtree(self._tmp, ignore_errors=True) if self._tmp.is_dir() else self._tmp.unlink()
+        for made in self._made_dirs:
+            try:
+                made.rmdir()
+            except OSError:
+                break
 
     def abort(self) -> None:
         """Drop everything this transaction wrote; the store is as it was."""
@@ -187,6 +243,7 @@ class StoreWriter:
             self._queue.put(None)
             self._worker.join()
             self._worker = None
+        self.b.settle()
         if not self._closed:
             try:
                 self.b.close()
@@ -304,7 +361,8 @@ class StoreWriter:
                 larr.resize((end,))
                 larr[self.length : end] = lab[:take]
         except OSError as err:
-            raise _disk_error(err, self.path) from err
+            raise _write_error(err, self.path, self.append) from None
+        self._check_backend()
         rest = sig[take:]
         self._pending = [rest] if rest.shape[0] else []
         self._pending_labels = [lab[take:]] if lab is not None and lab.shape[0] > take else []
