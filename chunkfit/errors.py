@@ -36,6 +36,10 @@ class StoreFormatError(ChunkfitError, ValueError):
     """A store whose layout, attributes or arrays are malformed or damaged."""
 
 
+class StoreChangedError(ChunkfitError, RuntimeError):
+    """A store that was modified while a run was reading it."""
+
+
 class SourceNotFoundError(ChunkfitError, FileNotFoundError):
     """An input file that does not exist."""
 

@@ -13,12 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import RunError
+from . import checkpoint
+from .errors import IncompatibleError, RunError, UsageError
 
 MODEL_FILE = "model.keras"
 HISTORY_FILE = "history.csv"
 RUN_FILE = "run.json"
 CURVES_FILE = "curves.png"
+RESUME_MODES = ("auto", "resume", "restart")
 
 
 def peak_rss_bytes() -> int:
@@ -28,27 +30,77 @@ def peak_rss_bytes() -> int:
 
 
 class RunFolder:
-    """A new, writable folder for one training run.
+    """The folder of one training run: a new one, or one whose unfinished run is resumed.
 
-    Construction only checks (cheaply, before TensorFlow loads); ``create`` makes the folder once
-    every other check has passed, so a refused run leaves nothing behind.
+    Construction only checks (cheaply, before TensorFlow loads): ``resume`` is "auto" (resume a run
+    that has a checkpoint, else start a new one), "resume" (there must be a checkpoint) or "restart"
+    (a run already there is deleted and started over). ``create`` makes the folder, and only then
+    deletes an old run on restart, once every other check has passed, so a refused run changes nothing.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], resume: str = "auto") -> None:
         self.path = Path(path)
-        taken = [f for f in (RUN_FILE, MODEL_FILE) if (self.path / f).exists()]
-        if taken:
-            raise RunError(
-                f"{self.path}: the folder already holds a run ({taken[0]}); use another --out or delete it"
-            )
+        if resume not in RESUME_MODES:
+            raise UsageError(f"resume must be one of {', '.join(RESUME_MODES)} (received {resume!r})")
+        self.restart = resume == "restart"
         if self.path.exists() and not self.path.is_dir():
             raise RunError(f"{self.path}: the run folder is a file; use another --out")
+        found = checkpoint.latest(self.path) if self.path.is_dir() and not self.restart else None
         parent = self.path
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
         if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
             reason = "Not a directory" if not parent.is_dir() else "Permission denied"
-            raise RunError(f"{self.path}: the run folder cannot be written ({reason}); use another --out")
+            hint = "make it writable to resume the run, or use another --out" if found else "use another --out"
+            raise RunError(f"{self.path}: the run folder cannot be written ({reason}); {hint}")
+        self.checkpoint: checkpoint.Checkpoint | None = None
+        if self.restart:
+            return
+        if _finished(self.path / RUN_FILE):
+            raise RunError(
+                f"{self.path}: the folder holds a finished run; pass --restart to delete it and train again, "
+                "or use another --out"
+            )
+        if found is None:
+            taken = [f for f in (RUN_FILE, MODEL_FILE) if (self.path / f).exists()]
+            if taken:
+                raise RunError(
+                    f"{self.path}: the folder already holds a run ({taken[0]}) with no checkpoint to resume from; "
+                    "pass --restart to delete it and start over, or use another --out"
+                )
+            if resume == "resume":
+                raise RunError(
+                    f"{self.path}: there is no run to resume (no checkpoint in the folder); "
+                    "leave out --resume to start a new run"
+                )
+        self.checkpoint = found
+
+    def check_matches(self, run: dict[str, Any]) -> None:
+        """Refuse to resume a checkpoint made with other settings, another model or another store.
+
+        ``run`` holds ``config`` (FitOptions.to_dict()), ``model`` (the model spec) and ``store``
+        (Store.identity) of the run being started.
+        """
+        if self.checkpoint is None:
+            return
+        made = self.checkpoint.state["run"]
+        fix = "run the command the run was made with to resume it, pass --restart to start over, or use another --out"
+        settings = _differences(made["config"], run["config"])
+        if settings:
+            key, old, new = settings[0]
+            raise IncompatibleError(
+                f"{self.path}: the run was made with --{key.rpartition('.')[2].replace('_', '-')} {_shown(old)}, "
+                f"not {_shown(new)}; {fix}"
+            )
+        if made["model"] != run["model"]:
+            raise IncompatibleError(f"{self.path}: the run was made with --model {made['model']}, not {run['model']}; {fix}")
+        stores = _differences(made["store"], run["store"])
+        if stores:
+            key, old, new = stores[0]
+            raise IncompatibleError(
+                f"{self.path}: the run was made on another store ({key} {_shown(old)} there, {_shown(new)} in this one); "
+                f"{fix}"
+            )
 
     def create(self) -> None:
         try:
@@ -56,10 +108,23 @@ class RunFolder:
             probe = self.path / ".chunkfit-write-test"
             probe.write_bytes(b"")
             probe.unlink()
+            if self.restart:
+                checkpoint.remove(self.path)
+                for name in (RUN_FILE, RUN_FILE + ".tmp", MODEL_FILE, HISTORY_FILE, CURVES_FILE):
+                    (self.path / name).unlink(missing_ok=True)
+            elif self.checkpoint is not None:
+                self.checkpoint = checkpoint.settle(self.path)
         except OSError as err:
             raise RunError(
                 f"{self.path}: the run folder cannot be written ({err.strerror or err}); use another --out"
             ) from None
+
+    def write_checkpoint(self, state: dict[str, Any], arrays: dict[str, Any]) -> None:
+        """Make a new checkpoint (atomically: see chunkfit.checkpoint); OSError on a full disk and the like."""
+        checkpoint.write(self.path, state, arrays, self.file(HISTORY_FILE))
+
+    def remove_checkpoint(self) -> None:
+        checkpoint.remove(self.path)
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -74,6 +139,27 @@ class RunFolder:
 
     def plot(self, history: dict[str, list[float]]) -> None:
         plot_curves(history, self.file(CURVES_FILE))
+
+
+def _finished(path: Path) -> bool:
+    try:
+        return json.loads(path.read_text()).get("finished") is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _differences(old: Any, new: Any, key: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted key, old, new) of every leaf where two JSON-like dicts differ."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in sorted(set(old) | set(new))
+                for d in _differences(old.get(k), new.get(k), f"{key}.{k}" if key else k)]
+    return [] if old == new else [(key, old, new)]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "unset" if value is None else str(value)
 
 
 def _jsonable(value: Any) -> Any:

@@ -72,10 +72,13 @@ def two_channel_store(path: Path) -> None:
 
 
 def big_csv(path: Path) -> None:
-    """70,000 rows of two noisy channels: compressed chunks of several hundred kB."""
-    rng = np.random.default_rng(3)
-    rows = rng.normal(size=(70_000, 2))
-    path.write_text("a,b\n" + "\n".join(f"{a!r},{b!r}" for a, b in rows.tolist()) + "\n")
+    """20,000 rows of two noisy channels: a stored chunk of them compresses to over 100 kB."""
+    if "big.csv" not in SHARED:
+        rng = np.random.default_rng(3)
+        rows = rng.normal(size=(20_000, 2))
+        SHARED["big.csv"] = path.parent.parent / "big.csv"
+        SHARED["big.csv"].write_text("a,b\n" + "\n".join(f"{a!r},{b!r}" for a, b in rows.tolist()) + "\n")
+    shutil.copyfile(SHARED["big.csv"], path)
 
 
 def small_csv(path: Path) -> None:
@@ -95,7 +98,7 @@ def grown_store(path: Path) -> None:
     more.unlink()
 
 
-SHARED: dict[str, Path] = {}  # the session's trained run and its store, set by the ``faults`` fixture
+SHARED: dict[str, Path] = {}  # the session's trained run and its store (set by the fixture), the big CSV
 
 
 def read_only(*names: str) -> Callable[[Path], None]:
@@ -203,9 +206,8 @@ FAULTS = [
     Fault("read-only-output-folder-predict", {"s.zarr": event_store, "run": run_folder, "ro": lambda p: p.mkdir()},
           ["predict", "run", "s.zarr", "--out", "ro/scores.zarr"],
           "ro: the output folder is not writable; pass --out with a path in another folder", then=read_only("ro")),
-    Fault("read-only-store-evaluate", {"s.zarr": event_store, "run": run_folder},
-          ["evaluate", "run", "s.zarr", "--plot", "eval.png", "--json"], None, then=read_only("s.zarr"),
-          keep=("s.zarr", "run")),
+    Fault("read-only-store-info", {"s.zarr": event_store}, ["info", "s.zarr", "--json"], None,
+          then=read_only("s.zarr")),
     # -- a store whose length changed since the run was made -------------------------------------------
     Fault("grown-store-evaluate", {"s.zarr": grown_store, "run": run_folder},
           ["evaluate", "run", "s.zarr", "--plot", "eval.png", "--json"], None, keep=("s.zarr", "run")),
@@ -219,6 +221,10 @@ Outcome = tuple[Fault, Path, dict[str, dict[str, bytes | None]], "Future[Complet
 def _kept(where: Path, fault: Fault) -> dict[str, dict[str, bytes | None]]:
     names = fault.keep if fault.keep is not None else (".",)
     return {n: tree(where / n) if (where / n).is_dir() else {n: (where / n).read_bytes()} for n in names}
+
+
+def _loads_tensorflow(fault: Fault) -> bool:
+    return fault.args[0] in ("train", "evaluate", "predict")
 
 
 def _writable_again(where: Path) -> None:
@@ -235,7 +241,7 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outco
     folders = []
     with ThreadPoolExecutor(max_workers=3) as pool:
         out: dict[str, Outcome] = {}
-        for fault in FAULTS:
+        for fault in sorted(FAULTS, key=_loads_tensorflow, reverse=True):  # the slow ones first
             where = tmp_path_factory.mktemp(fault.id)
             folders.append(where)
             for name, make in fault.files.items():
@@ -311,8 +317,8 @@ def test_grown_store_is_longer_than_the_one_the_run_was_made_on(faults: dict[str
         assert s.n_samples == made_on + 500
 
 
-def test_read_only_store_is_still_evaluated(faults: dict[str, Outcome]) -> None:
-    assert json.loads(faults["read-only-store-evaluate"][3].result().stdout)["windows"] > 0
+def test_read_only_store_is_still_read(faults: dict[str, Outcome]) -> None:
+    assert json.loads(faults["read-only-store-info"][3].result().stdout)["samples"] == 1200
 
 
 @pytest.mark.xfail(

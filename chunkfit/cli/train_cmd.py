@@ -39,15 +39,24 @@ def train(
     deterministic: Annotated[bool, typer.Option("--deterministic", help="Same seed, same weights bit for bit (TensorFlow op determinism; a little slower)")] = False,
     steps_per_execution: Annotated[int, typer.Option(help="Batches per compiled Keras call")] = 64,
     unsafe: Annotated[bool, typer.Option("--unsafe", help="Load a --model .keras file outside Keras safe mode (deserialises lambdas: only for files you trust)")] = False,
-    out: Annotated[Optional[str], typer.Option(help="Run folder for model.keras, history.csv, run.json, curves.png [default: runs/DATE-TIME]")] = None,
+    out: Annotated[Optional[str], typer.Option(help="Run folder for model.keras, history.csv, run.json, curves.png [default: runs/DATE-TIME]; an unfinished run in it is resumed from its checkpoint")] = None,
+    checkpoint_every: Annotated[Optional[int], typer.Option(help="Checkpoint the run every this many blocks [default: about every 3 minutes of training; always at the end of each epoch]")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Refuse to start unless --out holds an unfinished run to resume")] = False,
+    restart: Annotated[bool, typer.Option("--restart", help="Delete the run in --out (finished or not) and start over")] = False,
 ) -> None:
-    """Train a Keras model on every window of a store, block by block, without materialising them."""
+    """Train a Keras model on every window of a store, block by block, without materialising them.
+
+    Running the same command again after a crash or a kill resumes the run in --out from its last checkpoint.
+    """
     from ..blocks import parse_bytes
     from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
+    from ..errors import UsageError
     from ..models import check_model_spec, unsafe_model_files
     from ..project import default_store
     from ..trainer import fit
 
+    if resume and restart:
+        raise UsageError("give either --resume or --restart, not both")
     options = FitOptions(
         windows=WindowSpec(window=window, stride=stride, label=label),
         split=SplitSpec(validation=validation),
@@ -67,6 +76,10 @@ def train(
     with bar("train", 1.0, unit="") as update:
 
         def progress(p: TrainProgress) -> None:
+            if p.phase == "resume":
+                part = f" and {p.block} of {p.blocks} blocks of epoch {p.epoch + 1}" if p.block else ""
+                typer.echo(f"resuming the run in {run_dir} from its checkpoint: {p.epoch} of {p.epochs} epoch(s){part} done")
+                return
             if p.phase == "epoch":
                 typer.echo(f"epoch {p.epoch + 1}/{p.epochs}  {_metrics(p.logs or {})}  {p.windows_per_s:,.0f} windows/s")
                 return
@@ -75,7 +88,8 @@ def train(
             update(p.done, info=f"epoch {p.epoch + 1}/{p.epochs}  {what}  {p.windows_per_s:,.0f} windows/s{loss_text}")
 
         with unsafe_model_files(unsafe):
-            history = fit(model, path, options=options, out=run_dir, progress=progress)
+            history = fit(model, path, options=options, out=run_dir, progress=progress,
+                          checkpoint_every=checkpoint_every, resume="resume" if resume else "restart" if restart else "auto")
     done = len(history.epoch)
     stopped = f" (stopped early after {done} of {epochs})" if done < epochs else ""
     typer.echo(f"trained {model} for {done} epoch(s){stopped}; run folder {run_dir}: "

@@ -206,8 +206,18 @@ class CsvLayout:
         sample = [_field(f) for f in sample_split]
         self.time = self._resolve(options.time_column, "--time-column")
         self.label = self._resolve(options.label_column, "--label-column")
+        if self.time is not None and self.time == self.label:
+            raise UsageError(f"{name}:1: --time-column and --label-column both name column {self.time!r}; give two columns")
         if options.columns is not None:
             self.channels = [self._resolve(c, "--columns") for c in options.columns]
+            twice = sorted({c for c in self.channels if self.channels.count(c) > 1})
+            if twice:
+                raise UsageError(f"{name}:1: --columns names column {twice[0]!r} twice; name each channel once")
+            if self.label is not None and self.label in self.channels:
+                raise UsageError(
+                    f"{name}:1: --columns includes the label column {self.label!r}: the model would see the answer; "
+                    "leave it out of --columns"
+                )
         else:
             skip = {self.time, self.label}
             self.channels = [

@@ -102,6 +102,9 @@ class ArraySource(Source):
                     idx.append(int(c))
                 else:
                     raise UsageError(f"{name}: --columns {c!r} is not a channel (channels: {', '.join(names)})")
+            twice = sorted({names[i] for i in idx if idx.count(i) > 1})
+            if twice:
+                raise UsageError(f"{name}: --columns names channel {twice[0]!r} twice; name each channel once")
             self._cols = idx
         else:
             self._cols = list(range(n_ch))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
 from pathlib import Path
@@ -64,6 +65,7 @@ class Store:
         except BaseException:
             self._backend.close()
             raise
+        self._stamp = self._disk_stamp()
 
     def _load(self) -> None:
         b = self._backend
@@ -206,6 +208,41 @@ class Store:
             out[:, 0] = np.maximum(out[:, 0], a)
             out[:, 1] = np.minimum(out[:, 1], b)
         return out
+
+    # -- modification -------------------------------------------------------------------------
+    def _disk_stamp(self) -> tuple[int, ...]:
+        """Inode, size and mtime of the files an append or a rewrite changes (the signal's metadata)."""
+        files = [self.path / "zarr.json", self.path / "signal" / "zarr.json"] if self.backend_kind == "zarr" else [self.path]
+        out: list[int] = []
+        for f in files:
+            try:
+                st = f.stat()
+                out += [st.st_ino, st.st_size, st.st_mtime_ns]
+            except OSError:
+                out += [-1, -1, -1]
+        return tuple(out)
+
+    def changed(self) -> str | None:
+        """How the store changed on disk since it was opened, or None: a few ``stat`` calls, no data read."""
+        if self.backend_kind == "zarr" and journal.pending(self.path):
+            return f"{self.path}: the store is being appended to"
+        if self._disk_stamp() == self._stamp:
+            return None
+        now = self._length_on_disk()
+        if now is not None and now != self.n_samples:
+            return f"{self.path}: the store changed: its signal had {self.n_samples:,} samples and now has {now:,}"
+        return f"{self.path}: the store's files changed on disk"
+
+    def _length_on_disk(self) -> int | None:
+        try:
+            if self.backend_kind == "zarr":
+                return int(json.loads((self.path / "signal" / "zarr.json").read_text())["shape"][0])
+            import h5py
+
+            with h5py.File(self.path, "r") as f:
+                return int(f["signal"].shape[0])
+        except Exception:  # noqa: BLE001 - unreadable now: reported as changed, without a length
+            return None
 
     # -- summary ------------------------------------------------------------------------------
     @property
