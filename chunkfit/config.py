@@ -124,7 +124,7 @@ class IngestOptions(_Config):
     gap_factor: float = 1.5
     chunk_samples: int = 65_536
     codec: str = "lz4"
-    block_bytes: int = 16 << 20
+    block_bytes: int = 8 << 20
 
     _tuple_fields: ClassVar[tuple[str, ...]] = ("columns", "names")
 

@@ -358,7 +358,7 @@ def parse_blocks(lines: LineBlocks, name: str, options: IngestOptions) -> tuple[
     if layout.time is not None:
         types[layout.time] = pa.float64() if layout.time_is_number else pa.timestamp("ns", tz="UTC" if layout.time_tz else None)
     # One parsing thread: the other core compresses and hashes (measured faster on 2 cores).
-    read_opts = pacsv.ReadOptions(column_names=layout.names, use_threads=False, block_size=1 << 22)
+    read_opts = pacsv.ReadOptions(column_names=layout.names, use_threads=True, block_size=1 << 22)
     parse_opts = pacsv.ParseOptions(delimiter=layout.delimiter)
     convert_opts = pacsv.ConvertOptions(include_columns=layout.needed, column_types=types)
     columns = [layout.column_number(c) for c in layout.channels]

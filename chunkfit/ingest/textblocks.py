@@ -95,11 +95,12 @@ class LineBlocks:
                 if carry.strip() and not self.interrupted:
                     yield line_no, carry if carry.endswith(b"\n") else carry + b"\n"
                 return
-            buf = carry + data if carry else data
-            cut = buf.rfind(b"\n")
+            cut = data.rfind(b"\n")
             if cut < 0:
-                carry = buf
+                carry += data
                 continue
-            block, carry = buf[: cut + 1], buf[cut + 1 :]
+            # One copy per block: the carried partial line joined to a view of the new bytes.
+            block = b"".join((carry, memoryview(data)[: cut + 1]))
+            carry = data[cut + 1 :]
             yield line_no, block
             line_no += block.count(b"\n")
