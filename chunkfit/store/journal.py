@@ -47,7 +47,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -67,7 +67,7 @@ def writer(root: Path) -> int | None:
         return None
     pid = int(text)
     # This very process counts too: a reader here must not roll back its own append in progress.
-    return pid if pid == os.getpid() or _pid_alive(pid) else None
+    return pid if pid == os.getpid() or pid_alive(pid) else None
 
 
 def busy_error(root: Path, pid: int) -> StoreBusyError:

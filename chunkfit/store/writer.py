@@ -41,22 +41,12 @@ from .layout import (
 TMP_MARK = ".chunkfit-tmp-"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def clean_stale_temporaries(target: Path) -> None:
     """Remove temporaries left by killed writers of ``target`` (their pid is gone)."""
     prefix = f".{target.name}{TMP_MARK}"
     for p in target.parent.glob(prefix + "*"):
         pid = p.name[len(prefix) :]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not journal.pid_alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 
