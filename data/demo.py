@@ -41,6 +41,11 @@ def main() -> None:
     )
     print(f"training: {split['train_windows']:,} windows per epoch at {run['windows_per_s']:,.0f} windows/s")
     print(f"curves: {RUN / 'curves.png'}")
+    # The whole recording, training part included (so the figures are optimistic), then scoring it
+    # as if it were a new log: one score per sample and one row per detected beat.
+    chunkfit("evaluate", str(RUN), str(STORE))
+    chunkfit("predict", str(RUN), str(STORE), "--out", str(OUT / "scores.zarr"),
+             "--events-out", str(OUT / "detections.csv"))
 
 
 if __name__ == "__main__":
