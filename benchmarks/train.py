@@ -336,7 +336,8 @@ def main() -> None:
         f"## `{command}`",
         "",
         (f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, TensorFlow "
-         f"{tf.__version__}, Keras {keras.__version__}; load average before: {os.getloadavg()[0]:.1f}"),
+         f"{tf.__version__}, Keras {keras.__version__}; niceness {os.nice(0)}; "
+         f"load average before: {os.getloadavg()[0]:.1f}"),
         "",
     ]
     started = time.perf_counter()

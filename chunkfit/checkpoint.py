@@ -12,8 +12,9 @@ under one of those three names; ``latest`` picks the complete one with the highe
 and ``settle`` gives it back the name ``checkpoint/``. This module needs no TensorFlow.
 
 Test hook: ``CHUNKFIT_TEST_CHECKPOINT_PAUSE=N:SECONDS`` makes the N-th checkpoint a process writes
-(1-based) sleep SECONDS once its arrays are on disk and before its state.json, so that tests can
-kill the process in the middle of a checkpoint write.
+(1-based) create ``checkpoint.tmp/PAUSED`` once its arrays are on disk and wait, before writing its
+state.json, until that file is deleted or SECONDS have passed: tests kill the process in the middle
+of a checkpoint write that way, or change something while it waits.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ ARRAYS_FILE = "arrays.npz"
 HISTORY_COPY = "history.csv"
 STATE_FILE = "state.json"
 PAUSE_HOOK = "CHUNKFIT_TEST_CHECKPOINT_PAUSE"
+PAUSED = "PAUSED"
 
 _written = 0  # checkpoints this process wrote, for the test hook
 
@@ -111,7 +113,7 @@ def write(run: Path, state: dict[str, Any], arrays: dict[str, np.ndarray], histo
         if history is not None and history.is_file():
             shutil.copyfile(history, tmp / HISTORY_COPY)
             files[HISTORY_COPY] = (tmp / HISTORY_COPY).stat().st_size
-        _test_pause()
+        _test_pause(tmp)
         with open(tmp / STATE_FILE, "w") as f:
             json.dump({**state, "files": files}, f)
             _sync(f)
@@ -147,9 +149,13 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _test_pause() -> None:
+def _test_pause(tmp: Path) -> None:
     hook = os.environ.get(PAUSE_HOOK)
     if hook:
         n, _, seconds = hook.partition(":")
         if int(n) == _written:
-            time.sleep(float(seconds))
+            flag, deadline = tmp / PAUSED, time.monotonic() + float(seconds)
+            flag.touch()
+            while flag.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            flag.unlink(missing_ok=True)

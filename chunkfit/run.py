@@ -69,9 +69,9 @@ class RunFolder:
                     "pass --restart to delete it and start over, or use another --out"
                 )
             if resume == "resume":
+                where = "no checkpoint in the folder" if self.path.is_dir() else "the folder does not exist"
                 raise RunError(
-                    f"{self.path}: there is no run to resume (no checkpoint in the folder); "
-                    "leave out --resume to start a new run"
+                    f"{self.path}: there is no run to resume ({where}); leave out --resume to start a new run"
                 )
         self.checkpoint = found
 

@@ -69,6 +69,7 @@ _TRACE_ALLOWANCE = 200 << 20
 # Without --checkpoint-every, a checkpoint after the first group of blocks trained this long after the last.
 CHECKPOINT_SECONDS = 180.0
 _DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+_WRITE_ERRORS = (*_DISK_FULL, errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,9 +237,9 @@ class _Run:
         try:
             return self._train()
         except OSError as err:
-            if isinstance(err, ChunkfitError) or self.folder is None:
+            if isinstance(err, ChunkfitError) or self.folder is None or err.errno not in _WRITE_ERRORS:
                 raise
-            raise self._write_error(err, str(err.filename) if err.filename else "the run folder") from None
+            raise self._write_error(err, Path(err.filename).name if err.filename else "a file of the run") from None
 
     def _train(self) -> keras.callbacks.History:
         import keras
@@ -344,7 +345,10 @@ class _Run:
             try:
                 tensors = next(stream)
             except StoreChangedError as err:
-                raise StoreChangedError(f"{err}; training stopped{self._kept()}") from None
+                kept = self._kept()
+                hint = "; resume on the store as it was, or pass --restart to train on it as it is now" if kept else ""
+                raise StoreChangedError(f"{self.store.path}: the store changed while training ({err}); training "
+                                        f"stopped{kept}{hint}") from None
             self._tick.begin_group(tensors.n_blocks, tensors.n_windows, self.bridge.offset)
             ds = block_dataset(tensors, window=opts.windows.window, batch_size=opts.batch_size,
                                n_classes=self.labeller.n_classes)
@@ -381,7 +385,7 @@ class _Run:
     def _check_store(self) -> None:
         changed = self.store.changed()
         if changed is not None:
-            raise StoreChangedError(f"{changed} while training")
+            raise StoreChangedError(changed)
 
     # -- checkpoints ------------------------------------------------------------------------------
     def _maybe_checkpoint(self, epoch: int, carried: list[np.ndarray], n_blocks: int) -> None:
@@ -466,12 +470,10 @@ class _Run:
         return before + time.perf_counter() - t0
 
     def _kept(self) -> str:
-        """What a stopped run still has, for error messages."""
-        if self.folder is None:
-            return ""
+        """"; the checkpoint made ... is intact in RUN" when the run has one, for error messages."""
         c = self.last_checkpoint
-        if c is None:
-            return "; no checkpoint was written yet, so the run starts over when run again"
+        if self.folder is None or c is None:
+            return ""
         where = (f"after epoch {c.epoch}" if c.position == 0 else
                  f"in epoch {c.epoch + 1}/{self.opts.epochs} after {c.position} of {len(self.train_blocks)} blocks")
         return f"; the checkpoint made {where} is intact in {self.folder.path}"
@@ -479,11 +481,12 @@ class _Run:
     def _write_error(self, err: OSError, what: str) -> ChunkfitError:
         assert self.folder is not None
         reason = err.strerror or str(err)
+        kept = self._kept()
+        again = "run the same command to resume" if kept else "run the same command to start again"
         if err.errno in _DISK_FULL:
             return DiskFullError(f"{self.folder.path}: {what} cannot be written ({reason}: the disk is full or a "
-                                 f"file-size limit was hit){self._kept()}; free some space and run the same command "
-                                 "to resume")
-        return RunError(f"{self.folder.path}: {what} cannot be written ({reason}){self._kept()}")
+                                 f"file-size limit was hit){kept}; free some space and {again}")
+        return RunError(f"{self.folder.path}: {what} cannot be written ({reason}){kept}; fix that and {again}")
 
     def _share(self, phase: str) -> tuple[float, float]:
         """(start, width) of this phase of this epoch as a share of the run, by windows."""

@@ -223,15 +223,16 @@ class Store:
         return tuple(out)
 
     def changed(self) -> str | None:
-        """How the store changed on disk since it was opened, or None: a few ``stat`` calls, no data read."""
+        """How the store changed on disk since it was opened ("its signal had 4,000 samples and now has
+        4,500"), or None: a few ``stat`` calls, no data read."""
         if self.backend_kind == "zarr" and journal.pending(self.path):
-            return f"{self.path}: the store is being appended to"
+            return "an append to it is in progress"
         if self._disk_stamp() == self._stamp:
             return None
         now = self._length_on_disk()
         if now is not None and now != self.n_samples:
-            return f"{self.path}: the store changed: its signal had {self.n_samples:,} samples and now has {now:,}"
-        return f"{self.path}: the store's files changed on disk"
+            return f"its signal had {self.n_samples:,} samples and now has {now:,}"
+        return "its files changed on disk"
 
     def _length_on_disk(self) -> int | None:
         try:
