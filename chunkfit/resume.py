@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import IncompatibleError
+from .errors import IncompatibleError, ModelError
 
 if TYPE_CHECKING:
     import keras
@@ -35,9 +35,15 @@ def build(model: keras.Model, window: int, n_channels: int, n_classes: int) -> N
     Keras builds them while tracing the train function, after the first batch has begun: too late
     for a resumed run to put its metric totals back. Only shapes are traced here; nothing is computed.
     """
+    symbolic_build = getattr(model, "_symbolic_build", None)  # private Keras 3 API (3.15 has it)
+    if symbolic_build is None:
+        raise ModelError(
+            "this Keras version cannot build a model's metrics before training (no Model._symbolic_build); "
+            "resuming was tested with Keras 3.15; use a Keras that has it, or pass --restart"
+        )
     x = np.zeros((1, window, n_channels), dtype=np.float32)
     y = np.zeros((1, n_classes), dtype=np.float32)
-    model._symbolic_build(data_batch=(x, y))
+    symbolic_build(data_batch=(x, y))
 
 
 def model_arrays(model: keras.Model) -> dict[str, np.ndarray]:

@@ -2,10 +2,11 @@
 TensorFlow and real kills at seeded random moments; and the faults a run meets while training.
 
 Kill moments are anchored on progress, not on the clock: each attempt is killed a random
-0-1.5 s after it wrote its first checkpoint, so every attempt gets somewhere whatever the machine's
-load, and the kill lands in a fit call, a block read, a checkpoint write or an epoch's end. The
-``CHUNKFIT_TEST_CHECKPOINT_PAUSE`` hook (chunkfit/checkpoint.py) holds one checkpoint write open so
-that one kill lands inside a write on purpose.
+0-1 s (seeded) after it wrote its first checkpoint, so every attempt gets somewhere whatever the
+machine's load, and the kill lands in a fit call, a block read, a checkpoint write or an epoch's end.
+The ``CHUNKFIT_TEST_CHECKPOINT_PAUSE`` hook (chunkfit/checkpoint.py) holds one checkpoint write open
+so that a kill lands inside a write on purpose, or the store is appended to while the run waits.
+The long scenarios run two at a time in threads (``launched``); no assertion is about time.
 """
 
 from __future__ import annotations
