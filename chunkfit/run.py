@@ -103,6 +103,7 @@ class RunFolder:
             )
 
     def create(self) -> None:
+        self.created = not self.path.exists()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             probe = self.path / ".chunkfit-write-test"
@@ -125,6 +126,17 @@ class RunFolder:
 
     def remove_checkpoint(self) -> None:
         checkpoint.remove(self.path)
+
+    def discard(self) -> None:
+        """Remove what a run that failed before its first checkpoint wrote (and the folder it made)."""
+        checkpoint.remove(self.path)
+        for name in (RUN_FILE, RUN_FILE + ".tmp", MODEL_FILE, HISTORY_FILE, CURVES_FILE):
+            (self.path / name).unlink(missing_ok=True)
+        if getattr(self, "created", False):
+            try:
+                self.path.rmdir()
+            except OSError:
+                pass  # something else was put there meanwhile: leave it
 
     def file(self, name: str) -> Path:
         return self.path / name

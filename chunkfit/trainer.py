@@ -177,7 +177,7 @@ class _Run:
         self.checkpoint_every = checkpoint_every
         w = opts.windows
         self.labeller = Labeller(store, w.label)
-        self.split: Split = plan_split(store.segments, w, opts.split)
+        self.split: Split = plan_split(store.segments, w, opts.split, where=str(store.path))
         self.model_spec = model if isinstance(model, str) else model.name
         self.folder = RunFolder(out, resume) if out is not None else None
         self.resumed: Checkpoint | None = self.folder.checkpoint if self.folder is not None else None
@@ -235,11 +235,17 @@ class _Run:
     # -- the loop ---------------------------------------------------------------------------------
     def train(self) -> keras.callbacks.History:
         try:
-            return self._train()
-        except OSError as err:
-            if isinstance(err, ChunkfitError) or self.folder is None or err.errno not in _WRITE_ERRORS:
-                raise
-            raise self._write_error(err, Path(err.filename).name if err.filename else "a file of the run") from None
+            try:
+                return self._train()
+            except OSError as err:
+                if isinstance(err, ChunkfitError) or self.folder is None or err.errno not in _WRITE_ERRORS:
+                    raise
+                raise self._write_error(err, Path(err.filename).name if err.filename else "a file of the run") from None
+        except BaseException:
+            # A new run that failed before it saved anything leaves nothing behind.
+            if self.folder is not None and self.resumed is None and not self.epoch_records and self.last_checkpoint is None:
+                self.folder.discard()
+            raise
 
     def _train(self) -> keras.callbacks.History:
         import keras

@@ -345,10 +345,7 @@ CASES = [
          "model factory my_models:needs_depth needs argument(s) depth, but chunkfit passes only window, "
          "n_channels, n_classes, input_shape; give them default values"),
     Case("train-on-an-empty-store", {"empty.zarr": empty_store}, ["train", "empty.zarr", "--out", "run"],
-         "empty.zarr: the store has no segments, so there are no windows to train on",
-         xfail="chunkfit/trainer.py:142 calls plan_split(store.segments, w, opts.split) without the store, so "
-         "the line names no place ('the store has no segments, ...'); fix: pass where=str(store.path) "
-         "(plan_split already takes it) so every split refusal starts with the store path"),
+         "empty.zarr: the store has no segments, so there are no windows to train on"),
     Case("run-folder-that-is-a-file", {"s.zarr": store(), "run": text("mine")}, ["train", "s.zarr", *WINDOW, "--out", "run"],
          "run: the run folder is a file; use another --out"),
     # -- evaluate ------------------------------------------------------------------------------------

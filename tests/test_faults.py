@@ -321,14 +321,6 @@ def test_read_only_store_is_still_read(faults: dict[str, Outcome]) -> None:
     assert json.loads(faults["read-only-store-info"][3].result().stdout)["samples"] == 1200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="chunkfit/trainer.py _Run.__init__ calls self.folder.create() and _Run.train adds a CSVLogger "
-    "(history.csv) before the first block is read; when a block read fails (damaged store) nothing removes "
-    "them, so an empty run folder with an empty history.csv is left. Fix: in _Run.train, on an exception "
-    "before any epoch record or checkpoint was written, remove the files this run created and the folder "
-    "if this run created it (or create the folder lazily at the first write).",
-)
 @pytest.mark.parametrize("name", ["deleted-chunk-train", "corrupt-chunk-train"])
 def test_train_on_a_damaged_store_leaves_no_run_folder(faults: dict[str, Outcome], name: str) -> None:
     assert not (faults[name][1] / "run").exists()

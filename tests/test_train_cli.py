@@ -92,7 +92,7 @@ def test_no_store_given_or_found_is_one_error_line(tmp_path: Path) -> None:
 def test_window_longer_than_every_segment_is_one_error_line(ecg_store: Path, tmp_path: Path) -> None:
     result = run_cli("train", ecg_store, "--window", "200000", "--out", tmp_path / "r")
     assert error_line(result) == (
-        "chunkfit: error: window must be at most the longest segment (received window=200000, "
+        f"chunkfit: error: {ecg_store}: window must be at most the longest segment (received window=200000, "
         "longest segment=108000 samples); use a smaller --window"
     )
     assert not (tmp_path / "r").exists()
