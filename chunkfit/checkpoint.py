@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from ._fs import fsync_dir
+
 CHECKPOINT = "checkpoint"
 NAMES = (CHECKPOINT, CHECKPOINT + ".tmp", CHECKPOINT + ".old")
 ARRAYS_FILE = "arrays.npz"
@@ -88,7 +90,7 @@ def settle(run: Path) -> Checkpoint | None:
         # Safe at any moment: until the rename, ``best`` is still found under its temporary name.
         shutil.rmtree(run / CHECKPOINT, ignore_errors=True)
         os.replace(best.path, run / CHECKPOINT)
-        _fsync_dir(run)
+        fsync_dir(run)
         best = Checkpoint(run / CHECKPOINT, best.state)
     for name in NAMES[1:]:
         shutil.rmtree(run / name, ignore_errors=True)
@@ -117,7 +119,7 @@ def write(run: Path, state: dict[str, Any], arrays: dict[str, np.ndarray], histo
         with open(tmp / STATE_FILE, "w") as f:
             json.dump({**state, "files": files}, f)
             _sync(f)
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -126,7 +128,7 @@ def write(run: Path, state: dict[str, Any], arrays: dict[str, np.ndarray], histo
         shutil.rmtree(old, ignore_errors=True)
         os.replace(current, old)
     os.replace(tmp, current)
-    _fsync_dir(run)
+    fsync_dir(run)
     shutil.rmtree(old, ignore_errors=True)
 
 
@@ -139,14 +141,6 @@ def remove(run: Path) -> None:
 def _sync(f: Any) -> None:
     f.flush()
     os.fsync(f.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _test_pause(tmp: Path) -> None:

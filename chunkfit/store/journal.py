@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import StoreBusyError
+from .._fs import fsync_dir
 
 JOURNAL = ".chunkfit-journal"
 MANIFEST = "manifest.json"
@@ -37,14 +38,6 @@ def _last_chunk(info: dict[str, list[int]]) -> int:
     """Index along time of the last chunk holding data, or -1 for an empty array."""
     n, ct = info["shape"][0], info["chunks"][0]
     return (n - 1) // ct if n > 0 else -1
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def pid_alive(pid: int) -> bool:
@@ -122,7 +115,7 @@ def _record(root: Path, journal: Path) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, journal / MANIFEST)
-    _fsync_dir(journal)
+    fsync_dir(journal)
 
 
 def _copy_tree(src: Path, dst: Path) -> None:
@@ -140,7 +133,7 @@ def commit(root: Path) -> None:
     """Make the append permanent: the manifest's removal is the commit point."""
     journal = root / JOURNAL
     (journal / MANIFEST).unlink()
-    _fsync_dir(journal)
+    fsync_dir(journal)
     shutil.rmtree(journal, ignore_errors=True)
 
 
