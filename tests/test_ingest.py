@@ -305,6 +305,19 @@ def test_nan_keep_stores_nan_and_leaves_it_out_of_the_stats(
         assert (s.attrs["stats"]["b"]["count"], s.attrs["stats"]["b"]["mean"]) == (2, 3.0)
 
 
+def test_arrow_columns_are_copied_with_nulls_as_nan_and_slices_honoured() -> None:
+    """Values come straight from arrow buffers: slice offsets and the null bitmap must count."""
+    import pyarrow as pa
+
+    from chunkfit.ingest.csvtext import _column
+
+    base = pa.array([0.5, None, 2.5, 3.5, None, 5.5, 6.5, 7.5, 8.5, None, 10.5])
+    col = pa.chunked_array([base.slice(1, 4), base.slice(7), pa.array([], pa.float64())])
+    np.testing.assert_array_equal(_column(col, np.float64), [np.nan, 2.5, 3.5, np.nan, 7.5, 8.5, np.nan, 10.5])
+    ints = pa.chunked_array([pa.array(list(range(20)), pa.int64()).slice(13, 3)])
+    np.testing.assert_array_equal(_column(ints, np.int64), [13, 14, 15])
+
+
 def test_nan_interpolate_fills_linearly_and_holds_the_ends(
     store_path: Path, tmp_path: Path
 ) -> None:

@@ -132,6 +132,80 @@ def test_stats_streamed_block_by_block_equal_numpy_over_all_samples(
 # -- opening what is not a store ----------------------------------------------------------------
 
 
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()}
+
+
+ZARR_CODECS = {"lz4": ("lz4", 5, "bitshuffle"), "zstd": ("zstd", 1, "shuffle"), "none": None}
+
+
+def _zarr_reference(root: Path, codec: str, signal: np.ndarray, labels: np.ndarray, attrs: dict) -> None:
+    """The same arrays written by zarr itself, in one assignment each."""
+    from zarr.codecs import BloscCodec
+
+    group = zarr.open_group(store=str(root), mode="w-", zarr_format=3)
+    spec = ZARR_CODECS[codec]
+    for name, data, chunks, dims in (
+        ("signal", signal, (64, 3), ["time", "channel"]),
+        ("labels", labels, (64,), ["time"]),
+    ):
+        arr = group.create_array(
+            name, shape=data.shape, dtype=data.dtype, chunks=chunks, fill_value=0, dimension_names=dims,
+            compressors=None if spec is None else BloscCodec(cname=spec[0], clevel=spec[1], shuffle=spec[2]),
+            config={"write_empty_chunks": True},
+        )
+        arr[:] = data
+    group.attrs["chunkfit"] = attrs
+
+
+@examples(20)
+@given(
+    cuts=st.lists(st.integers(1, 400), min_size=1, max_size=4, unique=True),
+    codec=st.sampled_from(["lz4", "zstd", "none"]),
+)
+def test_zarr_files_written_without_zarr_are_the_files_zarr_writes(
+    tmp_path_factory: pytest.TempPathFactory, cuts: list[int], codec: str
+) -> None:
+    """New stores are written without zarr, and appends encode whole chunks themselves: chunk
+    files and metadata must be what zarr writes, whatever the split of the rows into writes."""
+    from chunkfit.store.backends import open_backend
+
+    rng = np.random.default_rng(len(cuts))
+    signal = rng.normal(size=(401, 3)).astype(np.float32)
+    labels = rng.integers(0, 5, size=401).astype(np.int32)
+    attrs = {"channels": ["a", "b", "c"], "rate": 2.5}
+    bounds = [0, *sorted(cuts), 401]
+    base = tmp_path_factory.mktemp("direct")
+    _zarr_reference(base / "zarr.zarr", codec, signal, labels, attrs)
+    expected = _files(base / "zarr.zarr")
+
+    new = open_backend(base / "new.zarr", "zarr", writable=True, create=True)
+    new.create("signal", (0, 3), "float32", (64, 3), codec)
+    new.create("labels", (0,), "int32", (64,), codec)
+    for a, z in zip(bounds, bounds[1:]):
+        new.write_rows("signal", a, signal[a:z])
+        new.write_rows("labels", a, labels[a:z])
+    new.set_attrs(attrs)
+    new.close()
+    assert _files(base / "new.zarr") == expected
+
+    # An append: a store holding the first part, grown by zarr-opened writes of the rest.
+    first = bounds[1]
+    new = open_backend(base / "appended.zarr", "zarr", writable=True, create=True)
+    new.create("signal", (0, 3), "float32", (64, 3), codec)
+    new.create("labels", (0,), "int32", (64,), codec)
+    new.write_rows("signal", 0, signal[:first])
+    new.write_rows("labels", 0, labels[:first])
+    new.set_attrs(attrs)
+    new.close()
+    grown = open_backend(base / "appended.zarr", "zarr", writable=True)
+    for a, z in zip(bounds[1:], bounds[2:]):
+        grown.write_rows("signal", a, signal[a:z])
+        grown.write_rows("labels", a, labels[a:z])
+    grown.close()
+    assert _files(base / "appended.zarr") == expected
+
+
 def test_missing_store_is_reported_as_not_found(store_path: Path) -> None:
     with pytest.raises(
         StoreNotFoundError, match="store not found; create it with `chunkfit ingest"

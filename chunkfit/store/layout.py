@@ -48,25 +48,41 @@ def empty_stats(channels: list[str]) -> dict[str, dict[str, float]]:
 
 
 def merge_stats(stats: dict[str, dict[str, float]], channels: list[str], block: np.ndarray) -> None:
-    """Fold one block [rows, channel] into running per-channel stats (Chan et al. parallel merge)."""
+    """Fold one block [rows, channel] into running per-channel stats (Chan et al. parallel merge).
+
+    The block is transposed once so each channel's reductions run over contiguous memory; a
+    channel whose min or max is not finite holds NaN or Inf and is folded from its finite values.
+    """
+    if block.shape[0] == 0:
+        return
+    by_channel = np.ascontiguousarray(block.T)
+    lows, highs = by_channel.min(axis=1), by_channel.max(axis=1)
     for j, name in enumerate(channels):
-        col = block[:, j].astype(np.float64, copy=False)
-        finite = col[np.isfinite(col)]
-        n_b = int(finite.size)
-        if n_b == 0:
-            continue
-        s = stats[name]
-        n_a = int(s["count"])
-        mean_b = float(finite.mean())
-        m2_b = float(((finite - mean_b) ** 2).sum())
-        m2_a = float(s["std"]) ** 2 * n_a
-        n = n_a + n_b
-        delta = mean_b - float(s["mean"])
-        s["mean"] = float(s["mean"]) + delta * n_b / n
-        s["std"] = math.sqrt(max(m2_a + m2_b + delta * delta * n_a * n_b / n, 0.0) / n)
-        s["count"] = n
-        s["min"] = min(float(s["min"]), float(finite.min()))
-        s["max"] = max(float(s["max"]), float(finite.max()))
+        col = by_channel[j]
+        if not (np.isfinite(lows[j]) and np.isfinite(highs[j])):
+            col = col[np.isfinite(col)]
+            if col.size == 0:
+                continue
+            low, high = float(col.min()), float(col.max())
+        else:
+            low, high = float(lows[j]), float(highs[j])
+        n_b = int(col.size)
+        mean_b = float(col.sum(dtype=np.float64)) / n_b
+        dev = col - np.float64(mean_b)  # float64 deviations: float32 ones lose ~1e-8 of the std
+        m2_b = float(np.square(dev, out=dev).sum(dtype=np.float64))
+        _fold(stats[name], n_b, mean_b, m2_b, low, high)
+
+
+def _fold(s: dict[str, float], n_b: int, mean_b: float, m2_b: float, low: float, high: float) -> None:
+    n_a = int(s["count"])
+    m2_a = float(s["std"]) ** 2 * n_a
+    n = n_a + n_b
+    delta = mean_b - float(s["mean"])
+    s["mean"] = float(s["mean"]) + delta * n_b / n
+    s["std"] = math.sqrt(max(m2_a + m2_b + delta * delta * n_a * n_b / n, 0.0) / n)
+    s["count"] = n
+    s["min"] = min(float(s["min"]), low)
+    s["max"] = max(float(s["max"]), high)
 
 
 def json_safe_stats(stats: dict[str, dict[str, float]]) -> dict[str, dict[str, float | None]]:

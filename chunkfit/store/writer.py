@@ -14,6 +14,7 @@ import os
 import queue
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,19 +112,27 @@ class StoreWriter:
             if append:
                 self._begin_append()
             else:
-                self._begin_new(sample_rate, has_labels, chunk_samples, codec)
+                self._prepare_new(sample_rate)
         except BaseException as err:
             self._discard()
             if isinstance(err, OSError):
                 raise _write_error(err, self.path, append) from None
             raise
-        self.length = int(self.b.array("signal").shape[0])
+        if append:
+            self.length = int(self.b.array("signal").shape[0])
+            self._labelled = "labels" in self.b.names()
+            self.chunk = int(self.b.array("signal").chunks[0])
+        else:
+            # The new store is created by the writer thread, so that importing numcodecs or
+            # h5py (0.05-0.1 s) overlaps the caller's parsing of the first block; a failure
+            # there is raised by the next ``write`` or by ``commit``.
+            self.length, self._labelled, self.chunk = 0, has_labels, chunk_samples
+            self._submit(lambda: self._create_new(has_labels, chunk_samples, codec))
         self.start = self.length
-        self._labelled = "labels" in self.b.names()
-        self.chunk = int(self.b.array("signal").chunks[0])
 
     # -- transaction ------------------------------------------------------------------------------
-    def _begin_new(self, rate: float | None, has_labels: bool, chunk: int, codec: str) -> None:
+    def _prepare_new(self, rate: float | None) -> None:
+        """Check the target path and name the temporary; the store itself is made by ``_create_new``."""
         if self.path.exists():
             raise StoreExistsError(f"{self.path}: already exists; use --append to add to it or pick a new name")
         for folder in self.path.parents:
@@ -140,13 +149,6 @@ class StoreWriter:
         self._tmp = self.path.parent / f".{self.path.name}{TMP_MARK}{os.getpid()}"
         if self._tmp.exists():
             shutil.rmtree(self._tmp) if self._tmp.is_dir() else self._tmp.unlink()
-        self.b: Backend = open_backend(self._tmp, self.kind, writable=True, create=True)
-        c = len(self.channels)
-        self.b.create("signal", (0, c), "float32", (chunk, c), codec)
-        if has_labels:
-            self.b.create("labels", (0,), "int32", (chunk,), codec)
-        self.b.create("events", (0,), "int64", (65_536,), codec)
-        self.b.create("segments", (0, 2), "int64", (4096, 2), "none")
         self.attrs: dict[str, Any] = {
             "format_version": FORMAT_VERSION,
             "sample_rate": rate,
@@ -156,6 +158,19 @@ class StoreWriter:
             "has_events": False,
         }
         self.stats = empty_stats(self.channels)
+
+    def _create_new(self, has_labels: bool, chunk: int, codec: str) -> None:
+        assert self._tmp is not None
+        try:
+            self.b: Backend = open_backend(self._tmp, self.kind, writable=True, create=True)
+            c = len(self.channels)
+            self.b.create("signal", (0, c), "float32", (chunk, c), codec)
+            if has_labels:
+                self.b.create("labels", (0,), "int32", (chunk,), codec)
+            self.b.create("events", (0,), "int64", (65_536,), codec)
+            self.b.create("segments", (0, 2), "int64", (4096, 2), "none")
+        except OSError as err:
+            raise _write_error(err, self.path, self.append) from None
 
     def _begin_append(self) -> None:
         from .reader import Store
@@ -233,13 +248,15 @@ class StoreWriter:
             self._queue.put(None)
             self._worker.join()
             self._worker = None
-        self.b.settle()
-        if not self._closed:
+        backend = getattr(self, "b", None)
+        if backend is not None:
+            backend.settle()
+        if not self._closed and backend is not None:
             try:
-                self.b.close()
+                backend.close()
             except Exception:
                 pass
-            self._closed = True
+        self._closed = True
         if self.kind == "zarr" and self.append:
             if journal.pending(self.path):
                 journal.rollback(self.path)
@@ -283,21 +300,25 @@ class StoreWriter:
             raise ValueError("labels must be given exactly when the store has labels")
         self._raise_worker_error()
         self._queued += n
+        self._submit(lambda: self._write_now(signal, labels))
+
+    def _submit(self, job: Callable[[], None]) -> None:
+        """Run ``job`` in the writer thread, after the jobs before it."""
         if self._worker is None:
-            self._queue: queue.Queue[tuple[np.ndarray, np.ndarray | None] | None] = queue.Queue(maxsize=2)
+            self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=2)
             self._worker = threading.Thread(target=self._work, name="chunkfit-writer", daemon=True)
             self._worker.start()
-        self._queue.put((signal, labels))
+        self._queue.put(job)
 
     def _work(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is None:
+            job = self._queue.get()
+            if job is None:
                 return
             if self._worker_error is not None:
                 continue
             try:
-                self._write_now(*item)
+                job()
             except BaseException as err:  # re-raised in the caller's thread
                 self._worker_error = err
 
@@ -343,13 +364,9 @@ class StoreWriter:
         if self._pending_labels:
             lab = np.concatenate(self._pending_labels) if len(self._pending_labels) > 1 else self._pending_labels[0]
         try:
-            arr = self.b.array("signal")
-            arr.resize((end, len(self.channels)))
-            arr[self.length : end] = sig[:take]
+            self.b.write_rows("signal", self.length, sig[:take])
             if lab is not None:
-                larr = self.b.array("labels")
-                larr.resize((end,))
-                larr[self.length : end] = lab[:take]
+                self.b.write_rows("labels", self.length, lab[:take])
         except OSError as err:
             raise _write_error(err, self.path, self.append) from None
         self._check_backend()
@@ -376,17 +393,13 @@ class StoreWriter:
     def _write_small(self) -> None:
         if self._segments:
             seg = np.asarray(self._segments, dtype=np.int64)
-            arr = self.b.array("segments")
-            n0 = int(arr.shape[0])
-            arr.resize((n0 + seg.shape[0], 2))
-            arr[n0:] = seg
+            self.b.write_rows("segments", self.b.length("segments"), seg)
         if self._events:
             ev = np.unique(np.concatenate(self._events))
-            arr = self.b.array("events")
-            n0 = int(arr.shape[0])
+            n0 = self.b.length("events")
             if n0:
-                last = int(np.asarray(arr[n0 - 1 : n0])[0])
+                last = int(np.asarray(self.b.array("events")[n0 - 1 : n0])[0])
                 if ev.size and ev[0] <= last:
                     raise StoreFormatError(f"{self.path}: new events must come after the stored ones")
-            arr.resize((n0 + ev.size,))
-            arr[n0:] = ev
+            if ev.size:
+                self.b.write_rows("events", n0, ev)
