@@ -8,8 +8,11 @@ Sections (all three when none is named):
   windows per second of training and peak RSS of (1) model.fit on the fully materialised float64
   window array, (2) a keras.utils.PyDataset building batches on the fly, (3) chunkfit default,
   (3b) chunkfit with steps_per_execution=1, (4) the compute ceiling: the same compiled train step
-  on one constant batch in one compiled loop. Each strategy runs in its own subprocess, in rounds
-  so that machine noise hits all alike; the table shows medians and ratios to (1) and (4).
+  on one constant batch in one compiled loop, under the threads chunkfit picks. (1b), (3c) and (4b)
+  swap the threads (chunkfit's one compute thread for the reference, TensorFlow's default of every
+  core for chunkfit and the ceiling), to show what the thread setting alone is worth. Each strategy
+  runs in its own subprocess, in rounds so that machine noise hits all alike; the table shows
+  medians and ratios to (1) and (4).
 - memory: chunkfit --chunk 200000 on a 20,000,000-sample synth store against the 1M store.
 - quality: on the balanced synth problem (about half the windows positive), validation accuracy
   after 3 epochs of chunkfit against model.fit on the materialised, fully shuffled windows of the
@@ -41,13 +44,17 @@ RESULTS = Path(__file__).with_name("RESULTS-train.md")
 WINDOW, BATCH = 104, 128
 MILLION = 1_049_344
 LARGE = 20_000_000
-STRATEGIES = ("reference", "pydataset", "chunkfit", "chunkfit-spe1", "ceiling")
+STRATEGIES = ("reference", "reference-1t", "pydataset", "chunkfit", "chunkfit-spe1", "chunkfit-allcores", "ceiling",
+              "ceiling-allcores")
 LABELS = {
     "reference": "(1) model.fit, materialised float64 windows (the original question)",
+    "reference-1t": "(1b) the same with chunkfit's threads (1 compute thread)",
     "pydataset": "(2) keras.utils.PyDataset, batches built on the fly",
-    "chunkfit": "(3) chunkfit default (chunk 200,000, mix 4, steps_per_execution=64)",
+    "chunkfit": "(3) chunkfit default (chunk 200,000, mix 4, steps_per_execution=64, 1 compute thread)",
     "chunkfit-spe1": "(3b) chunkfit, steps_per_execution=1",
-    "ceiling": "(4) compute ceiling: constant batch, one compiled loop",
+    "chunkfit-allcores": "(3c) chunkfit, --compute-threads 0 (TensorFlow's default: every core)",
+    "ceiling": "(4) compute ceiling: constant batch, one compiled loop, chunkfit's threads",
+    "ceiling-allcores": "(4b) compute ceiling with TensorFlow's default threads",
 }
 
 
@@ -103,6 +110,9 @@ def reference_model(seed: int = 0) -> Any:
 
 def work_reference(store: str, args: dict[str, Any]) -> dict[str, Any]:
     from chunkfit import open_store
+    from chunkfit.threads import start_tensorflow
+
+    start_tensorflow(args.get("threads", 0), "baseline-cnn")
 
     with open_store(store) as s:
         n = s.n_samples
@@ -160,6 +170,10 @@ def work_chunkfit(store: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def work_ceiling(store: str, args: dict[str, Any]) -> dict[str, Any]:
+    from chunkfit.threads import start_tensorflow
+
+    # The same train step as chunkfit's: under the threads chunkfit picks for this model.
+    start_tensorflow(args.get("threads"), "baseline-cnn")
     import keras
     import numpy as np
     import tensorflow as tf
@@ -201,16 +215,17 @@ WORKERS = {
     "pydataset": work_pydataset,
     "chunkfit": work_chunkfit,
     "chunkfit-spe1": lambda s, a: work_chunkfit(s, {**a, "fit": {"steps_per_execution": 1}}),
+    "chunkfit-allcores": lambda s, a: work_chunkfit(s, {**a, "fit": {"compute_threads": 0}}),
+    "reference-1t": lambda s, a: work_reference(s, {**a, "threads": 1}),
     "ceiling": work_ceiling,
+    "ceiling-allcores": lambda s, a: work_ceiling(s, {**a, "threads": 0}),
     "quality-reference": work_quality_reference,
 }
 
 
 def worker(name: str, store: str, args_json: str) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from chunkfit._quiet import import_tensorflow_quietly
-
-    import_tensorflow_quietly()
+    # TensorFlow starts inside each strategy, so that its threads can still be set there.
     result = WORKERS[name](store, json.loads(args_json))
     result["peak_rss"] = peak_rss()
     print(json.dumps(result))

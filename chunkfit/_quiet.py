@@ -12,7 +12,7 @@ import importlib.abc
 import importlib.util
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -31,7 +31,13 @@ class _Silenced:
 
 
 class _QuietFinder(importlib.abc.MetaPathFinder):
-    """Wraps the first ``import tensorflow`` (and its first op) in a silenced stderr."""
+    """Wraps the first ``import tensorflow`` (and its first op) in a silenced stderr.
+
+    ``setup`` runs between the import and that first op, while the runtime can still be configured.
+    """
+
+    def __init__(self) -> None:
+        self.setup: list[Callable[[ModuleType], None]] = []
 
     def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
         if name != "tensorflow":
@@ -45,6 +51,8 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
         def exec_module(module: ModuleType) -> None:
             with _Silenced():
                 run(module)
+                for setup in self.setup:
+                    setup(module)
                 module.constant(0.0) + 1.0  # the CPU-feature notice comes with the first op
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
@@ -60,6 +68,16 @@ def install() -> None:
         sys.meta_path.insert(0, _QuietFinder())
 
 
-def import_tensorflow_quietly() -> None:
+def import_tensorflow_quietly(setup: Callable[[ModuleType], None] | None = None) -> None:
+    """Import TensorFlow silently; ``setup(tensorflow)`` runs before its runtime starts when this
+    import is the first (else it is not called)."""
     install()
+    if setup is not None and "tensorflow" not in sys.modules:
+        finder = next((f for f in sys.meta_path if isinstance(f, _QuietFinder)), None)
+        if finder is None:  # notices wanted (TF_CPP_MIN_LOG_LEVEL=0/1): plain import, no op yet
+            import tensorflow
+
+            setup(tensorflow)
+            return
+        finder.setup.append(setup)
     import tensorflow  # noqa: F401

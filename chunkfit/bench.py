@@ -10,6 +10,9 @@ number of epochs, each in its own subprocess so that peak memory is per strategy
 - ``chunkfit``: chunkfit.fit with default settings;
 - ``ceiling``: the same train step on one constant batch inside one compiled loop (no input work).
 
+chunkfit and the ceiling run under the TensorFlow threads chunkfit picks for baseline-cnn (one
+compute thread, see chunkfit.threads); the other strategies under TensorFlow's defaults.
+
 Training time excludes building the model and the inputs; peak RSS includes everything.
 """
 
@@ -307,10 +310,12 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
 
 
 def _worker_main(argv: list[str]) -> None:
-    from ._quiet import import_tensorflow_quietly
+    from .threads import start_tensorflow
 
-    import_tensorflow_quietly()
     name, raw = argv
+    # chunkfit and the ceiling run the same train step under the threads chunkfit picks for
+    # baseline-cnn; the other strategies keep TensorFlow's defaults, as their users would.
+    start_tensorflow(None if name in ("chunkfit", "ceiling") else 0, "baseline-cnn")
     print(json.dumps(run_strategy(name, BenchSpec(**json.loads(raw)))))
 
 

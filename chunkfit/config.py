@@ -155,6 +155,9 @@ class FitOptions(_Config):
 
     ``steps_per_execution`` is how many batches Keras runs per compiled call; ``memory_budget``
     (bytes), when set, replaces ``blocks.chunk`` by the largest chunk that fits.
+    ``compute_threads`` is how many threads TensorFlow gives the model's arithmetic (0: all cores;
+    None: chosen per model, see chunkfit.threads); it does not change what is trained, so a run
+    resumes under another setting.
     """
 
     windows: WindowSpec = WindowSpec()
@@ -165,6 +168,7 @@ class FitOptions(_Config):
     deterministic: bool = False
     memory_budget: int | None = None
     steps_per_execution: int = 64
+    compute_threads: int | None = None
     prefetch: bool = True
     optimizer: str | None = None
     lr: float | None = None
@@ -175,6 +179,10 @@ class FitOptions(_Config):
     def __post_init__(self) -> None:
         _positive("--batch-size", self.batch_size)
         _positive("--steps-per-execution", self.steps_per_execution)
+        if self.compute_threads is not None and (
+            isinstance(self.compute_threads, bool) or not isinstance(self.compute_threads, int) or self.compute_threads < 0
+        ):
+            raise UsageError(f"--compute-threads must be 0 (all cores) or a positive integer (received {self.compute_threads!r})")
         if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 0:
             raise UsageError(f"--epochs must be a non-negative integer (received {self.epochs!r})")
         if self.memory_budget is None and self.blocks.chunk < self.batch_size:

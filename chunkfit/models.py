@@ -70,6 +70,9 @@ BUILTINS: dict[str, Callable[[int, int, int], keras.Model]] = {
     "baseline-cnn": baseline_cnn,
     "dilated-resnet": dilated_resnet,
 }
+# Built-ins whose training step costs fixed per-op overhead more than arithmetic on a CPU: they
+# train fastest with one compute thread (see chunkfit.threads).
+SMALL_BUILTINS = frozenset({"baseline-cnn"})
 
 
 _UNSAFE_FILES: contextvars.ContextVar[bool] = contextvars.ContextVar("chunkfit_unsafe_model_files", default=False)

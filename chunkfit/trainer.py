@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._quiet import import_tensorflow_quietly
 from .blocks import (
     Block,
     Cursor,
@@ -55,6 +54,7 @@ from .errors import (
 from .models import DEFAULT_MODEL, build_model, check_model, compile_model
 from .run import HISTORY_FILE, RunFolder, peak_rss_bytes
 from .store import Store, open_store
+from .threads import start_tensorflow
 from .windows import Split, plan_split
 
 if TYPE_CHECKING:
@@ -112,6 +112,7 @@ def fit(
     deterministic: bool = False,
     memory_budget: int | None = None,
     steps_per_execution: int = FitOptions.steps_per_execution,
+    compute_threads: int | None = None,
     optimizer: str | None = None,
     lr: float | None = None,
     loss: str | None = None,
@@ -141,6 +142,7 @@ def fit(
         deterministic=deterministic,
         memory_budget=memory_budget,
         steps_per_execution=steps_per_execution,
+        compute_threads=compute_threads,
         optimizer=optimizer,
         lr=lr,
         loss=loss,
@@ -184,7 +186,7 @@ class _Run:
         if self.folder is not None:
             self.folder.check_matches(self._identity())  # before TensorFlow loads
 
-        import_tensorflow_quietly()
+        self.threads = start_tensorflow(opts.compute_threads, model)
         import keras
 
         keras.utils.set_random_seed(opts.blocks.seed)
@@ -215,7 +217,9 @@ class _Run:
 
     def _identity(self) -> dict[str, Any]:
         """What a checkpoint must share with the run resuming it."""
-        return {"config": self.opts.to_dict(), "model": self.model_spec, "store": self.store.identity}
+        config = self.opts.to_dict()
+        config.pop("compute_threads")  # how fast, not what, is trained
+        return {"config": config, "model": self.model_spec, "store": self.store.identity}
 
     def _chunk(self) -> int:
         opts = self.opts
@@ -530,6 +534,7 @@ class _Run:
             "cursor": Cursor(self.opts.blocks.seed, last + 1, 0).to_dict(),
             "resumes": self.resumes,
             "windows_per_s": round(trained / train_s, 1) if train_s > 0 else None,
+            "threads": self.threads,
             "wall_seconds": round(wall, 3),
             "peak_rss_bytes": peak_rss_bytes(),
         })

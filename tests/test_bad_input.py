@@ -322,6 +322,8 @@ CASES = [
          "--validation must be a fraction in [0, 1) (received 1.5)"),
     Case("negative-epochs", {"s.zarr": store()}, ["train", "s.zarr", "--epochs", "-1", "--out", "run"],
          "--epochs must be a non-negative integer (received -1)", 2),
+    Case("negative-compute-threads", {"s.zarr": store()}, ["train", "s.zarr", "--compute-threads", "-1", "--out", "run"],
+         "--compute-threads must be 0 (all cores) or a positive integer (received -1)", 2),
     Case("label-last-without-labels", {"s.h5": store()}, ["train", "s.h5", "--label", "last", "--out", "run"],
          "s.h5: label rule last needs per-sample labels, but the store has none; it has events: use --label any-event"),
     Case("unknown-model-name", {"s.zarr": store()}, ["train", "s.zarr", "--model", "resnet9000", "--out", "run"],

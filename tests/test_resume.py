@@ -337,6 +337,15 @@ def test_rerun_on_another_store_is_refused_naming_what_differs(unfinished: Path,
     )
 
 
+def test_rerun_with_other_compute_threads_resumes(store: Path, unfinished: Path) -> None:
+    """Threads change how fast, not what, is trained: the run continues from its checkpoint."""
+    result = run_cli("train", store, *TRAIN, "--deterministic", "--compute-threads", "2", "--out", unfinished)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"resuming the run in {unfinished} from its checkpoint")
+    run = json.loads((unfinished / "run.json").read_text())
+    assert run["finished"] and run["threads"] == {"intra_op": 2, "inter_op": 1}
+
+
 def test_refused_rerun_leaves_the_run_folder_as_it_was(store: Path, unfinished: Path) -> None:
     before = tree(unfinished)
     run_cli("train", store, *TRAIN, "--out", unfinished)

@@ -61,6 +61,8 @@ def test_run_json_describes_the_ecg_run(ecg_run: tuple[subprocess.CompletedProce
     assert run["split"]["validation_ranges"] == [[97200, 108000]]
     assert [e["epoch"] for e in run["epochs"]] == [0, 1]
     assert run["epochs"][-1]["val_accuracy"] > 0.8
+    # baseline-cnn's small ops train fastest on one compute thread, the other core feeding them.
+    assert run["threads"] == {"intra_op": 1, "inter_op": 1}
 
 
 def test_train_without_a_store_uses_sensor_zarr_in_the_current_directory(ecg_store: Path, tmp_path: Path) -> None:
@@ -141,3 +143,11 @@ def test_unwritable_run_folder_is_one_error_line(ecg_store: Path, tmp_path: Path
 def test_nonsense_memory_budget_is_one_error_line(ecg_store: Path) -> None:
     result = run_cli("train", ecg_store, "--memory-budget", "lots")
     assert error_line(result) == "chunkfit: error: memory size must look like 1.5GB, 800MB or 2G (received 'lots')"
+
+
+def test_compute_threads_zero_leaves_tensorflow_its_default_of_every_core(ecg_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = run_cli("train", ecg_store, "--epochs", "1", "--chunk", "20000", "--stride", "8", "--compute-threads", "0",
+                     "--out", out, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((out / "run.json").read_text())["threads"] == {"intra_op": 0, "inter_op": 0}
