@@ -7,7 +7,10 @@ Keras resets its metrics and its callbacks at every ``fit``/``evaluate`` call. c
   the first step of the next one, so the logs are those of the epoch so far, exactly as one fit
   call over the whole epoch would report them (no averaging of per-block results);
 - batch events: forwarded to the run's ``CallbackList`` with batch numbers counted from the start
-  of the epoch, so TensorBoard, CSVLogger and user callbacks see one continuous epoch.
+  of the epoch, so TensorBoard, CSVLogger and user callbacks see one continuous epoch. A training
+  step of ``Stepper`` runs several batches; its events carry the numbers of its first and last.
+
+A callback that stops training (``model.stop_training``) stops the block's fit call too.
 """
 
 from __future__ import annotations
@@ -35,21 +38,34 @@ BatchHook = Callable[[int, dict[str, Any]], None]
 class BlockBridge(keras.callbacks.Callback):
     """The one callback each block's fit/evaluate call gets; see the module docstring."""
 
-    def __init__(self, run_callbacks: keras.callbacks.CallbackList, on_batch: BatchHook | None = None) -> None:
+    def __init__(self, run_callbacks: keras.callbacks.CallbackList, on_batch: BatchHook | None = None,
+                 fitting: keras.Model | None = None) -> None:
         super().__init__()
         self.run_callbacks = run_callbacks
         self.on_batch = on_batch
+        self.fitting = fitting  # the model whose fit runs the blocks, when it wraps self.model
         self.offset = 0
         self._carry: list[np.ndarray] | None = None
+        self._ends: np.ndarray | None = None
 
     def start_phase(self) -> None:
         """Begin an epoch's training or validation: batch numbers and metrics start from zero."""
         self.offset = 0
         self._carry = None
 
-    def start_block(self, carried: list[np.ndarray] | None) -> None:
-        """Before a block's fit/evaluate call: restore ``carried`` metric state at its first step."""
+    def start_block(self, carried: list[np.ndarray] | None, step_batches: list[int] | None = None) -> None:
+        """Before a block's fit/evaluate call: restore ``carried`` metric state at its first step.
+
+        ``step_batches`` is how many batches each step of the call runs (None: one each).
+        """
         self._carry = carried
+        self._ends = np.cumsum(step_batches) if step_batches is not None else None
+
+    def _first(self, step: int) -> int:
+        return self.offset + (step if self._ends is None else int(self._ends[step - 1]) if step else 0)
+
+    def _last(self, step: int) -> int:
+        return self.offset + (step if self._ends is None else int(self._ends[step]) - 1)
 
     def end_block(self, batches: int) -> list[np.ndarray]:
         """After a block's call: count its batches and return the metric state to carry on."""
@@ -63,12 +79,15 @@ class BlockBridge(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._restore()
-        self.run_callbacks.on_train_batch_begin(self.offset + batch, logs)
+        self.run_callbacks.on_train_batch_begin(self._first(batch), logs)
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        self.run_callbacks.on_train_batch_end(self.offset + batch, logs)
+        last = self._last(batch)
+        self.run_callbacks.on_train_batch_end(last, logs)
         if self.on_batch is not None:
-            self.on_batch(self.offset + batch + 1, logs or {})
+            self.on_batch(last + 1, logs or {})
+        if self.fitting is not None and self.model.stop_training:
+            self.fitting.stop_training = True
 
     def on_test_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._restore()

@@ -255,6 +255,7 @@ class _Run:
         import keras
 
         from .callbacks import BlockBridge
+        from .stepper import Stepper
 
         model, opts, folder = self.model, self.opts, self.folder
         self.history = history = keras.callbacks.History()
@@ -268,7 +269,9 @@ class _Run:
         run_callbacks = keras.callbacks.CallbackList(
             [*self.user_callbacks, *extra, history], model=model, epochs=opts.epochs, steps=steps, verbose=0
         )
-        self.bridge = BlockBridge(run_callbacks, on_batch=self._on_batch if self.progress else None)
+        self.stepper = Stepper(model)
+        self.bridge = BlockBridge(run_callbacks, on_batch=self._on_batch if self.progress else None,
+                                  fitting=self.stepper)
         self.inner = keras.callbacks.CallbackList([self.bridge], model=model)
         model.stop_training = False
         run_callbacks.on_train_begin()
@@ -341,7 +344,7 @@ class _Run:
 
         ``start`` (training only) is where the epoch resumes: its metric totals and batch count.
         """
-        from .pipeline import block_dataset
+        from .pipeline import block_dataset, step_batches
 
         model, opts = self.model, self.opts
         self.bridge.start_phase()
@@ -360,12 +363,14 @@ class _Run:
                 raise StoreChangedError(f"{self.store.path}: the store changed while training ({err}); training "
                                         f"stopped{kept}{hint}") from None
             self._tick.begin_group(tensors.n_blocks, tensors.n_windows, self.bridge.offset)
+            steps = opts.steps_per_execution if phase == "train" else None
             ds = block_dataset(tensors, window=opts.windows.window, batch_size=opts.batch_size,
-                               n_classes=self.labeller.n_classes)
-            self.bridge.start_block(carried)
+                               n_classes=self.labeller.n_classes, steps=steps)
             if phase == "train":
-                model.fit(ds, epochs=1, verbose=0, callbacks=self.inner, shuffle=False)
+                self.bridge.start_block(carried, step_batches(tensors.n_windows, opts.batch_size, opts.steps_per_execution))
+                self.stepper.fit(ds, epochs=1, verbose=0, callbacks=self.inner, shuffle=False)
             else:
+                self.bridge.start_block(carried)
                 model.evaluate(ds, verbose=0, callbacks=self.inner)
             carried = self.bridge.end_block(math.ceil(tensors.n_windows / opts.batch_size))
             if phase == "train":

@@ -90,6 +90,34 @@ def test_batch_numbers_run_on_across_blocks_of_an_epoch(tiny_store: Path) -> Non
     assert rec.kinds("batch_end") == list(range(steps))
 
 
+def test_batch_numbers_of_multi_batch_steps_name_each_steps_last_batch(tiny_store: Path) -> None:
+    """With 3 batches per step, a callback sees the number of each step's last batch: one event
+    per step, numbers running on across blocks up to the epoch's last batch."""
+    from chunkfit.blocks import plan_blocks
+    from chunkfit.pipeline import step_batches
+    from chunkfit.windows import plan_split
+
+    rec = Recorder()
+    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1, steps_per_execution=3, mix=1), callbacks=[rec])
+    with chunkfit.open_store(tiny_store) as s:
+        split = plan_split(s.segments, WindowSpec(WINDOW), SplitSpec(0.2))
+    blocks = plan_blocks(split.train, WINDOW, 1, 512)
+    seen = rec.kinds("batch_end")
+    assert len(seen) == sum(len(step_batches(b.n_windows, 64, 3)) for b in blocks)
+    assert seen[-1] == history.params["steps"] - 1
+    gaps = np.diff([-1, *seen])
+    assert set(gaps.tolist()) <= {1, 2, 3} and (gaps == 3).sum() > len(gaps) / 2
+
+
+@pytest.mark.parametrize(("n", "steps", "expected"), [
+    (640, 4, [4, 4, 2]), (700, 4, [4, 4, 2, 1]), (640, 1, [1] * 10), (63, 4, [1]), (256, 4, [4]),
+])
+def test_step_batches_group_full_batches_then_the_short_one(n: int, steps: int, expected: list[int]) -> None:
+    from chunkfit.pipeline import step_batches
+
+    assert step_batches(n, 64, steps) == expected
+
+
 def test_csv_logger_in_the_run_folder_has_one_row_per_epoch(tiny_store: Path, tmp_path: Path) -> None:
     chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=3), out=tmp_path / "run")
     rows = (tmp_path / "run" / "history.csv").read_text().splitlines()
@@ -126,15 +154,17 @@ def windows_of(store_path: Path, ranges: list[list[int]], classes: int = 2) -> t
     return np.concatenate(xs), keras.utils.to_categorical(np.concatenate(ys), classes)
 
 
-def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store: Path, tmp_path: Path) -> None:
-    """Unshuffled, with blocks a multiple of the batch, block-wise training is one fit call."""
+@pytest.mark.parametrize("steps", [1, 3])
+def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store: Path, tmp_path: Path, steps: int) -> None:
+    """Unshuffled, with blocks a multiple of the batch, block-wise training is one fit call,
+    also when each step of the block's fit runs several batches (3: groups of 3, then 1)."""
     keras.utils.set_random_seed(3)
     ours = chunkfit.build_model("baseline-cnn", WINDOW, 1, 2)
     reference = keras.models.clone_model(ours)
     reference.set_weights(ours.get_weights())
     options = FitOptions(
         windows=WindowSpec(WINDOW), split=SplitSpec(0.2), blocks=BlockSpec(chunk=256, shuffle_blocks=False, shuffle_windows=False),
-        batch_size=64, epochs=2, steps_per_execution=1,
+        batch_size=64, epochs=2, steps_per_execution=steps,
     )
     history = chunkfit.fit(ours, tiny_store, options=options, out=tmp_path / "run")
     split = json.loads((tmp_path / "run" / "run.json").read_text())["split"]
