@@ -153,7 +153,8 @@ class IngestOptions(_Config):
 class FitOptions(_Config):
     """Everything a training run was asked to do besides the model and the store.
 
-    ``steps_per_execution`` is how many batches Keras runs per compiled call; ``memory_budget``
+    ``steps_per_execution`` is how many batches each compiled training call runs (chunkfit's
+    ``Stepper``: one input element, that many train steps); ``memory_budget``
     (bytes), when set, replaces ``blocks.chunk`` by the largest chunk that fits.
     ``compute_threads`` is how many threads TensorFlow gives the model's arithmetic (0: all cores;
     None: chosen per model, see chunkfit.threads); it does not change what is trained, so a run

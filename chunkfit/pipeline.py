@@ -2,7 +2,8 @@
 
 A block crosses into TensorFlow as three float32/int32 tensors (its raw samples, the shuffled window
 offsets and their class indices), never as a (windows x window) array. Each batch is gathered from
-the raw samples by one ``tf.gather`` in the tf.data graph, so a block costs about
+the raw samples by one ``tf.gather`` in the tf.data graph (a training element holds several
+batches, gathered at once, for ``chunkfit.stepper.Stepper``), so a block costs about
 (chunk + window) x channels x 4 bytes instead of chunk x window x channels x 4.
 """
 
