@@ -28,6 +28,16 @@ class Stepper(keras.Model):
         # The wrapped model's optimizer, so that nothing here creates optimizer state of its own.
         self.compile(optimizer=model.optimizer, steps_per_execution=1)
 
+    def fit(self, x: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """``keras.Model.fit`` on a dataset of multi-batch elements; the wrapped model's compiled
+        metrics are built first (from one batch, state discarded by fit's reset) so that the
+        training loop can start from their results."""
+        model = self.wrapped
+        if _default_logs(model) and not all(getattr(m, "built", True) for m in model.metrics):
+            xs, ys = next(iter(x.take(1)))
+            model.compute_metrics(xs[0], ys[0], model(xs[0], training=False))
+        return super().fit(x, *args, **kwargs)
+
     def reset_metrics(self) -> None:
         """``fit`` starts by resetting metrics: the wrapped model's are the ones that count."""
         super().reset_metrics()
@@ -40,10 +50,22 @@ class Stepper(keras.Model):
         import tensorflow as tf
 
         xs, ys = data
-        logs = self.wrapped.train_step((xs[0], ys[0]))
+        model = self.wrapped
+        if _default_logs(model) and all(getattr(m, "built", True) for m in model.metrics):
+            # Keras's own train_step returns the metric results, so the loop can start from them
+            # and trace the step once (tracing is a second or so of an epoch at this model size).
+            first, logs = 0, model.get_metrics_result()
+        else:  # a custom train_step may log anything: the first step gives the loop its logs
+            first, logs = 1, model.train_step((xs[0], ys[0]))
 
         def step(k: tf.Tensor, _: Any) -> tuple[tf.Tensor, Any]:
-            return k + 1, self.wrapped.train_step((xs[k], ys[k]))
+            return k + 1, model.train_step((xs[k], ys[k]))
 
-        _, logs = tf.while_loop(lambda k, _: k < tf.shape(xs)[0], step, (tf.constant(1), logs))
+        _, logs = tf.while_loop(lambda k, _: k < tf.shape(xs)[0], step, (tf.constant(first), logs))
         return logs
+
+
+def _default_logs(model: keras.Model) -> bool:
+    """Whether ``model.train_step`` returns ``model.get_metrics_result()``, as Keras's own does."""
+    kind = type(model)
+    return kind.train_step is keras.Model.train_step and kind.compute_metrics is keras.Model.compute_metrics

@@ -294,3 +294,23 @@ def test_memory_budget_sets_the_chunk(tiny_store: Path, tmp_path: Path) -> None:
     chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1, memory_budget=8 << 30), out=tmp_path / "run")
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["config"]["chunk_used"] > 100_000
+
+
+class _LossOnly(keras.Sequential):
+    """A model with its own train_step whose logs are not its metric results."""
+
+    def train_step(self, data: Any) -> Any:
+        logs = super().train_step(data)
+        return {"loss": logs["loss"]}
+
+
+@pytest.mark.parametrize("custom", [False, True])
+def test_every_batch_is_one_optimizer_step_with_keras_or_a_custom_train_step(tiny_store: Path, custom: bool) -> None:
+    """Several batches per compiled step: each still goes through the model's train_step once."""
+    keras.utils.set_random_seed(0)
+    model = chunkfit.build_model("baseline-cnn", WINDOW, 1, 2)
+    if custom:
+        model = _LossOnly(model.layers, name="loss_only")
+    history = chunkfit.fit(model, tiny_store, **quick(epochs=2, steps_per_execution=5))
+    assert int(model.optimizer.iterations.numpy()) == 2 * history.params["steps"]
+    assert np.isfinite(history.history["loss"]).all() and len(history.history["loss"]) == 2
