@@ -206,6 +206,9 @@ class _Run:
         self.val_blocks = plan_blocks(self.split.validation, w.window, w.stride, self.chunk)
         if self.folder is not None:
             self.folder.create()
+            # create() gives the checkpoint its final name: one that a kill left as
+            # checkpoint.tmp/ (complete, not yet renamed) is read from checkpoint/ from here on.
+            self.resumed = self.folder.checkpoint
         self.epoch_records: list[dict[str, Any]] = []
         self.started = time.perf_counter()
         self.sequence = 0  # of the last checkpoint written

@@ -337,6 +337,16 @@ def test_rerun_on_another_store_is_refused_naming_what_differs(unfinished: Path,
     )
 
 
+def test_checkpoint_complete_but_not_yet_renamed_is_resumed(store: Path, unfinished: Path) -> None:
+    """A kill between a checkpoint's state.json and its rename leaves it as checkpoint.tmp/."""
+    shutil.rmtree(unfinished / "checkpoint.tmp", ignore_errors=True)  # the paused write's partial one
+    (unfinished / "checkpoint").rename(unfinished / "checkpoint.tmp")
+    result = run_cli("train", store, *TRAIN, "--deterministic", "--out", unfinished)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"resuming the run in {unfinished} from its checkpoint")
+    assert json.loads((unfinished / "run.json").read_text())["finished"]
+
+
 def test_rerun_with_other_compute_threads_resumes(store: Path, unfinished: Path) -> None:
     """Threads change how fast, not what, is trained: the run continues from its checkpoint."""
     result = run_cli("train", store, *TRAIN, "--deterministic", "--compute-threads", "2", "--out", unfinished)
