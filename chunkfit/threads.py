@@ -11,6 +11,7 @@ built before calling ``chunkfit.fit``) they stay as they are.
 
 from __future__ import annotations
 
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -35,8 +36,6 @@ def start_tensorflow(compute_threads: int | None, model: Any) -> dict[str, int]:
         if compute > 0:
             tf.config.threading.set_intra_op_parallelism_threads(compute)
             tf.config.threading.set_inter_op_parallelism_threads(1)
-
-    import sys
 
     if "tensorflow" in sys.modules:  # imported by the caller: configurable until its first op
         try:

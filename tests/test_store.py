@@ -360,6 +360,17 @@ def test_zarr_append_that_dies_is_rolled_back_in_the_raw_zarr_hierarchy(tmp_path
     assert snapshot(store_path) == before
 
 
+def test_append_of_zeros_into_a_partial_all_zero_chunk_keeps_that_chunk(tmp_path: Path) -> None:
+    """The appended rows fill the store's last, partial chunk with zeros: its file must stay."""
+    path = tmp_path / "zeros.zarr"
+    src = tmp_path / "zeros.csv"
+    src.write_text("a\n" + "0\n" * 100)
+    chunkfit.ingest(path, [str(src)], chunkfit.IngestOptions(rate=1.0, chunk_samples=64))
+    chunkfit.ingest(path, [str(src)], chunkfit.IngestOptions(rate=1.0), append=True)
+    with chunkfit.open_store(path) as s:
+        np.testing.assert_array_equal(s.read(0, 200), np.zeros((200, 1), dtype=np.float32))
+
+
 def test_zarr_append_after_an_all_zero_last_chunk_rolls_back_to_the_same_files(
     tmp_path: Path,
 ) -> None:

@@ -109,7 +109,12 @@ class ZarrBackend(Backend):
 
     def array(self, name: str) -> Any:
         if name not in self._arrays:
-            self._arrays[name] = self.group[name]
+            arr = self.group[name]
+            if self.writable:
+                # Every chunk is written, even all-zero ones, so a missing chunk file means damage
+                # (zarr's default drops a chunk that holds only the fill value).
+                arr = arr.with_config({"write_empty_chunks": True})
+            self._arrays[name] = arr
         return self._arrays[name]
 
     def attrs(self) -> Any:
