@@ -154,7 +154,9 @@ class FitOptions(_Config):
     """Everything a training run was asked to do besides the model and the store.
 
     ``steps_per_execution`` is how many batches each compiled training call runs (chunkfit's
-    ``Stepper``: one input element, that many train steps); ``memory_budget``
+    ``Stepper``: one input element, that many train steps; None: as many as fit in
+    ``chunkfit.pipeline.ELEMENT_BYTES``, at most ``chunkfit.pipeline.MAX_STEPS``). Like
+    ``compute_threads`` it changes how fast, not what, is trained. ``memory_budget``
     (bytes), when set, replaces ``blocks.chunk`` by the largest chunk that fits.
     ``compute_threads`` is how many threads TensorFlow gives the model's arithmetic (0: all cores;
     None: chosen per model, see chunkfit.threads); it does not change what is trained, so a run
@@ -168,7 +170,7 @@ class FitOptions(_Config):
     epochs: int = 1
     deterministic: bool = False
     memory_budget: int | None = None
-    steps_per_execution: int = 64
+    steps_per_execution: int | None = None
     compute_threads: int | None = None
     prefetch: bool = True
     optimizer: str | None = None
@@ -179,7 +181,8 @@ class FitOptions(_Config):
 
     def __post_init__(self) -> None:
         _positive("--batch-size", self.batch_size)
-        _positive("--steps-per-execution", self.steps_per_execution)
+        if self.steps_per_execution is not None:
+            _positive("--steps-per-execution", self.steps_per_execution)
         if self.compute_threads is not None and (
             isinstance(self.compute_threads, bool) or not isinstance(self.compute_threads, int) or self.compute_threads < 0
         ):

@@ -52,6 +52,7 @@ from .errors import (
     WindowError,
 )
 from .models import DEFAULT_MODEL, build_model, check_model, compile_model
+from .pipeline import element_steps
 from .run import HISTORY_FILE, RunFolder, peak_rss_bytes
 from .store import Store, open_store
 from .threads import start_tensorflow
@@ -111,7 +112,7 @@ def fit(
     label: str = "any-event",
     deterministic: bool = False,
     memory_budget: int | None = None,
-    steps_per_execution: int = FitOptions.steps_per_execution,
+    steps_per_execution: int | None = FitOptions.steps_per_execution,
     compute_threads: int | None = None,
     optimizer: str | None = None,
     lr: float | None = None,
@@ -197,8 +198,8 @@ class _Run:
         n_classes = self.labeller.n_classes
         self.model = build_model(model, w.window, store.n_channels, n_classes) if isinstance(model, str) else model
         check_model(self.model, w.window, store.n_channels, n_classes)
-        compile_model(self.model, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss,
-                      steps_per_execution=opts.steps_per_execution)
+        self.steps = opts.steps_per_execution or element_steps(opts.batch_size, w.window, store.n_channels)
+        compile_model(self.model, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss, steps_per_execution=self.steps)
 
         # A resumed run keeps its blocks even when --memory-budget would pick another chunk now.
         self.chunk = int(self.resumed.state["chunk"]) if self.resumed is not None else self._chunk()
@@ -221,7 +222,8 @@ class _Run:
     def _identity(self) -> dict[str, Any]:
         """What a checkpoint must share with the run resuming it."""
         config = self.opts.to_dict()
-        config.pop("compute_threads")  # how fast, not what, is trained
+        for speed in ("compute_threads", "steps_per_execution"):  # how fast, not what, is trained
+            config.pop(speed)
         return {"config": config, "model": self.model_spec, "store": self.store.identity}
 
     def _chunk(self) -> int:
@@ -347,7 +349,7 @@ class _Run:
 
         ``start`` (training only) is where the epoch resumes: its metric totals and batch count.
         """
-        from .pipeline import block_dataset, step_batches
+        from .pipeline import block_dataset, step_batches, train_element_spec
 
         model, opts = self.model, self.opts
         self.bridge.start_phase()
@@ -357,6 +359,9 @@ class _Run:
         if start is not None and start.position:
             carried, self.bridge.offset = start.metrics, start.batches
             self._tick.skip(start.position, sum(self.train_blocks[i].n_windows for i in start.blocks))
+        if phase == "train" and todo:  # compiles the train step while the first group loads
+            self.stepper.prepare(train_element_spec(opts.windows.window, self.store.n_channels, opts.batch_size,
+                                                    self.labeller.n_classes))
         for k, group in enumerate(todo):
             try:
                 tensors = next(stream)
@@ -366,11 +371,12 @@ class _Run:
                 raise StoreChangedError(f"{self.store.path}: the store changed while training ({err}); training "
                                         f"stopped{kept}{hint}") from None
             self._tick.begin_group(tensors.n_blocks, tensors.n_windows, self.bridge.offset)
-            steps = opts.steps_per_execution if phase == "train" else None
-            ds = block_dataset(tensors, window=opts.windows.window, batch_size=opts.batch_size,
-                               n_classes=self.labeller.n_classes, steps=steps)
+            ds = tensors.dataset
+            if ds is None:
+                ds = block_dataset(tensors, window=opts.windows.window, batch_size=opts.batch_size,
+                                   n_classes=self.labeller.n_classes)
             if phase == "train":
-                self.bridge.start_block(carried, step_batches(tensors.n_windows, opts.batch_size, opts.steps_per_execution))
+                self.bridge.start_block(carried, step_batches(tensors.n_windows, opts.batch_size, self.steps))
                 self.stepper.fit(ds, epochs=1, verbose=0, callbacks=self.inner, shuffle=False)
             else:
                 self.bridge.start_block(carried)
@@ -389,7 +395,7 @@ class _Run:
 
         The store is checked for changes before and after the read (a few ``stat`` calls).
         """
-        from .pipeline import to_tensors
+        from .pipeline import block_dataset, to_tensors
 
         spec = self.opts.blocks
         order = None
@@ -398,7 +404,13 @@ class _Run:
         self._check_store()
         data = read_group(self.store, self.labeller, group, order)
         self._check_store()
-        return to_tensors(data)
+        tensors = to_tensors(data)
+        if epoch is None:
+            return tensors
+        opts = self.opts
+        return dataclasses.replace(tensors, dataset=block_dataset(
+            tensors, window=opts.windows.window, batch_size=opts.batch_size, n_classes=self.labeller.n_classes,
+            steps=self.steps))
 
     def _check_store(self) -> None:
         changed = self.store.changed()
@@ -532,7 +544,7 @@ class _Run:
             "chunkfit": _version(),
             "finished": done,
             "model": self.model_spec,
-            "config": {**self.opts.to_dict(), "chunk_used": self.chunk},
+            "config": {**self.opts.to_dict(), "chunk_used": self.chunk, "steps_per_execution_used": self.steps},
             "classes": self.labeller.classes,
             "store": {"path": str(self.store.path.resolve()), "identity": self.store.identity},
             "split": self.split.to_dict(),

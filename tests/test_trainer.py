@@ -135,7 +135,9 @@ def test_run_folder_holds_model_history_metadata_and_curves(tiny_store: Path, tm
 def test_run_json_records_config_split_and_per_epoch_figures(tiny_store: Path, tmp_path: Path) -> None:
     chunkfit.fit("baseline-cnn", tiny_store, **quick(), out=tmp_path / "run")
     run = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert FitOptions.from_dict({k: v for k, v in run["config"].items() if k != "chunk_used"}).blocks.chunk == 512
+    used = {"chunk_used", "steps_per_execution_used"}
+    assert FitOptions.from_dict({k: v for k, v in run["config"].items() if k not in used}).blocks.chunk == 512
+    assert run["config"]["steps_per_execution"] is None and run["config"]["steps_per_execution_used"] == 256
     assert run["split"]["train_ranges"] == [[0, 3184]] and run["split"]["validation_ranges"] == [[3200, 4000]]
     assert [e["epoch"] for e in run["epochs"]] == [0, 1]
     assert run["finished"] and run["peak_rss_bytes"] > 0 and run["windows_per_s"] > 0

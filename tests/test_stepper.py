@@ -1,0 +1,127 @@
+"""chunkfit.stepper.Stepper on chunkfit.pipeline.block_dataset, against plain model.fit on the same windows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from chunkfit.blocks import BlockData
+from chunkfit.models import build_model, compile_model
+from chunkfit.pipeline import block_dataset, element_steps, step_batches, to_tensors, train_element_spec
+from chunkfit.stepper import Stepper
+
+WINDOW, BATCH = 12, 16
+
+
+class _LossOnly(keras.Sequential):
+    """A model with its own train_step, whose logs are not its metric results."""
+
+    def train_step(self, data: Any) -> Any:
+        return {"loss": super().train_step(data)["loss"]}
+
+
+def _block(n_windows: int, seed: int = 0) -> BlockData:
+    rng = np.random.default_rng(seed)
+    samples = rng.normal(size=(n_windows + WINDOW - 1, 1)).astype(np.float32)
+    offsets = rng.permutation(n_windows).astype(np.int32)
+    labels = rng.integers(0, 2, n_windows).astype(np.int32)
+    return BlockData((), samples, offsets, labels)
+
+
+def _twins(custom: bool) -> tuple[keras.Model, keras.Model]:
+    keras.utils.set_random_seed(1)
+    ours = build_model("baseline-cnn", WINDOW, 1, 2)
+    theirs = keras.models.clone_model(ours)
+    theirs.set_weights(ours.get_weights())
+    if custom:
+        ours, theirs = (_LossOnly(m.layers, name="loss_only") for m in (ours, theirs))
+    for model in (ours, theirs):
+        compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=1)
+    return ours, theirs
+
+
+@pytest.mark.parametrize("custom", [False, True])
+@pytest.mark.parametrize(("n_windows", "steps"), [(5 * BATCH + 7, 2), (3 * BATCH, 2), (9, 4), (4 * BATCH + 1, 1)])
+def test_stepper_trains_every_batch_as_model_fit_does_short_last_batch_included(
+    n_windows: int, steps: int, custom: bool
+) -> None:
+    data = _block(n_windows)
+    ours, theirs = _twins(custom)
+    ds = block_dataset(to_tensors(data), window=WINDOW, batch_size=BATCH, n_classes=2, steps=steps)
+    history = Stepper(ours).fit(ds, epochs=1, verbose=0, shuffle=False)
+
+    windows = np.stack([data.samples[o : o + WINDOW] for o in data.offsets])
+    expected = theirs.fit(windows, keras.utils.to_categorical(data.labels, 2), batch_size=BATCH, shuffle=False, verbose=0)
+    batches = -(-n_windows // BATCH)
+    assert int(ours.optimizer.iterations.numpy()) == int(theirs.optimizer.iterations.numpy()) == batches
+    for a, b in zip(ours.get_weights(), theirs.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    if not custom:  # a custom train_step's logs are those of its last batch, under Keras's fit as here
+        results = {k: float(v) for k, v in ours.get_metrics_result().items()}
+        for name in ("loss", "accuracy"):
+            assert results[name] == pytest.approx(expected.history[name][-1], rel=1e-5)
+    assert history is None or isinstance(history, keras.callbacks.History)
+
+
+def test_training_elements_keep_the_batch_size_in_their_shape_and_pad_the_short_batch() -> None:
+    n_windows = 2 * BATCH + 5
+    ds = block_dataset(to_tensors(_block(n_windows)), window=WINDOW, batch_size=BATCH, n_classes=2, steps=4)
+    x_spec, y_spec, last_spec = ds.element_spec
+    assert x_spec.shape.as_list() == [None, BATCH, WINDOW, 1] and y_spec.shape.as_list() == [None, BATCH, 2]
+    elements = [(x.shape[0], int(last)) for x, _, last in ds]
+    assert elements == [(2, BATCH), (1, 5)]
+    assert [k for k, _ in elements] == step_batches(n_windows, BATCH, 4)
+
+
+def test_evaluation_batches_have_unknown_sizes_and_no_padding() -> None:
+    ds = block_dataset(to_tensors(_block(BATCH + 3)), window=WINDOW, batch_size=BATCH, n_classes=2)
+    assert ds.element_spec[0].shape.as_list() == [None, WINDOW, 1]
+    assert [int(x.shape[0]) for x, _ in ds] == [BATCH, 3]
+
+
+@pytest.mark.parametrize(("batch", "window", "channels", "expected"), [
+    (128, 104, 1, 256),  # the original question's problem: 13 MB of windows per element
+    (128, 1000, 16, 2),  # 8 MB a batch: two batches
+    (4096, 4096, 8, 1),  # one batch over the limit is still one batch
+])
+def test_default_steps_per_element_stay_within_the_element_size(batch: int, window: int, channels: int,
+                                                                expected: int) -> None:
+    assert element_steps(batch, window, channels) == expected
+
+
+class _Counting(Stepper):
+    def __init__(self, model: keras.Model) -> None:
+        super().__init__(model)
+        self.traces = {"whole": 0, "short": 0}
+
+    def _train_whole(self, xs: Any, ys: Any) -> Any:
+        self.traces["whole"] += 1  # runs once per trace of the compiled step
+        return super()._train_whole(xs, ys)
+
+    def _train_short(self, xs: Any, ys: Any, last: Any) -> Any:
+        self.traces["short"] += 1
+        return super()._train_short(xs, ys, last)
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_blocks_of_other_sizes_and_short_batches_reuse_the_compiled_steps(prepared: bool) -> None:
+    """Each compiled step is traced once, for the first block (or by ``prepare``, before any data)."""
+    ours, _ = _twins(custom=False)
+    stepper = _Counting(ours)
+    if prepared:
+        before = [w.copy() for w in ours.get_weights()]
+        stepper.prepare(train_element_spec(WINDOW, 1, BATCH, 2))
+        assert stepper.traces == {"whole": 1, "short": 0}
+        assert int(ours.optimizer.iterations.numpy()) == 0
+        assert all(np.array_equal(a, b) for a, b in zip(before, ours.get_weights(), strict=True))
+    for n_windows in (3 * BATCH + 2, 5 * BATCH + 11, 2 * BATCH, 7):
+        ds = block_dataset(to_tensors(_block(n_windows, seed=n_windows)), window=WINDOW, batch_size=BATCH,
+                           n_classes=2, steps=2)
+        assert ds.element_spec == train_element_spec(WINDOW, 1, BATCH, 2)
+        stepper.fit(ds, epochs=1, verbose=0, shuffle=False)
+    assert stepper.traces == {"whole": 1, "short": 1}
+    assert int(ours.optimizer.iterations.numpy()) == 4 + 6 + 2 + 1
