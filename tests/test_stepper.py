@@ -45,14 +45,19 @@ def _twins(custom: bool) -> tuple[keras.Model, keras.Model]:
 
 
 @pytest.mark.parametrize("custom", [False, True])
-@pytest.mark.parametrize(("n_windows", "steps"), [(5 * BATCH + 7, 2), (3 * BATCH, 2), (9, 4), (4 * BATCH + 1, 1)])
+@pytest.mark.parametrize(("n_windows", "steps", "eager"), [
+    (5 * BATCH + 7, 2, False), (3 * BATCH, 2, False), (9, 4, False), (4 * BATCH + 1, 1, False),
+    (3 * BATCH + 5, 2, True),  # Keras's own loop, as under a distribution strategy: Stepper.train_step
+])
 def test_stepper_trains_every_batch_as_model_fit_does_short_last_batch_included(
-    n_windows: int, steps: int, custom: bool
+    n_windows: int, steps: int, eager: bool, custom: bool
 ) -> None:
     data = _block(n_windows)
     ours, theirs = _twins(custom)
     ds = block_dataset(to_tensors(data), window=WINDOW, batch_size=BATCH, n_classes=2, steps=steps)
-    history = Stepper(ours).fit(ds, epochs=1, verbose=0, shuffle=False)
+    stepper = Stepper(ours)
+    stepper.run_eagerly = eager
+    history = stepper.fit(ds, epochs=1, verbose=0, shuffle=False)
 
     windows = np.stack([data.samples[o : o + WINDOW] for o in data.offsets])
     expected = theirs.fit(windows, keras.utils.to_categorical(data.labels, 2), batch_size=BATCH, shuffle=False, verbose=0)
