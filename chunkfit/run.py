@@ -85,7 +85,9 @@ class RunFolder:
             return
         made = self.checkpoint.state["run"]
         fix = "run the command the run was made with to resume it, pass --restart to start over, or use another --out"
-        settings = _differences(made["config"], run["config"])
+        # A setting the run's identity leaves out (how fast, not what, is trained) may still be in the
+        # identity of a checkpoint made by an earlier version: it is no reason to refuse.
+        settings = [d for d in _differences(made["config"], run["config"]) if _holds(run["config"], d[0])]
         if settings:
             key, old, new = settings[0]
             raise IncompatibleError(
@@ -166,6 +168,14 @@ def _differences(old: Any, new: Any, key: str = "") -> list[tuple[str, Any, Any]
         return [d for k in sorted(set(old) | set(new))
                 for d in _differences(old.get(k), new.get(k), f"{key}.{k}" if key else k)]
     return [] if old == new else [(key, old, new)]
+
+
+def _holds(config: dict[str, Any], dotted: str) -> bool:
+    """Whether ``config`` has the (dotted) key."""
+    head, _, rest = dotted.partition(".")
+    if head not in config:
+        return False
+    return not rest or (isinstance(config[head], dict) and _holds(config[head], rest))
 
 
 def _shown(value: Any) -> str:

@@ -356,6 +356,30 @@ def test_rerun_with_other_compute_threads_resumes(store: Path, unfinished: Path)
     assert run["finished"] and run["threads"] == {"intra_op": 2, "inter_op": 1}
 
 
+def test_rerun_with_other_steps_per_execution_resumes_and_ends_as_the_uninterrupted_run(
+    store: Path, unfinished: Path, reference: Path
+) -> None:
+    """Batches per compiled step change how fast, not what, is trained: bit for bit the same weights."""
+    result = run_cli("train", store, *TRAIN, "--deterministic", "--steps-per-execution", "3", "--out", unfinished)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"resuming the run in {unfinished} from its checkpoint")
+    assert json.loads((unfinished / "run.json").read_text())["config"]["steps_per_execution_used"] == 3
+    ours, theirs = weights(unfinished), weights(reference)
+    assert sorted(ours) == sorted(theirs)
+    assert all(np.array_equal(ours[k], theirs[k]) for k in theirs)
+
+
+def test_checkpoint_naming_a_setting_that_no_longer_identifies_a_run_resumes(store: Path, unfinished: Path) -> None:
+    """Checkpoints of earlier versions hold steps_per_execution in the run's identity; it is ignored now."""
+    state_file = unfinished / "checkpoint" / "state.json"
+    state = json.loads(state_file.read_text())
+    state["run"]["config"]["steps_per_execution"] = 64
+    state_file.write_text(json.dumps(state))
+    result = run_cli("train", store, *TRAIN, "--deterministic", "--out", unfinished)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"resuming the run in {unfinished} from its checkpoint")
+
+
 def test_refused_rerun_leaves_the_run_folder_as_it_was(store: Path, unfinished: Path) -> None:
     before = tree(unfinished)
     run_cli("train", store, *TRAIN, "--out", unfinished)
