@@ -232,7 +232,10 @@ class _Run:
             return opts.blocks.chunk
         import psutil
 
-        in_use = psutil.Process().memory_info().rss + _TRACE_ALLOWANCE
+        # Training elements of gathered windows: two prefetched and one training (see chunkfit.pipeline).
+        elements = 3 * self.steps * opts.batch_size * (opts.windows.window * self.store.n_channels
+                                                        + self.labeller.n_classes) * 4
+        in_use = psutil.Process().memory_info().rss + _TRACE_ALLOWANCE + elements
         chunk = chunk_for_budget(opts.memory_budget, in_use, opts.windows, self.store.n_channels, opts.blocks.mix)
         if chunk < opts.batch_size:
             raise WindowError(
