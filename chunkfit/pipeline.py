@@ -10,6 +10,7 @@ batches, gathered at once, for ``chunkfit.stepper.Stepper``), so a block costs a
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING
 
 from .blocks import BlockData
@@ -51,9 +52,14 @@ MAX_STEPS = 256
 ELEMENT_BYTES = 16 << 20
 
 
+def batch_bytes(batch_size: int, window: int, n_channels: int, n_classes: int = 0) -> int:
+    """Bytes of one batch of gathered float32 windows (and of its one-hot labels)."""
+    return batch_size * (window * n_channels + n_classes) * 4
+
+
 def element_steps(batch_size: int, window: int, n_channels: int) -> int:
     """Default batches per training element: MAX_STEPS, or fewer when they would exceed ELEMENT_BYTES."""
-    return max(1, min(MAX_STEPS, ELEMENT_BYTES // (batch_size * window * n_channels * 4)))
+    return max(1, min(MAX_STEPS, ELEMENT_BYTES // batch_bytes(batch_size, window, n_channels)))
 
 
 def step_batches(n_windows: int, batch_size: int, steps: int) -> list[int]:
@@ -106,12 +112,12 @@ def block_dataset(
     if short and steps is not None:  # the short batch is padded with copies of window 0
         pad = tf.zeros([b - short], dtype=offsets.dtype)
         offsets, labels = tf.concat([offsets, pad], 0), tf.concat([labels, pad], 0)
-    parts = [(0, groups * per * b, (groups, per, b), b), (groups * per * b, full * b, (1, rest, b), b),
-             (full * b, block.n_windows, (1, 1, short if steps is None else b), short)]
-    ds = None
-    for lo, hi, dims, last in parts:
-        if hi > lo:
-            hi = lo + dims[0] * dims[1] * dims[2]
+    # (elements, batches each, windows each batch) and the windows of each element's last batch
+    parts = [((groups, per, b), b), ((1, rest, b), b), ((1, 1, short if steps is None else b), short)]
+    ds, lo = None, 0
+    for dims, last in parts:
+        hi = lo + math.prod(dims)
+        if hi > lo and last:
             if steps is None:
                 grid = (dims[0] * dims[1], dims[2])
                 part = tf.data.Dataset.from_tensor_slices((tf.reshape(offsets[lo:hi], grid), tf.reshape(labels[lo:hi], grid)))
@@ -120,6 +126,7 @@ def block_dataset(
                     (tf.reshape(offsets[lo:hi], dims), tf.reshape(labels[lo:hi], dims), tf.fill([dims[0]], last))
                 )
             ds = part if ds is None else ds.concatenate(part)
+        lo = hi
     assert ds is not None, "a block holds at least one window"
     if steps is None:
         ds = ds.map(windows)

@@ -52,7 +52,7 @@ from .errors import (
     WindowError,
 )
 from .models import DEFAULT_MODEL, build_model, check_model, compile_model
-from .pipeline import element_steps
+from .pipeline import batch_bytes, element_steps
 from .run import HISTORY_FILE, RunFolder, peak_rss_bytes
 from .store import Store, open_store
 from .threads import start_tensorflow
@@ -233,8 +233,8 @@ class _Run:
         import psutil
 
         # Training elements of gathered windows: two prefetched and one training (see chunkfit.pipeline).
-        elements = 3 * self.steps * opts.batch_size * (opts.windows.window * self.store.n_channels
-                                                        + self.labeller.n_classes) * 4
+        elements = 3 * self.steps * batch_bytes(opts.batch_size, opts.windows.window, self.store.n_channels,
+                                                self.labeller.n_classes)
         in_use = psutil.Process().memory_info().rss + _TRACE_ALLOWANCE + elements
         chunk = chunk_for_budget(opts.memory_budget, in_use, opts.windows, self.store.n_channels, opts.blocks.mix)
         if chunk < opts.batch_size:
@@ -352,7 +352,7 @@ class _Run:
 
         ``start`` (training only) is where the epoch resumes: its metric totals and batch count.
         """
-        from .pipeline import block_dataset, step_batches, train_element_spec
+        from .pipeline import step_batches, train_element_spec
 
         model, opts = self.model, self.opts
         self.bridge.start_phase()
@@ -375,9 +375,6 @@ class _Run:
                                         f"stopped{kept}{hint}") from None
             self._tick.begin_group(tensors.n_blocks, tensors.n_windows, self.bridge.offset)
             ds = tensors.dataset
-            if ds is None:
-                ds = block_dataset(tensors, window=opts.windows.window, batch_size=opts.batch_size,
-                                   n_classes=self.labeller.n_classes)
             if phase == "train":
                 self.bridge.start_block(carried, step_batches(tensors.n_windows, opts.batch_size, self.steps))
                 self.stepper.fit(ds, epochs=1, verbose=0, callbacks=self.inner, shuffle=False)
@@ -394,7 +391,8 @@ class _Run:
         return len(todo)
 
     def _load(self, group: list[Block], epoch: int | None, k: int) -> BlockTensors:
-        """Group ``k`` of an epoch, its windows shuffled for training (``epoch``) or in order.
+        """Group ``k`` of an epoch, its windows shuffled for training (``epoch``) or in order, with
+        the dataset Keras will be handed (built here, in the loader thread).
 
         The store is checked for changes before and after the read (a few ``stat`` calls).
         """
@@ -408,12 +406,10 @@ class _Run:
         data = read_group(self.store, self.labeller, group, order)
         self._check_store()
         tensors = to_tensors(data)
-        if epoch is None:
-            return tensors
         opts = self.opts
         return dataclasses.replace(tensors, dataset=block_dataset(
             tensors, window=opts.windows.window, batch_size=opts.batch_size, n_classes=self.labeller.n_classes,
-            steps=self.steps))
+            steps=None if epoch is None else self.steps))
 
     def _check_store(self) -> None:
         changed = self.store.changed()
