@@ -86,7 +86,7 @@ def materialise(store_path: str, ranges: list[list[int]]) -> tuple[Any, Any]:
     import numpy as np
 
     from chunkfit import open_store
-    from chunkfit.windows import any_event_labels
+    from chunkfit.train.windows import any_event_labels
 
     xs, ys = [], []
     with open_store(store_path) as store:
@@ -101,7 +101,7 @@ def materialise(store_path: str, ranges: list[list[int]]) -> tuple[Any, Any]:
 def reference_model(seed: int = 0) -> Any:
     import keras
 
-    from chunkfit.models import baseline_cnn
+    from chunkfit.train.models import baseline_cnn
 
     keras.utils.set_random_seed(seed)
     model = baseline_cnn(WINDOW, 1, 2)
@@ -111,7 +111,7 @@ def reference_model(seed: int = 0) -> Any:
 
 def work_reference(store: str, args: dict[str, Any]) -> dict[str, Any]:
     from chunkfit import open_store
-    from chunkfit.threads import start_tensorflow
+    from chunkfit.train.tensorflow.threads import start_tensorflow
 
     start_tensorflow(args.get("threads", 0), "baseline-cnn")
 
@@ -131,7 +131,7 @@ def work_pydataset(store: str, args: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     from chunkfit import open_store
-    from chunkfit.windows import any_event_labels
+    from chunkfit.train.windows import any_event_labels
 
     with open_store(store) as s:
         signal = s.read(0, s.n_samples)[:, 0]
@@ -171,7 +171,7 @@ def work_chunkfit(store: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def work_ceiling(store: str, args: dict[str, Any]) -> dict[str, Any]:
-    from chunkfit.threads import start_tensorflow
+    from chunkfit.train.tensorflow.threads import start_tensorflow
 
     # The same train step as chunkfit's: under the threads chunkfit picks for this model.
     start_tensorflow(args.get("threads"), "baseline-cnn")
@@ -179,7 +179,7 @@ def work_ceiling(store: str, args: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
     import tensorflow as tf
 
-    from chunkfit.models import baseline_cnn, compile_model
+    from chunkfit.train.models import baseline_cnn, compile_model
 
     keras.utils.set_random_seed(0)
     model = baseline_cnn(WINDOW, 1, 2)
@@ -305,7 +305,7 @@ def memory(repeats: int) -> list[str]:
 
 def quality(samples: int, seeds: int) -> list[str]:
     import chunkfit
-    from chunkfit.windows import plan_split
+    from chunkfit.train.windows import plan_split
 
     store = synth_store(samples, balanced=True)
     with chunkfit.open_store(store) as s:

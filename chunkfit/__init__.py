@@ -21,15 +21,15 @@ _LAZY: dict[str, str] = {
     "ingest": ".ingest",
     "IngestReport": ".ingest",
     "synth": ".synth",
-    "evaluate": ".evaluate",
-    "predict": ".predict",
-    "PredictReport": ".predict",
+    "evaluate": ".score.evaluate",
+    "predict": ".score.predict",
+    "PredictReport": ".score.predict",
     "bench": ".bench",
     "BenchSpec": ".bench",
     "SynthSpec": ".synth",
-    "fit": ".trainer",
-    "TrainProgress": ".trainer",
-    "build_model": ".models",
+    "fit": ".train.loop",
+    "TrainProgress": ".train.progress",
+    "build_model": ".train.models",
 }
 
 __all__ = [

@@ -11,7 +11,7 @@ number of epochs, each in its own subprocess so that peak memory is per strategy
 - ``ceiling``: the same train step on one constant batch inside one compiled loop (no input work).
 
 chunkfit and the ceiling run under the TensorFlow threads chunkfit picks for baseline-cnn (one
-compute thread, see chunkfit.threads); the other strategies under TensorFlow's defaults.
+compute thread, see chunkfit.train.tensorflow.threads); the other strategies under TensorFlow's defaults.
 
 Training time excludes building the model and the inputs; peak RSS includes everything.
 """
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .errors import UsageError
-from .run import peak_rss_bytes
+from .train.record import peak_rss_bytes
 
 STRATEGIES = ("materialised", "pydataset", "pydataset-workers", "train-on-batch", "timeseries", "chunkfit", "ceiling")
 REFERENCE = "materialised"
@@ -81,7 +81,7 @@ class BenchSpec:
 def _problem(spec: BenchSpec) -> tuple[np.ndarray, np.ndarray]:
     """The signal (float64) and the class of every window start (any-event rule)."""
     from .synth import SynthSpec, anomaly_positions
-    from .windows import any_event_labels
+    from .train.windows import any_event_labels
 
     sspec = SynthSpec(samples=spec.samples, anomalies=spec.n_anomalies, seed=spec.seed)
     rng = np.random.default_rng([spec.seed, 2, 0])
@@ -95,7 +95,7 @@ def _problem(spec: BenchSpec) -> tuple[np.ndarray, np.ndarray]:
 def _model(spec: BenchSpec, steps_per_execution: int = 1) -> Any:
     import keras
 
-    from .models import baseline_cnn, compile_model
+    from .train.models import baseline_cnn, compile_model
 
     keras.utils.set_random_seed(spec.seed)
     model = baseline_cnn(spec.window, 1, 2)
@@ -151,7 +151,7 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
         loss = hist.history["loss"][-1]
     elif name == "chunkfit":
         from .synth import SynthSpec, synth
-        from .trainer import fit
+        from .train.loop import fit
 
         store_dir = tempfile.TemporaryDirectory(prefix="chunkfit-bench-")
         store = os.path.join(store_dir.name, "synth.zarr")
@@ -245,7 +245,7 @@ def bench(
 
     With ``plot_path`` a bar chart is drawn there too; its folder is checked before any strategy runs.
     """
-    from .scoring import check_output_folder
+    from .score.runs import check_output_folder
 
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
@@ -310,7 +310,7 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
 
 
 def _worker_main(argv: list[str]) -> None:
-    from .threads import start_tensorflow
+    from .train.tensorflow.threads import start_tensorflow
 
     name, raw = argv
     # chunkfit and the ceiling run the same train step under the threads chunkfit picks for

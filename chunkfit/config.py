@@ -154,13 +154,13 @@ class FitOptions(_Config):
     """Everything a training run was asked to do besides the model and the store.
 
     ``steps_per_execution`` is how many batches each compiled training call runs (chunkfit's
-    ``Stepper``: one input element, that many train steps; None: as many as fit in
-    ``chunkfit.pipeline.ELEMENT_BYTES``, at most ``chunkfit.pipeline.MAX_STEPS``). Like
+    ``Stepper``: one input element, that many train steps; None: as many as fit in ``ELEMENT_BYTES``,
+    at most ``MAX_STEPS`` of chunkfit.train.tensorflow.pipeline). Like
     ``compute_threads`` it changes how fast, not what, is trained. ``memory_budget``
     (bytes), when set, replaces ``blocks.chunk`` by the largest chunk that fits.
     ``compute_threads`` is how many threads TensorFlow gives the model's arithmetic (0: all cores;
-    None: chosen per model, see chunkfit.threads); it does not change what is trained, so a run
-    resumes under another setting.
+    None: chosen per model, see chunkfit.train.tensorflow.threads); it does not change what is
+    trained, so a run resumes under another setting.
     """
 
     windows: WindowSpec = WindowSpec()

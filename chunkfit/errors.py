@@ -32,6 +32,10 @@ class StoreBusyError(ChunkfitError, BlockingIOError):
     """A store that another live process is appending to right now."""
 
 
+class BusyError(ChunkfitError, BlockingIOError):
+    """A run folder or an output that another live process is writing right now."""
+
+
 class StoreFormatError(ChunkfitError, ValueError):
     """A store whose layout, attributes or arrays are malformed or damaged."""
 

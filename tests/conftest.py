@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import os
+
 import numpy as np
 import pytest
+from hypothesis import settings
 from support import REPO, SUFFIX, write_csv
+
+# ``make test`` runs every property test on the same examples, run after run: a property that fails
+# on a rare input fails every time, not one run in twenty. ``HYPOTHESIS_PROFILE=explore`` draws new,
+# and more, examples on each run to hunt for such inputs.
+settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", max_examples=500, derandomize=False, database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
 @pytest.fixture(params=["zarr", "hdf5"])

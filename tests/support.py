@@ -72,7 +72,7 @@ def run_cli(
     cwd: Path | None = None,
     stdin: Any = None,
     input: bytes | None = None,
-    timeout: float = 120,
+    timeout: float = 300,
     file_size: int | None = None,
     obey_modes: bool = False,
 ) -> subprocess.CompletedProcess[str]:

@@ -11,14 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chunkfit import StoreWriter, open_store
-from chunkfit.blocks import (
+from chunkfit.train.blocks import (
     Cursor,
     Labeller,
     block_order,
-    bytes_per_window,
-    chunk_for_budget,
     groups,
-    parse_bytes,
     plan_blocks,
     prefetched,
     read_block,
@@ -26,8 +23,9 @@ from chunkfit.blocks import (
     window_order,
 )
 from chunkfit.config import SplitSpec, WindowSpec
+from chunkfit.train.budget import bytes_per_window, chunk_for_budget, parse_bytes
 from chunkfit.errors import UsageError, WindowError
-from chunkfit.windows import any_event_labels, plan_split, window_starts
+from chunkfit.train.windows import any_event_labels, plan_split, window_starts
 
 SEGMENTS = [(0, 700), (700, 1000), (1000, 2500)]
 EVENTS = np.array([5, 300, 699, 700, 1200, 1201, 2499])
@@ -253,8 +251,8 @@ def test_memory_budget_picks_the_largest_chunk_that_fits() -> None:
 def test_block_dataset_gathers_each_window_in_order_in_batches_of_any_length(n_windows: int) -> None:
     """Offsets go to tf.data pre-batched; the short last batch must come out whole, and every
     block must share one element spec (else Keras retraces its train function per block)."""
-    from chunkfit.blocks import BlockData
-    from chunkfit.pipeline import block_dataset, to_tensors
+    from chunkfit.train.blocks import BlockData
+    from chunkfit.train.tensorflow.pipeline import block_dataset, to_tensors
 
     rng = np.random.default_rng(n_windows)
     samples = np.stack([np.arange(400), -np.arange(400)], axis=1).astype(np.float32)

@@ -9,7 +9,7 @@ import keras
 import pytest
 
 from chunkfit.errors import IncompatibleError, ModelError
-from chunkfit.models import BUILTINS, build_model, check_model, compile_model
+from chunkfit.train.models import BUILTINS, build_model, check_model, compile_model
 
 pytestmark = pytest.mark.slow
 

@@ -138,12 +138,19 @@ def long_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_blocks_twelve_times_smaller_than_the_store_give_the_same_scores(
-    runs: Trained, long_store: Path, tmp_path: Path
-) -> None:
-    chunkfit.predict(runs.run, long_store, tmp_path / "small.zarr", chunk=2_000)
+@pytest.mark.parametrize("chunk", [500, 2_000, 5_000])
+def test_scores_are_bit_identical_whatever_the_block_size(runs: Trained, long_store: Path, tmp_path: Path,
+                                                          chunk: int) -> None:
+    chunkfit.predict(runs.run, long_store, tmp_path / "small.zarr", chunk=chunk)
     chunkfit.predict(runs.run, long_store, tmp_path / "whole.zarr", chunk=24_000)
     np.testing.assert_array_equal(read_scores(tmp_path / "small.zarr"), read_scores(tmp_path / "whole.zarr"))
+
+
+def test_scores_of_other_batch_sizes_agree_within_1e6(runs: Trained, long_store: Path, tmp_path: Path) -> None:
+    chunkfit.predict(runs.run, long_store, tmp_path / "b64.zarr", batch_size=64)
+    chunkfit.predict(runs.run, long_store, tmp_path / "b1024.zarr", batch_size=1024)
+    np.testing.assert_allclose(read_scores(tmp_path / "b64.zarr"), read_scores(tmp_path / "b1024.zarr"),
+                               rtol=0, atol=1e-6)
 
 
 # -- stores without events or labels; gaps from a time column ----------------------------------------
@@ -262,3 +269,11 @@ def test_bad_input_writes_nothing(name: str, runs: Trained, store: Path, tmp_pat
     with pytest.raises(chunkfit.ChunkfitError):
         chunkfit.predict(**args)
     assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize(("chunk", "batch", "expected"), [(2_000, 1_024, 1_024), (24_000, 1_024, 23_552),
+                                                          (100, 1_024, 1_024), (4_096, 1_024, 4_096)])
+def test_scoring_blocks_hold_whole_batches(chunk: int, batch: int, expected: int) -> None:
+    from chunkfit.score.scorer import scoring_chunk
+
+    assert scoring_chunk(chunk, batch) == expected

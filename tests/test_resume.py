@@ -4,7 +4,7 @@ TensorFlow and real kills at seeded random moments; and the faults a run meets w
 Kill moments are anchored on progress, not on the clock: each attempt is killed a random
 0-1 s (seeded) after it wrote its first checkpoint, so every attempt gets somewhere whatever the
 machine's load, and the kill lands in a fit call, a block read, a checkpoint write or an epoch's end.
-The ``CHUNKFIT_TEST_CHECKPOINT_PAUSE`` hook (chunkfit/checkpoint.py) holds one checkpoint write open
+The ``CHUNKFIT_TEST_CHECKPOINT_PAUSE`` hook (chunkfit/train/checkpoint.py) holds one checkpoint write open
 so that a kill lands inside a write on purpose, or the store is appended to while the run waits.
 The long scenarios run two at a time in threads (``launched``); no assertion is about time.
 """
@@ -34,11 +34,11 @@ import pytest
 from support import SUFFIX, cli_command, cli_env, error_line, run_cli, tree
 
 import chunkfit
-from chunkfit import checkpoint
-from chunkfit.blocks import plan_blocks
+from chunkfit.train import checkpoint
+from chunkfit.train.blocks import plan_blocks
 from chunkfit.config import SplitSpec, WindowSpec
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
-from chunkfit.windows import plan_split
+from chunkfit.train.windows import plan_split
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""chunkfit.stepper.Stepper on chunkfit.pipeline.block_dataset, against plain model.fit on the same windows."""
+"""chunkfit.train.tensorflow.stepper.Stepper on chunkfit.train.tensorflow.pipeline.block_dataset, against plain model.fit on the same windows."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from chunkfit.blocks import BlockData
-from chunkfit.models import build_model, compile_model
-from chunkfit.pipeline import block_dataset, element_steps, step_batches, to_tensors, train_element_spec
-from chunkfit.stepper import Stepper
+from chunkfit.train.blocks import BlockData
+from chunkfit.train.models import build_model, compile_model
+from chunkfit.train.tensorflow.pipeline import block_dataset, element_steps, step_batches, to_tensors, train_element_spec
+from chunkfit.train.tensorflow.stepper import Stepper
 
 WINDOW, BATCH = 12, 16
 

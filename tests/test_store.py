@@ -407,15 +407,16 @@ def test_zarr_store_being_appended_by_a_live_process_is_reported_busy_and_left_a
     assert proc.stdin is not None
     proc.stdin.write(b"c0,c1,label\n1,2,0\n3,4,1\n")
     proc.stdin.flush()
-    for _ in range(600):  # the writer holds its journal once it has read the first block
-        if (store / journal.JOURNAL / journal.MANIFEST).exists():
+    for _ in range(4800):  # the writer holds its journal once it has read the first block (4 minutes at most)
+        if (store / journal.JOURNAL / journal.MANIFEST).exists() or proc.poll() is not None:
             break
         time.sleep(0.05)
+    assert (store / journal.JOURNAL / journal.MANIFEST).exists()
     with pytest.raises(
         StoreBusyError, match=rf"process {proc.pid} is appending to this store right now"
     ):
         chunkfit.open_store(store)
-    _out, err = proc.communicate(b"5,6,0\n", timeout=60)
+    _out, err = proc.communicate(b"5,6,0\n", timeout=240)
     assert proc.returncode == 0, err
     with chunkfit.open_store(store) as s:
         np.testing.assert_array_equal(s.read(500, 503), [[1, 2], [3, 4], [5, 6]])

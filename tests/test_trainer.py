@@ -15,7 +15,7 @@ import chunkfit
 from chunkfit import BlockSpec, FitOptions, SplitSpec, StoreWriter, WindowSpec
 from chunkfit.errors import IncompatibleError, RunError, UsageError, WindowError
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
-from chunkfit.windows import any_event_labels
+from chunkfit.train.windows import any_event_labels
 
 pytestmark = pytest.mark.slow
 
@@ -93,9 +93,9 @@ def test_batch_numbers_run_on_across_blocks_of_an_epoch(tiny_store: Path) -> Non
 def test_batch_numbers_of_multi_batch_steps_name_each_steps_last_batch(tiny_store: Path) -> None:
     """With 3 batches per step, a callback sees the number of each step's last batch: one event
     per step, numbers running on across blocks up to the epoch's last batch."""
-    from chunkfit.blocks import plan_blocks
-    from chunkfit.pipeline import step_batches
-    from chunkfit.windows import plan_split
+    from chunkfit.train.blocks import plan_blocks
+    from chunkfit.train.tensorflow.pipeline import step_batches
+    from chunkfit.train.windows import plan_split
 
     rec = Recorder()
     history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1, steps_per_execution=3, mix=1), callbacks=[rec])
@@ -113,7 +113,7 @@ def test_batch_numbers_of_multi_batch_steps_name_each_steps_last_batch(tiny_stor
     (640, 4, [4, 4, 2]), (700, 4, [4, 4, 2, 1]), (640, 1, [1] * 10), (63, 4, [1]), (256, 4, [4]),
 ])
 def test_step_batches_group_full_batches_then_the_short_one(n: int, steps: int, expected: list[int]) -> None:
-    from chunkfit.pipeline import step_batches
+    from chunkfit.train.tensorflow.pipeline import step_batches
 
     assert step_batches(n, 64, steps) == expected
 

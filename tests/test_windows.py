@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from chunkfit.config import SplitSpec, WindowSpec
 from chunkfit.errors import WindowError
-from chunkfit.windows import (
+from chunkfit.train.windows import (
     any_event_labels,
     class_indices,
     count_windows,

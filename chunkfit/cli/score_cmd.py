@@ -74,7 +74,7 @@ def evaluate(
     unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
 ) -> None:
     """Loss, accuracy, precision, recall, F1, ROC-AUC, PR-AUC and event-level figures, streamed block by block."""
-    from ..evaluate import evaluate as run_evaluate
+    from ..score.evaluate import evaluate as run_evaluate
 
     run_path = Path(run)
     plot_path = plot or str((run_path if run_path.is_dir() else run_path.parent) / "eval.png")
@@ -98,7 +98,7 @@ def predict(
     unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
 ) -> None:
     """Score every window start of a store (NaN where no window fits) in bounded memory."""
-    from ..predict import predict as run_predict
+    from ..score.predict import predict as run_predict
 
     report = run_predict(run, store, out, events_out=events_out, threshold=threshold, overwrite=overwrite,
                          chunk=chunk, batch_size=batch_size, unsafe=unsafe)

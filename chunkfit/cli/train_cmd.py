@@ -12,7 +12,7 @@ from . import app
 from .progress import bar
 
 if TYPE_CHECKING:
-    from ..trainer import TrainProgress
+    from ..train.progress import TrainProgress
 
 
 def _metrics(logs: dict[str, float]) -> str:
@@ -49,12 +49,12 @@ def train(
 
     Running the same command again after a crash or a kill resumes the run in --out from its last checkpoint.
     """
-    from ..blocks import parse_bytes
     from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
     from ..errors import UsageError
-    from ..models import check_model_spec, unsafe_model_files
     from ..project import default_store
-    from ..trainer import fit
+    from ..train.budget import parse_bytes
+    from ..train.loop import fit
+    from ..train.models import check_model_spec, unsafe_model_files
 
     if resume and restart:
         raise UsageError("give either --resume or --restart, not both")

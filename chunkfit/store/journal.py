@@ -14,8 +14,8 @@ import os
 import shutil
 from pathlib import Path
 
+from .._fs import fsync_dir, pid_alive
 from ..errors import StoreBusyError
-from .._fs import fsync_dir
 
 JOURNAL = ".chunkfit-journal"
 MANIFEST = "manifest.json"
@@ -38,16 +38,6 @@ def _last_chunk(info: dict[str, list[int]]) -> int:
     """Index along time of the last chunk holding data, or -1 for an empty array."""
     n, ct = info["shape"][0], info["chunks"][0]
     return (n - 1) // ct if n > 0 else -1
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def writer(root: Path) -> int | None:

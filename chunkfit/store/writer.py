@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .._fs import pid_alive
 from ..errors import (
     ChunkfitError,
     DiskFullError,
@@ -47,7 +48,7 @@ def clean_stale_temporaries(target: Path) -> None:
     prefix = f".{target.name}{TMP_MARK}"
     for p in target.parent.glob(prefix + "*"):
         pid = p.name[len(prefix) :]
-        if pid.isdigit() and not journal.pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import IncompatibleError, ModelError
+from ..errors import IncompatibleError, ModelError
 
 if TYPE_CHECKING:
     import keras
@@ -71,7 +71,7 @@ BUILTINS: dict[str, Callable[[int, int, int], keras.Model]] = {
     "dilated-resnet": dilated_resnet,
 }
 # Built-ins whose training step costs fixed per-op overhead more than arithmetic on a CPU: they
-# train fastest with one compute thread (see chunkfit.threads).
+# train fastest with one compute thread (see chunkfit.train.tensorflow.threads).
 SMALL_BUILTINS = frozenset({"baseline-cnn"})
 
 

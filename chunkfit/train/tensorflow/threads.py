@@ -15,8 +15,8 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from ._quiet import import_tensorflow_quietly
-from .models import SMALL_BUILTINS
+from ..._quiet import import_tensorflow_quietly
+from ..models import SMALL_BUILTINS
 
 
 def start_tensorflow(compute_threads: int | None, model: Any) -> dict[str, int]:

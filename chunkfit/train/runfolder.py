@@ -1,50 +1,93 @@
-"""The run folder: model.keras, history.csv, run.json and curves.png.
+"""The run folder: model.keras, history.csv, run.json, curves.png and the checkpoint, owned by one process.
 
 The folder is checked before any training starts, and run.json is rewritten (atomically) after
-every epoch so an interrupted run still says how far it got.
+every epoch so an interrupted run still says how far it got. A process that trains into a folder
+holds its lock (``LOCK_FILE``, an ``fcntl.flock`` that dies with the process) from the first check
+to the end: a second process on the same folder is refused, whatever state the folder is in, and
+after a ``kill -9`` the same command resumes at once.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-import resource
-import sys
 from pathlib import Path
 from typing import Any
 
+from .._fs import FileLock, Locked
+from ..errors import (
+    BusyError,
+    ChunkfitError,
+    DiskFullError,
+    IncompatibleError,
+    RunError,
+    UsageError,
+)
 from . import checkpoint
-from .errors import IncompatibleError, RunError, UsageError
 
 MODEL_FILE = "model.keras"
 HISTORY_FILE = "history.csv"
 RUN_FILE = "run.json"
 CURVES_FILE = "curves.png"
+LOCK_FILE = ".chunkfit.lock"
 RESUME_MODES = ("auto", "resume", "restart")
+_RUN_FILES = (RUN_FILE, RUN_FILE + ".tmp", MODEL_FILE, HISTORY_FILE, CURVES_FILE)
+DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+WRITE_ERRORS = (*DISK_FULL, errno.EACCES, errno.EPERM, errno.EROFS)
 
 
-def peak_rss_bytes() -> int:
-    """Peak resident memory of this process so far."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
+def busy_message(path: Path, what: str, pid: int) -> str:
+    """"PATH: WHAT in use by process PID; wait for it or stop it", for a lock held elsewhere."""
+    holder = f"process {pid}" if pid else "another process"
+    return f"{path}: {what} in use by {holder}; wait for it or stop it"
 
 
 class RunFolder:
     """The folder of one training run: a new one, or one whose unfinished run is resumed.
 
-    Construction only checks (cheaply, before TensorFlow loads): ``resume`` is "auto" (resume a run
-    that has a checkpoint, else start a new one), "resume" (there must be a checkpoint) or "restart"
-    (a run already there is deleted and started over). ``create`` makes the folder, and only then
-    deletes an old run on restart, once every other check has passed, so a refused run changes nothing.
+    Construction takes the folder's lock (making the folder if it is new) and checks, cheaply and
+    before TensorFlow loads: ``resume`` is "auto" (resume a run that has a checkpoint, else start a
+    new one), "resume" (there must be a checkpoint) or "restart" (a run already there is deleted and
+    started over); a checkpoint must have been made by ``run`` (``check_matches``). A refused run
+    leaves the folder as it was. ``create`` deletes an old run on restart only once every other check has passed,
+    so a refused run changes nothing. ``close`` releases the lock; with ``failed``, a new run that
+    saved nothing leaves no folder behind.
     """
 
-    def __init__(self, path: str | os.PathLike[str], resume: str = "auto") -> None:
+    def __init__(self, path: str | os.PathLike[str], resume: str = "auto", run: dict[str, Any] | None = None) -> None:
         self.path = Path(path)
         if resume not in RESUME_MODES:
             raise UsageError(f"resume must be one of {', '.join(RESUME_MODES)} (received {resume!r})")
         self.restart = resume == "restart"
+        self.resume_only = resume == "resume"
+        self.saved = False  # a checkpoint or run.json written by this process
+        self.ready = False  # create() ran: what the folder holds from here on is this run's
+        self.checkpoint: checkpoint.Checkpoint | None = None
         if self.path.exists() and not self.path.is_dir():
             raise RunError(f"{self.path}: the run folder is a file; use another --out")
+        self._check_writable()
+        self.created = not self.path.exists()
+        self._lock = FileLock(self.path / LOCK_FILE)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._lock.acquire()
+        except Locked as held:
+            raise BusyError(busy_message(self.path, "run", held.pid)) from None
+        except OSError as err:
+            self._remove_if_created()
+            raise RunError(f"{self.path}: the run folder cannot be written ({err.strerror or err}); use another --out") from None
+        try:
+            self.checkpoint = self._check_state()
+            if run is not None:
+                self.check_matches(run)
+        except BaseException:
+            self._lock.release()
+            self._remove_if_created()
+            raise
+        self._lock.claim()  # the run is this process's: other processes' messages name it
+
+    def _check_writable(self) -> None:
         found = checkpoint.latest(self.path) if self.path.is_dir() and not self.restart else None
         parent = self.path
         while not parent.exists() and parent != parent.parent:
@@ -53,9 +96,12 @@ class RunFolder:
             reason = "Not a directory" if not parent.is_dir() else "Permission denied"
             hint = "make it writable to resume the run, or use another --out" if found else "use another --out"
             raise RunError(f"{self.path}: the run folder cannot be written ({reason}); {hint}")
-        self.checkpoint: checkpoint.Checkpoint | None = None
+
+    def _check_state(self) -> checkpoint.Checkpoint | None:
+        """The checkpoint to resume from, read under the lock; refuses a folder this run cannot use."""
         if self.restart:
-            return
+            return None
+        found = checkpoint.latest(self.path)
         if _finished(self.path / RUN_FILE):
             raise RunError(
                 f"{self.path}: the folder holds a finished run; pass --restart to delete it and train again, "
@@ -68,12 +114,12 @@ class RunFolder:
                     f"{self.path}: the folder already holds a run ({taken[0]}) with no checkpoint to resume from; "
                     "pass --restart to delete it and start over, or use another --out"
                 )
-            if resume == "resume":
-                where = "no checkpoint in the folder" if self.path.is_dir() else "the folder does not exist"
+            if self.resume_only:
+                where = "the folder does not exist" if self.created else "no checkpoint in the folder"
                 raise RunError(
                     f"{self.path}: there is no run to resume ({where}); leave out --resume to start a new run"
                 )
-        self.checkpoint = found
+        return found
 
     def check_matches(self, run: dict[str, Any]) -> None:
         """Refuse to resume a checkpoint made with other settings, another model or another store.
@@ -105,40 +151,62 @@ class RunFolder:
             )
 
     def create(self) -> None:
-        self.created = not self.path.exists()
+        """Once every check has passed: make sure the folder takes files, delete an old run on restart,
+        and give a resumed checkpoint its settled name (``self.checkpoint`` is then read from there)."""
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
             probe = self.path / ".chunkfit-write-test"
             probe.write_bytes(b"")
             probe.unlink()
             if self.restart:
-                checkpoint.remove(self.path)
-                for name in (RUN_FILE, RUN_FILE + ".tmp", MODEL_FILE, HISTORY_FILE, CURVES_FILE):
-                    (self.path / name).unlink(missing_ok=True)
+                self._remove_run()
             elif self.checkpoint is not None:
                 self.checkpoint = checkpoint.settle(self.path)
+            self.ready = True
         except OSError as err:
             raise RunError(
                 f"{self.path}: the run folder cannot be written ({err.strerror or err}); use another --out"
             ) from None
 
     def write_checkpoint(self, state: dict[str, Any], arrays: dict[str, Any]) -> None:
-        """Make a new checkpoint (atomically: see chunkfit.checkpoint); OSError on a full disk and the like."""
+        """Make a new checkpoint (atomically: see chunkfit.train.checkpoint); OSError on a full disk and the like."""
         checkpoint.write(self.path, state, arrays, self.file(HISTORY_FILE))
+        self.saved = True
 
     def remove_checkpoint(self) -> None:
         checkpoint.remove(self.path)
 
-    def discard(self) -> None:
-        """Remove what a run that failed before its first checkpoint wrote (and the folder it made)."""
+    def close(self, *, failed: bool = False) -> None:
+        """Release the folder. After a failure, a new run that saved nothing leaves nothing behind:
+        its files go, and the folder too when this run made it. Before ``create``, nothing is removed."""
+        fresh = failed and self.checkpoint is None and not self.saved
+        try:
+            if fresh and self.ready:
+                self._remove_run()
+        finally:
+            self._lock.release()
+            if fresh:
+                self._remove_if_created()
+
+    def _remove_run(self) -> None:
         checkpoint.remove(self.path)
-        for name in (RUN_FILE, RUN_FILE + ".tmp", MODEL_FILE, HISTORY_FILE, CURVES_FILE):
+        for name in _RUN_FILES:
             (self.path / name).unlink(missing_ok=True)
-        if getattr(self, "created", False):
+
+    def _remove_if_created(self) -> None:
+        if self.created:
             try:
                 self.path.rmdir()
             except OSError:
                 pass  # something else was put there meanwhile: leave it
+
+    def write_error(self, err: OSError, what: str, kept: str) -> ChunkfitError:
+        """A failed write into the folder as one line; ``kept`` says which checkpoint is intact."""
+        reason = err.strerror or str(err)
+        again = "run the same command to resume" if kept else "run the same command to start again"
+        if err.errno in DISK_FULL:
+            return DiskFullError(f"{self.path}: {what} cannot be written ({reason}: the disk is full or a "
+                                 f"file-size limit was hit){kept}; free some space and {again}")
+        return RunError(f"{self.path}: {what} cannot be written ({reason}){kept}; fix that and {again}")
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -147,6 +215,7 @@ class RunFolder:
         tmp = self.file(RUN_FILE + ".tmp")
         tmp.write_text(json.dumps(record, indent=2, default=_jsonable) + "\n")
         os.replace(tmp, self.file(RUN_FILE))
+        self.saved = True
 
     def save_model(self, model: Any) -> None:
         model.save(self.file(MODEL_FILE))

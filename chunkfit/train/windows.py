@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from .config import SplitSpec, WindowSpec
-from .errors import WindowError
+from ..config import SplitSpec, WindowSpec
+from ..errors import WindowError
 
 
 def count_windows(length: int, window: int, stride: int = 1) -> int:

@@ -3,7 +3,7 @@
 A block crosses into TensorFlow as three float32/int32 tensors (its raw samples, the shuffled window
 offsets and their class indices), never as a (windows x window) array. Each batch is gathered from
 the raw samples by one ``tf.gather`` in the tf.data graph (a training element holds several
-batches, gathered at once, for ``chunkfit.stepper.Stepper``), so a block costs about
+batches, gathered at once, for ``chunkfit.train.tensorflow.stepper.Stepper``), so a block costs about
 (chunk + window) x channels x 4 bytes instead of chunk x window x channels x 4.
 """
 
@@ -13,7 +13,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING
 
-from .blocks import BlockData
+from ..blocks import BlockData
 
 if TYPE_CHECKING:
     import tensorflow as tf

@@ -9,19 +9,18 @@ from typing import Any
 
 import numpy as np
 
+from ..store import Store, open_store
 from .detect import RunMerger, is_positive
 from .metrics import BinaryMetrics
-from .scoring import (
+from .runs import (
     RunLabeller,
-    ScoredBlock,
     check_output_folder,
     check_settings,
     check_store,
     load_run,
     locate_run,
-    score_store,
 )
-from .store import Store, open_store
+from .scorer import ScoredBlock, score_store
 
 
 class _EventLevel:

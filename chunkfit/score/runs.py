@@ -1,4 +1,4 @@
-"""What evaluate and predict share: loading a trained run, and scoring a store block by block.
+"""A trained run as evaluate and predict see it: its model, window settings, classes and labels.
 
 A run is a run folder (model.keras + run.json, whose window, stride, label rule and classes are
 reused) or a bare ``.keras`` file (window and channels from its input shape, stride 1).
@@ -9,20 +9,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from .blocks import Block, Labeller, plan_blocks, prefetched, read_block
-from .config import WindowSpec
-from .errors import IncompatibleError, ModelError, RunError, UsageError, WindowError
-from .models import check_model_file, load_model_file
-from .run import MODEL_FILE, RUN_FILE
-from .store import Store
-from .windows import count_windows
+from ..config import WindowSpec
+from ..errors import IncompatibleError, ModelError, RunError, UsageError, WindowError
+from ..store import Store
+from ..train.blocks import Labeller
+from ..train.models import check_model_file, load_model_file
+from ..train.runfolder import MODEL_FILE, RUN_FILE
+from ..train.windows import count_windows
 
 if TYPE_CHECKING:
     import keras
@@ -191,54 +187,3 @@ class RunLabeller(Labeller):
                     "evaluate on a store labelled with the training store's classes"
                 )
         self.store, self.rule, self.classes = store, rule, list(spec.classes)
-
-
-@dataclasses.dataclass(frozen=True)
-class ScoredBlock:
-    block: Block
-    segment: int
-    starts: np.ndarray  # absolute window starts, int64
-    probs: np.ndarray  # float32 [windows, classes]
-    labels: np.ndarray | None  # class index per window, when labelled
-    samples: np.ndarray  # the block's raw samples (for plots)
-
-
-def _segment_blocks(store: Store, window: int, stride: int, chunk: int) -> list[tuple[int, Block]]:
-    out: list[tuple[int, Block]] = []
-    for s, (a, b) in enumerate(store.segments.tolist()):
-        for blk in plan_blocks(np.asarray([[a, b]]), window, stride, chunk):
-            out.append((s, blk))
-    return out
-
-
-def score_store(
-    model: keras.Model,
-    store: Store,
-    spec: RunSpec,
-    *,
-    chunk: int = 200_000,
-    batch_size: int = 1024,
-    labeller: Labeller | None = None,
-) -> Iterator[ScoredBlock]:
-    """Probabilities for every window of the store, block by block, in start order."""
-    import tensorflow as tf
-
-    w = spec.windows
-    plan = _segment_blocks(store, w.window, w.stride, chunk)
-    span = tf.range(w.window, dtype=tf.int32)
-
-    def load(seg: int, blk: Block) -> tuple[int, Block, np.ndarray, np.ndarray | None]:
-        if labeller is not None:
-            data = read_block(store, labeller, blk, None)
-            return seg, blk, data.samples, data.labels
-        return seg, blk, store.read(blk.start, blk.stop), None
-
-    jobs = [partial(load, seg, blk) for seg, blk in plan]
-    for seg, blk, samples, labels in prefetched(jobs):
-        offsets = (np.arange(blk.n_windows, dtype=np.int32) * blk.stride).astype(np.int32)
-        x = tf.constant(samples)
-        ds = tf.data.Dataset.from_tensor_slices(offsets).batch(batch_size)
-        ds = ds.map(lambda o, x=x: tf.gather(x, o[:, None] + span)).prefetch(2)
-        probs = np.asarray(model.predict(ds, verbose=0), dtype=np.float32)
-        starts = blk.start + offsets.astype(np.int64)
-        yield ScoredBlock(blk, seg, starts, probs, labels, samples)

@@ -10,16 +10,14 @@ functions of (seed, epoch[, group]), so a run can continue from a cursor {seed, 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
 
-from .config import WindowSpec
-from .errors import UsageError, WindowError
-from .store import Store
+from ..errors import WindowError
+from ..store import Store
 from .windows import any_event_labels, class_indices, count_windows, last_labels, majority_labels
 
 T = TypeVar("T")
@@ -188,39 +186,3 @@ def prefetched(jobs: Sequence[Callable[[], T]], ahead: bool = True) -> Generator
             result = pending.result()
             pending = pool.submit(jobs[i + 1]) if i + 1 < len(jobs) else None
             yield result
-
-
-# -- memory budget --------------------------------------------------------------------------------
-
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
-
-
-def parse_bytes(text: str | int) -> int:
-    """``"1.5GB"``, ``"800MB"``, ``"512m"`` or a plain number of bytes -> bytes (binary units)."""
-    if isinstance(text, int):
-        return text
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
-    if m is None or m.group(2).lower() not in _UNITS:
-        raise UsageError(f"memory size must look like 1.5GB, 800MB or 2G (received {text!r})")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-
-
-def bytes_per_window(windows: WindowSpec, n_channels: int) -> int:
-    """Host and TensorFlow memory one window of a block costs while it is buffered.
-
-    A window adds ``stride`` samples of every channel (float32) plus its offset and label; a group
-    lives up to three times at once (being read, handed to TensorFlow, training).
-    """
-    return 3 * (windows.stride * n_channels * 4 + 8 + 8)
-
-
-def chunk_for_budget(budget: int, in_use: int, windows: WindowSpec, n_channels: int, mix: int = 1) -> int:
-    """Largest chunk whose groups of ``mix`` blocks fit in ``budget`` bytes beside ``in_use`` bytes."""
-    free = budget - in_use
-    chunk = free // (mix * bytes_per_window(windows, n_channels)) if free > 0 else 0
-    if chunk < 1:
-        raise UsageError(
-            f"memory budget {budget / 2**20:.0f} MB is below what the process already uses "
-            f"({in_use / 2**20:.0f} MB with TensorFlow and the model loaded); raise --memory-budget"
-        )
-    return int(chunk)

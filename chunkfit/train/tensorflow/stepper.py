@@ -5,7 +5,7 @@ On a CPU a model as small as the original question's CNN spends a step on fixed 
 Keras's compiled loop. Measured on 2 cores with baseline-cnn, fit reached 0.6-0.8x of the same
 train step run back to back on one constant batch, however the batches were made. ``Stepper``
 is a thin model around the user's: ``fit`` hands it elements of up to ``steps_per_execution``
-batches (``chunkfit.pipeline.block_dataset``: [k, batch, window, channels], their labels, and how
+batches (``chunkfit.train.tensorflow.pipeline.block_dataset``: [k, batch, window, channels], their labels, and how
 many windows the last batch holds) and its ``train_step`` runs the wrapped model's own
 ``train_step`` on each batch in turn, inside one compiled loop. Loss, optimizer, metrics and any
 custom ``train_step`` are the wrapped model's, batch by batch, exactly as ``fit`` would run them.

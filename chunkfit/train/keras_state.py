@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import IncompatibleError, ModelError
+from ..errors import IncompatibleError, ModelError
 
 if TYPE_CHECKING:
     import keras

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ._fs import fsync_dir
+from .._fs import fsync_dir
 
 CHECKPOINT = "checkpoint"
 NAMES = (CHECKPOINT, CHECKPOINT + ".tmp", CHECKPOINT + ".old")

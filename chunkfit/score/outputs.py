@@ -1,15 +1,14 @@
-"""``chunkfit predict``: one score per window start, aligned to sample index, for any store.
+"""What ``chunkfit predict`` writes: the scores array (zarr or HDF5) and the detections CSV.
 
-The scores array has one float32 per sample: ``scores[s]`` is the event-class probability of the
-window starting at sample ``s``, NaN where no window starts (segment ends, between strided starts).
-It is written block by block (bounded memory) under a temporary name and renamed when complete.
+Each output is written under a temporary name and renamed into place when complete, and is held by
+one process while it is written: a lock file beside it (``.NAME.chunkfit.lock``, an ``fcntl.flock``
+that dies with its process) refuses a second writer of the same output.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
-import dataclasses
 import errno
 import os
 import shutil
@@ -18,40 +17,55 @@ from typing import Any
 
 import numpy as np
 
-from .detect import Detection, RunMerger
-from .errors import (
-    ChunkfitError,
+from .._fs import FileLock, Locked
+from ..errors import (
+    BusyError,
     DiskFullError,
     ReadOnlyError,
     RunError,
     StoreExistsError,
     UsageError,
 )
-from .scoring import (
-    check_output_folder,
-    check_settings,
-    check_store,
-    load_run,
-    locate_run,
-    score_store,
-)
-from .store import Store, open_store
-from .store.backends import GuardedFile, settle_zarr
-from .store.layout import suffix_backend
+from ..store import Store
+from ..store.backends import GuardedFile, settle_zarr
+from ..store.layout import suffix_backend
+from ..train.runfolder import busy_message
+from .detect import Detection
+from .runs import check_output_folder
 
 
-@dataclasses.dataclass(frozen=True)
-class PredictReport:
-    scores: str
-    windows: int
-    detections: int
-    events_out: str | None
+class OutputLocks:
+    """The locks of the outputs one predict writes, taken before anything is checked or written;
+    ``claim`` once the checks have passed."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def __init__(self, *outputs: Path | None) -> None:
+        self.locks: list[FileLock] = []
+        paths = {str(p.resolve()): p for p in outputs if p is not None}  # one lock for a path named twice
+        try:
+            for path in paths.values():
+                lock = FileLock(path.parent / f".{path.name}.chunkfit.lock")
+                try:
+                    lock.acquire()
+                except Locked as held:
+                    raise BusyError(busy_message(path, "output", held.pid)) from None
+                except OSError:
+                    continue  # a folder that cannot be written is refused, with its reason, by the checks
+                self.locks.append(lock)
+        except BaseException:
+            self.release()
+            raise
+
+    def claim(self) -> None:
+        for lock in self.locks:
+            lock.claim()
+
+    def release(self) -> None:
+        for lock in self.locks:
+            lock.release()
+        self.locks = []
 
 
-def _write_failure(err: OSError, out: Path) -> Exception:
+def write_failure(err: OSError, out: Path) -> Exception:
     """A failed write of the outputs as one line; nothing was written (the temporaries are gone)."""
     if err.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
         return DiskFullError(
@@ -74,7 +88,7 @@ def _claim(path: Path, overwrite: bool, flag: str) -> None:
     check_output_folder(path, flag)
 
 
-def _check_outputs(out: Path, events_out: Path | None, store: str | os.PathLike[str] | Store, overwrite: bool) -> None:
+def check_outputs(out: Path, events_out: Path | None, store: str | os.PathLike[str] | Store, overwrite: bool) -> None:
     if not str(out).rstrip("/").lower().endswith((".zarr", ".h5", ".hdf5")):
         raise UsageError(f"{out}: the scores path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 file); rename it")
     store_path = Path(store.path if isinstance(store, Store) else store).resolve()
@@ -88,7 +102,7 @@ def _check_outputs(out: Path, events_out: Path | None, store: str | os.PathLike[
         _claim(events_out, overwrite, "--events-out")
 
 
-class _ScoreWriter:
+class ScoreWriter:
     def __init__(self, path: Path, n: int, attrs: dict[str, Any]) -> None:
         self.kind = suffix_backend(str(path))
         self.tmp = path.parent / f".{path.name}.chunkfit-tmp-{os.getpid()}"
@@ -158,7 +172,7 @@ class _ScoreWriter:
             shutil.rmtree(self.tmp, ignore_errors=True) if self.tmp.is_dir() else self.tmp.unlink()
 
 
-class _DetectionCsv:
+class DetectionCsv:
     """Counts detections and, given a path, writes one CSV row each (with seconds when the rate is known)."""
 
     def __init__(self, path: Path | None, rate: float | None) -> None:
@@ -180,66 +194,3 @@ class _DetectionCsv:
     def close(self) -> None:
         if self.handle is not None:
             self.handle.close()
-
-
-def predict(
-    run: str | os.PathLike[str],
-    store: str | os.PathLike[str] | Store,
-    out: str | os.PathLike[str],
-    *,
-    events_out: str | os.PathLike[str] | None = None,
-    threshold: float = 0.5,
-    overwrite: bool = False,
-    chunk: int = 200_000,
-    batch_size: int = 1024,
-    unsafe: bool = False,
-) -> PredictReport:
-    """Score every window of ``store``; write scores to ``out`` (.zarr or .h5) and detections to CSV."""
-    check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
-    out_path = Path(out)
-    ev_path = Path(events_out) if events_out is not None else None
-    _check_outputs(out_path, ev_path, store, overwrite)
-    locate_run(run, unsafe=unsafe)  # a wrong run or store is refused before TensorFlow loads
-    own = not isinstance(store, Store)
-    s = store if isinstance(store, Store) else open_store(store)
-    writer: _ScoreWriter | None = None
-    tmp_events = ev_path.parent / f".{ev_path.name}.chunkfit-tmp-{os.getpid()}" if ev_path else None
-    try:
-        s.check_chunks()
-        model, spec = load_run(run, unsafe=unsafe)
-        check_store(spec, s)
-        w = spec.windows
-        attrs = {"run": str(run), "window": w.window, "stride": w.stride, "class": spec.classes[spec.positive],
-                 "threshold": threshold, "store": str(s.path)}
-        writer = _ScoreWriter(out_path, s.n_samples, attrs)
-        merger = RunMerger(w.window, w.stride, threshold)
-        detections = _DetectionCsv(tmp_events, s.sample_rate)
-        n_windows = 0
-        try:
-            for sb in score_store(model, s, spec, chunk=chunk, batch_size=batch_size):
-                score = sb.probs[:, spec.positive]
-                n_windows += score.size
-                span = np.full(int(sb.starts[-1] - sb.starts[0]) + 1, np.nan, dtype=np.float32)
-                span[sb.starts - sb.starts[0]] = score
-                writer.write(int(sb.starts[0]), span)
-                detections.write(merger.push(sb.starts, score, sb.segment))
-            detections.write(merger.flush())
-        finally:
-            detections.close()
-        writer.commit(out_path)
-        writer = None
-        if tmp_events is not None and ev_path is not None:
-            os.replace(tmp_events, ev_path)
-        return PredictReport(str(out_path), n_windows, detections.count, str(ev_path) if ev_path else None)
-    except BaseException as err:
-        if writer is not None:
-            writer.abort()
-        if tmp_events is not None and tmp_events.exists():
-            tmp_events.unlink()
-        if isinstance(err, OSError) and not isinstance(err, ChunkfitError):
-            raise _write_failure(err, out_path) from None
-        raise
-    finally:
-        if own:
-            s.close()
-

@@ -1,0 +1,107 @@
+"""``chunkfit predict``: one score per window start, aligned to sample index, for any store.
+
+The scores array has one float32 per sample: ``scores[s]`` is the event-class probability of the
+window starting at sample ``s``, NaN where no window starts (segment ends, between strided starts).
+It is written block by block (bounded memory) under a temporary name and renamed when complete.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ChunkfitError
+from ..store import Store, open_store
+from .detect import RunMerger
+from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
+from .runs import check_settings, check_store, load_run, locate_run
+from .scorer import score_store
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictReport:
+    scores: str
+    windows: int
+    detections: int
+    events_out: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def predict(
+    run: str | os.PathLike[str],
+    store: str | os.PathLike[str] | Store,
+    out: str | os.PathLike[str],
+    *,
+    events_out: str | os.PathLike[str] | None = None,
+    threshold: float = 0.5,
+    overwrite: bool = False,
+    chunk: int = 200_000,
+    batch_size: int = 1024,
+    unsafe: bool = False,
+) -> PredictReport:
+    """Score every window of ``store``; write scores to ``out`` (.zarr or .h5) and detections to CSV.
+
+    While it runs, this process holds the outputs' locks: a second predict writing the same output
+    is refused (chunkfit.score.outputs).
+    """
+    check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
+    out_path = Path(out)
+    ev_path = Path(events_out) if events_out is not None else None
+    locks = OutputLocks(out_path, ev_path)
+    try:
+        check_outputs(out_path, ev_path, store, overwrite)
+        locate_run(run, unsafe=unsafe)  # a wrong run or store is refused before TensorFlow loads
+        locks.claim()
+        if isinstance(store, Store):
+            return _predict(run, store, out_path, ev_path, threshold, chunk, batch_size, unsafe)
+        with open_store(store) as s:
+            return _predict(run, s, out_path, ev_path, threshold, chunk, batch_size, unsafe)
+    finally:
+        locks.release()
+
+
+def _predict(run: str | os.PathLike[str], s: Store, out_path: Path, ev_path: Path | None, threshold: float,
+             chunk: int, batch_size: int, unsafe: bool) -> PredictReport:
+    writer: ScoreWriter | None = None
+    tmp_events = ev_path.parent / f".{ev_path.name}.chunkfit-tmp-{os.getpid()}" if ev_path else None
+    try:
+        s.check_chunks()
+        model, spec = load_run(run, unsafe=unsafe)
+        check_store(spec, s)
+        w = spec.windows
+        attrs = {"run": str(run), "window": w.window, "stride": w.stride, "class": spec.classes[spec.positive],
+                 "threshold": threshold, "store": str(s.path)}
+        writer = ScoreWriter(out_path, s.n_samples, attrs)
+        merger = RunMerger(w.window, w.stride, threshold)
+        detections = DetectionCsv(tmp_events, s.sample_rate)
+        n_windows = 0
+        try:
+            for sb in score_store(model, s, spec, chunk=chunk, batch_size=batch_size):
+                score = sb.probs[:, spec.positive]
+                n_windows += score.size
+                span = np.full(int(sb.starts[-1] - sb.starts[0]) + 1, np.nan, dtype=np.float32)
+                span[sb.starts - sb.starts[0]] = score
+                writer.write(int(sb.starts[0]), span)
+                detections.write(merger.push(sb.starts, score, sb.segment))
+            detections.write(merger.flush())
+        finally:
+            detections.close()
+        writer.commit(out_path)
+        writer = None
+        if tmp_events is not None and ev_path is not None:
+            os.replace(tmp_events, ev_path)
+        return PredictReport(str(out_path), n_windows, detections.count, str(ev_path) if ev_path else None)
+    except BaseException as err:
+        if writer is not None:
+            writer.abort()
+        if tmp_events is not None and tmp_events.exists():
+            tmp_events.unlink()
+        if isinstance(err, OSError) and not isinstance(err, ChunkfitError):
+            raise write_failure(err, out_path) from None
+        raise

@@ -1,0 +1,83 @@
+"""Every window of a store scored block by block, in start order, in bounded memory.
+
+Blocks hold a whole number of batches and start at a segment's first window, so batch k of a
+segment always holds its windows [k*B, (k+1)*B): each window is scored in the same batch, padded the
+same way, whatever ``chunk`` is, and the scores are bit-identical across block sizes (they may differ
+in the last float32 bits across ``batch_size``, where the batches differ).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from functools import partial
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..store import Store
+from ..train.blocks import Block, Labeller, plan_blocks, prefetched, read_block
+from .runs import RunSpec
+
+if TYPE_CHECKING:
+    import keras
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoredBlock:
+    block: Block
+    segment: int
+    starts: np.ndarray  # absolute window starts, int64
+    probs: np.ndarray  # float32 [windows, classes]
+    labels: np.ndarray | None  # class index per window, when labelled
+    samples: np.ndarray  # the block's raw samples (for plots)
+
+
+def scoring_chunk(chunk: int, batch_size: int) -> int:
+    """``chunk`` rounded down to whole batches (at least one), so blocks keep batch boundaries in place.
+
+    Example: chunk 2,000, batch 1,024 -> 1,024; chunk 24,000 -> 23,552.
+    """
+    return max(batch_size, chunk // batch_size * batch_size)
+
+
+def segment_blocks(store: Store, window: int, stride: int, chunk: int) -> list[tuple[int, Block]]:
+    """(segment index, block) of every block of every segment, blocks of ``chunk`` windows from its start."""
+    out: list[tuple[int, Block]] = []
+    for s, (a, b) in enumerate(store.segments.tolist()):
+        for blk in plan_blocks(np.asarray([[a, b]]), window, stride, chunk):
+            out.append((s, blk))
+    return out
+
+
+def score_store(
+    model: keras.Model,
+    store: Store,
+    spec: RunSpec,
+    *,
+    chunk: int = 200_000,
+    batch_size: int = 1024,
+    labeller: Labeller | None = None,
+) -> Iterator[ScoredBlock]:
+    """Probabilities for every window of the store, block by block, in start order.
+
+    The next block is read in a background thread while one is scored.
+    """
+    from ..train.tensorflow.predictor import Predictor
+
+    w = spec.windows
+    plan = segment_blocks(store, w.window, w.stride, scoring_chunk(chunk, batch_size))
+    predictor = Predictor(model, w.window, spec.n_channels, batch_size)
+
+    def load(seg: int, blk: Block) -> tuple[int, Block, np.ndarray, np.ndarray | None]:
+        if labeller is not None:
+            data = read_block(store, labeller, blk, None)
+            return seg, blk, data.samples, data.labels
+        return seg, blk, store.read(blk.start, blk.stop), None
+
+    jobs = [partial(load, seg, blk) for seg, blk in plan]
+    for seg, blk, samples, labels in prefetched(jobs):
+        offsets = (np.arange(blk.n_windows, dtype=np.int32) * blk.stride).astype(np.int32)
+        probs = predictor(samples, offsets)
+        starts = blk.start + offsets.astype(np.int64)
+        yield ScoredBlock(blk, seg, starts, probs, labels, samples)

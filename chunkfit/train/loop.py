@@ -1,0 +1,380 @@
+"""``chunkfit.fit``: Keras ``model.fit`` once per shuffled block, with real epochs owned here.
+
+Per epoch: the training blocks are visited in ``block_order(seed, epoch)``, ``mix`` at a time
+(chunkfit.train.plan). A group of blocks is read (one contiguous store read per block) in a
+background thread while the previous group trains, handed to the engine as raw samples plus
+jointly shuffled window offsets, and trained by one ``model.fit`` call
+(chunkfit.train.tensorflow.engine). Then the validation blocks are evaluated and the run's
+callbacks get the epoch's logs (chunkfit.train.callbacks carries metrics and batch numbers across
+the calls).
+
+With a run folder (chunkfit.train.runfolder, one process at a time), a checkpoint is written every
+``checkpoint_every`` blocks and at the end of every epoch (chunkfit.train.resume); a run started
+again on that folder continues from it, at the next unfinished group of blocks, with the same block
+and window orders, so every training window is still visited once per epoch (and, with
+``deterministic``, the weights end bit for bit as without the interruption).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import Callable, Generator, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
+from ..errors import ChunkfitError, StoreChangedError, UsageError
+from ..store import Store, open_store
+from .blocks import Block, prefetched, read_group, window_order
+from .budget import chunk_in_budget
+from .models import DEFAULT_MODEL
+from .plan import SplitPlan, TrainPlan
+from .progress import Tick, TrainProgress
+from .record import RunLog
+from .resume import Checkpointer, Position
+from .runfolder import HISTORY_FILE, WRITE_ERRORS, RunFolder
+from .tensorflow.engine import Shapes, TensorFlowEngine
+
+if TYPE_CHECKING:
+    import keras
+
+    from .tensorflow.pipeline import BlockTensors
+
+__all__ = ["TrainProgress", "fit"]
+
+
+def fit(
+    model: keras.Model | str = DEFAULT_MODEL,
+    store: Store | str | os.PathLike[str] = "sensor.zarr",
+    *,
+    window: int = 104,
+    chunk: int = BlockSpec.chunk,
+    mix: int = BlockSpec.mix,
+    batch_size: int = 128,
+    epochs: int = 1,
+    stride: int = 1,
+    validation: float = 0.1,
+    callbacks: Sequence[keras.callbacks.Callback] | None = None,
+    seed: int = 0,
+    label: str = "any-event",
+    deterministic: bool = False,
+    memory_budget: int | None = None,
+    steps_per_execution: int | None = FitOptions.steps_per_execution,
+    compute_threads: int | None = None,
+    optimizer: str | None = None,
+    lr: float | None = None,
+    loss: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    progress: Callable[[TrainProgress], None] | None = None,
+    options: FitOptions | None = None,
+    checkpoint_every: int | None = None,
+    resume: str = "auto",
+) -> keras.callbacks.History:
+    """Train ``model`` on every window of ``store``, block by block; returns the Keras History.
+
+    ``model`` is a Keras model or what ``chunkfit train --model`` takes (a built-in name, a
+    ``.keras`` file, ``module:function``). ``options``, when given, replaces the keyword settings.
+    With ``out`` the run folder gets model.keras, history.csv, run.json and curves.png, and while
+    training a checkpoint every ``checkpoint_every`` blocks (default: about every 3 minutes of
+    training) and at the end of every epoch. On a folder holding an unfinished run, ``resume``
+    "auto" continues it from its checkpoint (a folder without one starts a new run), "resume" does
+    the same but refuses a folder with nothing to resume, and "restart" deletes the run and starts over.
+    A finished run is refused unless "restart".
+    """
+    opts = options or FitOptions(
+        windows=WindowSpec(window=window, stride=stride, label=label),
+        split=SplitSpec(validation=validation),
+        blocks=BlockSpec(chunk=chunk, seed=seed, mix=mix),
+        batch_size=batch_size,
+        epochs=epochs,
+        deterministic=deterministic,
+        memory_budget=memory_budget,
+        steps_per_execution=steps_per_execution,
+        compute_threads=compute_threads,
+        optimizer=optimizer,
+        lr=lr,
+        loss=loss,
+    )
+    if checkpoint_every is not None and (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
+                                         or checkpoint_every < 1):
+        raise UsageError(f"--checkpoint-every must be a positive number of blocks (received {checkpoint_every!r})")
+    if out is None and resume != "auto":
+        raise UsageError(f"resume={resume!r} needs a run folder: pass out=RUN")
+    with contextlib.ExitStack() as stack:
+        if not isinstance(store, Store):
+            store = stack.enter_context(open_store(store))
+        split = SplitPlan.of(store, opts)  # most mistakes are refused here, before TensorFlow loads
+        identity = run_identity(opts, model, store)
+        folder = RunFolder(out, resume, identity) if out is not None else None
+        try:
+            history = Trainer(model, store, opts, split, list(callbacks or []), folder, progress,
+                              checkpoint_every, identity).train()
+        except BaseException:
+            if folder is not None:
+                folder.close(failed=True)
+            raise
+        if folder is not None:
+            folder.close()
+        return history
+
+
+class Trainer:
+    """One training run: the epoch loop over a plan, an engine, and (with a run folder) checkpoints.
+
+    Every check happens in ``__init__``, before any training; those that need no TensorFlow ran in
+    ``SplitPlan.of`` and ``RunFolder`` already.
+    """
+
+    def __init__(self, model: keras.Model | str, store: Store, opts: FitOptions, split: SplitPlan,
+                 callbacks: list[keras.callbacks.Callback], folder: RunFolder | None,
+                 progress: Callable[[TrainProgress], None] | None, checkpoint_every: int | None,
+                 identity: dict[str, Any]) -> None:
+        self.store, self.opts, self.user_callbacks, self.progress, self.folder = store, opts, callbacks, progress, folder
+        self.model_spec = identity["model"]
+        resumed = folder.checkpoint if folder is not None else None
+        shapes = Shapes(opts.windows.window, store.n_channels, split.labeller.n_classes)
+        self.engine = TensorFlowEngine.start(model, opts, shapes)
+        self.model = self.engine.model
+        # A resumed run keeps its blocks even when --memory-budget would pick another chunk now.
+        if resumed is not None:
+            chunk = int(resumed.state["chunk"])
+        elif opts.memory_budget is not None:
+            chunk = chunk_in_budget(opts.memory_budget, opts.windows, store.n_channels, opts.blocks.mix,
+                                    opts.batch_size, self.engine.in_flight_bytes())
+        else:
+            chunk = opts.blocks.chunk
+        self.plan: TrainPlan = split.blocks(opts, chunk)
+        self.log = RunLog(self._about(), opts.blocks.seed)
+        self.checkpoints: Checkpointer | None = None
+        if folder is not None:
+            folder.create()
+            self.checkpoints = Checkpointer(folder, identity, chunk, checkpoint_every,
+                                            (opts.epochs, len(self.plan.train_blocks)))
+        self.blocks_done: list[int] = []  # train blocks of the current epoch, in the order trained
+
+    def _about(self) -> dict[str, Any]:
+        """The part of run.json that stays as it is while the run trains."""
+        plan = self.plan
+        return {
+            "model": self.model_spec,
+            "config": {**self.opts.to_dict(), "chunk_used": plan.chunk, "steps_per_execution_used": self.engine.steps},
+            "classes": plan.labeller.classes,
+            "store": {"path": str(self.store.path.resolve()), "identity": self.store.identity},
+            "split": plan.split.to_dict(),
+            "blocks": {"train": len(plan.train_blocks), "validation": len(plan.val_blocks), "mix": plan.mix},
+            "engine": self.engine.name,
+            "threads": self.engine.threads,
+        }
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def train(self) -> keras.callbacks.History:
+        try:
+            return self._train()
+        except OSError as err:
+            if isinstance(err, ChunkfitError) or self.folder is None or err.errno not in WRITE_ERRORS:
+                raise
+            what = Path(err.filename).name if err.filename else "a file of the run"
+            raise self.folder.write_error(err, what, self._kept()) from None
+
+    def _train(self) -> keras.callbacks.History:
+        import keras
+
+        from .callbacks import BlockBridge
+
+        model, opts, folder = self.model, self.opts, self.folder
+        resumed = folder.checkpoint if folder is not None else None
+        self.history = history = keras.callbacks.History()
+        extra: list[keras.callbacks.Callback] = []
+        if folder is not None:
+            if resumed is not None:
+                # The rows of the epochs after the checkpoint go: they are trained again.
+                _restore_copy(resumed.history_csv(), folder.file(HISTORY_FILE))
+            extra.append(keras.callbacks.CSVLogger(str(folder.file(HISTORY_FILE)), append=resumed is not None))
+        steps = sum(-(-b.n_windows // opts.batch_size) for b in self.plan.train_blocks)
+        run_callbacks = keras.callbacks.CallbackList(
+            [*self.user_callbacks, *extra, history], model=model, epochs=opts.epochs, steps=steps, verbose=0
+        )
+        self.bridge = BlockBridge(run_callbacks, on_batch=self._on_batch if self.progress else None,
+                                  fitting=self.engine.fitting)
+        self.inner = keras.callbacks.CallbackList([self.bridge], model=model)
+        model.stop_training = False
+        run_callbacks.on_train_begin()
+        start = self._restore(resumed) if resumed is not None else Position()
+        logs = {k: v[-1] for k, v in history.history.items() if v}
+        for epoch in range(start.epoch, opts.epochs):
+            if model.stop_training:  # a checkpoint taken after a callback stopped the run
+                break
+            run_callbacks.on_epoch_begin(epoch)
+            logs, record = self._epoch(epoch, run_callbacks, start if epoch == start.epoch else Position(epoch))
+            run_callbacks.on_epoch_end(epoch, logs)
+            self.log.epochs.append(record)
+            if self.progress is not None:
+                self.progress(TrainProgress("epoch", epoch, opts.epochs, 0, 0, record["train_windows"],
+                                            record["train_windows"], record["windows_per_s"] or 0.0,
+                                            logs.get("loss"), (epoch + 1) / opts.epochs, dict(logs)))
+            self._checkpoint(Position(epoch + 1))
+            self._write_record(finished=False)
+            if model.stop_training:
+                break
+        run_callbacks.on_train_end(logs)
+        if folder is not None:
+            folder.save_model(model)
+            folder.plot(history.history)
+            self._write_record(finished=True)
+            folder.remove_checkpoint()
+        return history
+
+    def _epoch(self, epoch: int, run_callbacks: keras.callbacks.CallbackList,
+               start: Position) -> tuple[dict[str, float], dict[str, Any]]:
+        opts, plan = self.opts, self.plan
+        train_groups = plan.train_groups(epoch)
+        first = -(-start.position // plan.mix)  # groups trained before a checkpoint (only whole ones)
+        val_groups = plan.val_groups()
+        train_jobs = [partial(self._load, g, epoch, k) for k, g in enumerate(train_groups)][first:]
+        val_jobs = [partial(self._load, g, None, k) for k, g in enumerate(val_groups)]
+        self.blocks_done = list(start.blocks)
+        self._clock = (time.perf_counter(), start.train_seconds)
+        with contextlib.ExitStack() as stack:
+            stream = stack.enter_context(contextlib.closing(prefetched(train_jobs + val_jobs, ahead=opts.prefetch)))
+            trained = self._phase("train", epoch, stream, train_groups[first:], start)
+            train_seconds = self._train_seconds()
+            logs = self.engine.metrics()
+            if trained < len(train_jobs):  # a callback stopped training inside the epoch
+                stream.close()
+                stream = stack.enter_context(contextlib.closing(prefetched(val_jobs, ahead=opts.prefetch)))
+            t1 = time.perf_counter()
+            if val_jobs:
+                run_callbacks.on_test_begin()
+                self._phase("validate", epoch, stream, val_groups, None)
+                val_logs = self.engine.metrics()
+                run_callbacks.on_test_end(val_logs)
+                logs.update({f"val_{k}": v for k, v in val_logs.items()})
+        windows = plan.windows_of(self.blocks_done)
+        record = {
+            "epoch": epoch,
+            **logs,
+            "train_windows": windows,
+            "train_seconds": round(train_seconds, 3),
+            "validation_seconds": round(time.perf_counter() - t1, 3),
+            "windows_per_s": round(windows / train_seconds, 1) if train_seconds > 0 else None,
+            "blocks": list(self.blocks_done),
+        }
+        return logs, record
+
+    def _phase(self, phase: str, epoch: int, stream: Generator[BlockTensors, None, None], todo: list[list[Block]],
+               start: Position | None) -> int:
+        """Train (or evaluate) the groups ``todo`` from ``stream``; returns how many ran.
+
+        ``start`` (training only) is where the epoch resumes: its metric totals and batch count.
+        """
+        opts, plan, engine, training = self.opts, self.plan, self.engine, phase == "train"
+        self.bridge.start_phase()
+        carried = None
+        blocks = plan.train_blocks if training else plan.val_blocks
+        self._tick = Tick(phase, epoch, opts.epochs, len(blocks), sum(b.n_windows for b in blocks), opts.batch_size,
+                          plan.share(epoch, opts.epochs, phase))
+        if start is not None and start.position:
+            carried, self.bridge.offset = start.metrics, start.batches
+            self._tick.skip(start.position, plan.windows_of(start.blocks))
+        if training and todo:  # compiles the train step while the first group loads
+            engine.prepare()
+        for k, group in enumerate(todo):
+            try:
+                tensors = next(stream)
+            except StoreChangedError as err:
+                kept = self._kept()
+                hint = "; resume on the store as it was, or pass --restart to train on it as it is now" if kept else ""
+                raise StoreChangedError(f"{self.store.path}: the store changed while training ({err}); training "
+                                        f"stopped{kept}{hint}") from None
+            self._tick.begin_group(tensors.n_blocks, tensors.n_windows, self.bridge.offset)
+            if training:
+                self.bridge.start_block(carried, engine.step_batches(tensors.n_windows))
+                engine.train(tensors, self.inner)
+            else:
+                self.bridge.start_block(carried)
+                engine.evaluate(tensors, self.inner)
+            carried = self.bridge.end_block(-(-tensors.n_windows // opts.batch_size))
+            if training:
+                self.blocks_done += [b.index for b in group]
+                if self.model.stop_training:
+                    return k + 1
+                # The epoch's last group is followed by the epoch's checkpoint.
+                if k + 1 < len(todo) and self.checkpoints is not None and self.checkpoints.due(len(group)):
+                    self._checkpoint(Position(epoch, len(self.blocks_done), carried, self.bridge.offset,
+                                              list(self.blocks_done), self._train_seconds()))
+        return len(todo)
+
+    def _load(self, group: list[Block], epoch: int | None, k: int) -> BlockTensors:
+        """Group ``k`` of an epoch, its windows shuffled for training (``epoch``) or in order, as the
+        engine's tensors (made here, in the loader thread).
+
+        The store is checked for changes before and after the read (a few ``stat`` calls).
+        """
+        spec = self.opts.blocks
+        order = None
+        if epoch is not None:
+            order = window_order(sum(b.n_windows for b in group), spec.seed, epoch, k, spec.shuffle_windows)
+        self._check_store()
+        data = read_group(self.store, self.plan.labeller, group, order)
+        self._check_store()
+        return self.engine.tensors(data, training=epoch is not None)
+
+    def _check_store(self) -> None:
+        changed = self.store.changed()
+        if changed is not None:
+            raise StoreChangedError(changed)
+
+    # -- checkpoints ------------------------------------------------------------------------------
+    def _checkpoint(self, at: Position) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.save(at, seed=self.opts.blocks.seed, model=self.model, callbacks=self.user_callbacks,
+                                  history=self.history, log=self.log)
+
+    def _restore(self, resumed: Any) -> Position:
+        assert self.checkpoints is not None
+        s = self.engine.shapes
+        at = self.checkpoints.restore(resumed, model=self.model, callbacks=self.user_callbacks, history=self.history,
+                                      log=self.log, shapes=(s.window, s.channels, s.classes))
+        if self.progress is not None:
+            blocks = max(len(self.plan.train_blocks), 1)
+            share = (at.epoch + at.position / blocks) / max(self.opts.epochs, 1)
+            self.progress(TrainProgress("resume", at.epoch, self.opts.epochs, at.position,
+                                        len(self.plan.train_blocks), 0, 0, 0.0, None, min(share, 1.0)))
+        return at
+
+    def _kept(self) -> str:
+        return self.checkpoints.kept() if self.checkpoints is not None else ""
+
+    def _train_seconds(self) -> float:
+        t0, before = self._clock
+        return before + time.perf_counter() - t0
+
+    def _on_batch(self, batches: int, logs: dict[str, Any]) -> None:
+        assert self.progress is not None
+        self.progress(self._tick.at(batches, logs))
+
+    def _write_record(self, *, finished: bool) -> None:
+        if self.folder is not None:
+            self.folder.write_json(self.log.record(finished=finished, stopped=bool(self.model.stop_training)))
+
+
+def run_identity(opts: FitOptions, model: keras.Model | str, store: Store) -> dict[str, Any]:
+    """What a checkpoint must share with the run resuming it: settings, model and store."""
+    config = opts.to_dict()
+    for speed in ("compute_threads", "steps_per_execution"):  # how fast, not what, is trained
+        config.pop(speed)
+    return {"config": config, "model": model if isinstance(model, str) else model.name, "store": store.identity}
+
+
+def _restore_copy(source: Path | None, target: Path) -> None:
+    """Put ``source`` back at ``target`` atomically (or remove ``target`` when there is no source)."""
+    if source is None:
+        target.unlink(missing_ok=True)
+        return
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.copyfile(source, tmp)
+    os.replace(tmp, target)

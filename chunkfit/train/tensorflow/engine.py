@@ -1,0 +1,105 @@
+"""``TensorFlowEngine``: Keras on TensorFlow, driven one group of blocks at a time by the training loop.
+
+The loop owns epochs, block order, callbacks and checkpoints; an engine owns the model's runtime:
+starting it (threads, seeds, determinism), building and compiling the model, turning a block's
+samples into the runtime's tensors (in the loader thread), and training or evaluating one group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from ...config import FitOptions
+from ..blocks import BlockData
+from ..models import build_model, check_model, compile_model
+from .pipeline import (
+    BlockTensors,
+    batch_bytes,
+    block_dataset,
+    element_steps,
+    step_batches,
+    to_tensors,
+    train_element_spec,
+)
+from .threads import start_tensorflow
+
+if TYPE_CHECKING:
+    import keras
+
+
+@dataclasses.dataclass(frozen=True)
+class Shapes:
+    """What every window of a run looks like: samples, channels, classes."""
+
+    window: int
+    channels: int
+    classes: int
+
+
+class TensorFlowEngine:
+    """Keras on TensorFlow: see the module docstring. Build with ``start``."""
+
+    name = "tensorflow"
+
+    def __init__(self, model: keras.Model, opts: FitOptions, shapes: Shapes, steps: int, threads: dict[str, int]) -> None:
+        from .stepper import Stepper
+
+        self.model, self.opts, self.shapes, self.steps, self.threads = model, opts, shapes, steps, threads
+        self.stepper = Stepper(model)
+
+    @classmethod
+    def start(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes) -> TensorFlowEngine:
+        """Start TensorFlow (threads before its runtime starts), seed it, and build and compile ``model``."""
+        threads = start_tensorflow(opts.compute_threads, model)
+        import keras
+
+        keras.utils.set_random_seed(opts.blocks.seed)
+        if opts.deterministic:
+            import tensorflow as tf
+
+            tf.config.experimental.enable_op_determinism()
+        built = build_model(model, shapes.window, shapes.channels, shapes.classes) if isinstance(model, str) else model
+        check_model(built, shapes.window, shapes.channels, shapes.classes)
+        steps = opts.steps_per_execution or element_steps(opts.batch_size, shapes.window, shapes.channels)
+        compile_model(built, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss, steps_per_execution=steps)
+        return cls(built, opts, shapes, steps, threads)
+
+    @property
+    def fitting(self) -> keras.Model:
+        """The model whose ``fit`` trains the blocks (it wraps ``self.model``)."""
+        return self.stepper
+
+    def in_flight_bytes(self) -> int:
+        """Memory of the training elements in flight: two prefetched and one training (see pipeline)."""
+        s = self.shapes
+        return 3 * self.steps * batch_bytes(self.opts.batch_size, s.window, s.channels, s.classes)
+
+    def tensors(self, data: BlockData, training: bool) -> BlockTensors:
+        """A group's samples as tensors with the dataset it trains (or validates) from; runs in the loader thread."""
+        tensors = to_tensors(data)
+        return dataclasses.replace(tensors, dataset=block_dataset(
+            tensors, window=self.shapes.window, batch_size=self.opts.batch_size, n_classes=self.shapes.classes,
+            steps=self.steps if training else None))
+
+    def prepare(self) -> None:
+        """Compile the train step (the loop calls this while the first group loads)."""
+        s = self.shapes
+        self.stepper.prepare(train_element_spec(s.window, s.channels, self.opts.batch_size, s.classes))
+
+    def step_batches(self, n_windows: int) -> list[int]:
+        """Batches in each training step of a group of ``n_windows``, for callbacks' batch numbers."""
+        return step_batches(n_windows, self.opts.batch_size, self.steps)
+
+    def train(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:
+        self.stepper.fit(tensors.dataset, epochs=1, verbose=0, callbacks=callbacks, shuffle=False)
+
+    def evaluate(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:
+        self.model.evaluate(tensors.dataset, verbose=0, callbacks=callbacks)
+
+    def metrics(self) -> dict[str, float]:
+        """The model's metric results now, as Python floats."""
+        import numpy as np
+
+        logs: dict[str, Any] = self.model.get_metrics_result()
+        return {k: float(np.asarray(v)) for k, v in logs.items()}
