@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import zarr
 from scoring_support import WINDOW, Trained, listing, run_cli_many, segmented_store, trained
-from support import error_line, make_store
+from support import error_line, make_store, run_cli
 
 import chunkfit
 
@@ -50,7 +50,7 @@ def done(runs: Trained, store: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 def test_evaluate_prints_a_table_of_every_figure(done: dict[str, Any]) -> None:
     labels = [line.split()[0] for line in done["text"].stdout.splitlines() if not line.startswith(" ")]
-    assert labels == ["run", "store", "loss", "accuracy", "precision", "recall", "F1", "ROC-AUC", "PR-AUC",
+    assert labels == ["run", "model", "store", "loss", "accuracy", "precision", "recall", "F1", "ROC-AUC", "PR-AUC",
                       "confusion", "events", "detections", "plot"]
 
 
@@ -209,3 +209,56 @@ def test_bad_input_exits_non_zero(refusals: dict[str, Refusal], name: str) -> No
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_bad_input_writes_nothing(refusals: dict[str, Refusal], name: str) -> None:
     assert listing(refusals[name].folder) == refusals[name].before
+
+
+# -- a module:function model with a custom loss and a custom layer ----------------------------------
+
+CUSTOM_MODELS = '''
+import keras
+from keras import layers, ops
+
+
+def focal(y_true, y_pred):
+    """A loss Keras cannot find by name: a plain function of this module."""
+    p = ops.sum(y_true * y_pred, axis=-1)
+    return -ops.mean((1.0 - p) ** 2 * ops.log(ops.clip(p, 1e-7, 1.0)))
+
+
+class Doubled(layers.Layer):
+    """A custom layer, not registered with Keras."""
+
+    def call(self, x):
+        return 2.0 * x
+
+
+def build(window, n_channels, n_classes):
+    model = keras.Sequential([keras.Input((window, n_channels)), Doubled(), layers.Conv1D(8, 5, activation="relu"),
+                              layers.GlobalMaxPooling1D(), layers.Dense(n_classes, activation="softmax")])
+    model.compile(optimizer="adam", loss=focal, metrics=["accuracy"])
+    return model
+'''
+
+
+@pytest.fixture(scope="module")
+def custom_run(runs: Trained, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("custom")
+    (root / "custom_models.py").write_text(CUSTOM_MODELS)
+    result = run_cli("train", runs.store, "--model", "custom_models:build", "--window", str(WINDOW), "--epochs", "1",
+                     "--chunk", "512", "--out", "run", cwd=root, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return root
+
+
+def test_evaluate_scores_a_module_function_run_with_a_custom_loss_and_layer(custom_run: Path, runs: Trained) -> None:
+    result = run_cli("evaluate", "run", runs.store, "--json", cwd=custom_run)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["windows"] > 0 and 0.0 <= report["pr_auc"] <= 1.0
+    assert "custom objects of custom_models" in report["model_loaded"]
+
+
+def test_predict_scores_a_module_function_run_with_a_custom_loss_and_layer(custom_run: Path, runs: Trained) -> None:
+    result = run_cli("predict", "run", runs.store, "--out", "scores.zarr", cwd=custom_run)
+    assert result.returncode == 0, result.stderr
+    scores = np.asarray(zarr.open_group(str(custom_run / "scores.zarr"), mode="r")["scores"][:])
+    assert np.isfinite(scores[: scores.size - WINDOW + 1]).all()

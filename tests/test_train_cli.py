@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from support import REPO, error_line, make_store, run_cli
 
+from chunkfit.train.blocks import plan_blocks
+
 pytestmark = pytest.mark.slow
 
 
@@ -151,3 +153,26 @@ def test_compute_threads_zero_leaves_tensorflow_its_default_of_every_core(ecg_st
                      "--out", out, timeout=300)
     assert result.returncode == 0, result.stderr
     assert json.loads((out / "run.json").read_text())["threads"] == {"intra_op": 0, "inter_op": 0}
+
+
+def test_tensorboard_logs_every_epoch_with_steps_running_on_across_blocks(ecg_store: Path, tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    result = run_cli("train", ecg_store, "--epochs", "2", "--chunk", "5000", "--stride", "4", "--out", tmp_path / "run",
+                     "--tensorboard", tmp_path / "tb", timeout=300)
+    assert result.returncode == 0, result.stderr
+    train = EventAccumulator(str(tmp_path / "tb" / "train"), size_guidance={"tensors": 0})
+    train.Reload()
+    assert [e.step for e in train.Tensors("epoch_loss")] == [0, 1]
+    validation = EventAccumulator(str(tmp_path / "tb" / "validation"), size_guidance={"tensors": 0})
+    validation.Reload()
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    blocks = plan_blocks(np.asarray(run["split"]["train_ranges"]), 104, 4, 5000)
+    assert len(blocks) > 4
+    batches = []  # one optimizer step per batch; a group of --mix 4 blocks ends in one short batch
+    for epoch in run["epochs"]:
+        order = epoch["blocks"]
+        groups = [order[i : i + 4] for i in range(0, len(order), 4)]
+        batches.append(sum(-(-sum(blocks[b].n_windows for b in g) // 128) for g in groups))
+    steps = [e.step for e in validation.Tensors("evaluation_loss_vs_iterations")]
+    assert steps == [batches[0], batches[0] + batches[1]]

@@ -36,6 +36,7 @@ def format_eval(r: dict[str, Any]) -> str:
     c = r["confusion"]
     lines = [
         f"run          {r['run']}",
+        f"model        loaded {r['model_loaded']}",
         f"store        {r['store']}  ({r['windows']:,} windows of {r['window']}, stride {r['stride']})",
         f"loss         {_num(r['loss'])}",
         f"accuracy     {_num(r['accuracy'], True)}",

@@ -44,6 +44,7 @@ def train(
     checkpoint_every: Annotated[Optional[int], typer.Option(help="Checkpoint the run every this many blocks [default: about every 3 minutes of training; always at the end of each epoch]")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Refuse to start unless --out holds an unfinished run to resume")] = False,
     restart: Annotated[bool, typer.Option("--restart", help="Delete the run in --out (finished or not) and start over")] = False,
+    tensorboard: Annotated[Optional[str], typer.Option(help="Folder for TensorBoard logs (Keras's TensorBoard callback; steps run on across blocks)")] = None,
 ) -> None:
     """Train a Keras model on every window of a store, block by block, without materialising them.
 
@@ -91,7 +92,8 @@ def train(
 
         with unsafe_model_files(unsafe):
             history = fit(model, path, options=options, out=run_dir, progress=progress,
-                          checkpoint_every=checkpoint_every, resume="resume" if resume else "restart" if restart else "auto")
+                          checkpoint_every=checkpoint_every, resume="resume" if resume else "restart" if restart else "auto",
+                          tensorboard=tensorboard)
     done = len(history.epoch)
     stopped = f" (stopped early after {done} of {epochs})" if done < epochs else ""
     typer.echo(f"trained {model} for {done} epoch(s){stopped}; run folder {run_dir}: "

@@ -135,6 +135,7 @@ def evaluate(
             out["false_alarms_per_hour"] = events.false_alarms / hours if hours else None
         out["hours"] = hours
         out["run"] = str(run)
+        out["model_loaded"] = spec.loaded
         out["store"] = str(s.path)
         out["window"] = w.window
         out["stride"] = w.stride

@@ -16,7 +16,7 @@ from ..config import WindowSpec
 from ..errors import IncompatibleError, ModelError, RunError, UsageError, WindowError
 from ..store import Store
 from ..train.blocks import Labeller
-from ..train.models import check_model_file, load_model_file
+from ..train.models import BUILTINS, check_model_file, factory_objects, load_model_file
 from ..train.runfolder import MODEL_FILE, RUN_FILE
 from ..train.windows import count_windows
 
@@ -34,6 +34,7 @@ class RunSpec:
     channels: list[str] | None
     n_channels: int
     config: dict[str, Any]
+    loaded: str  # how the model was loaded, for reports
 
     @property
     def positive(self) -> int:
@@ -51,6 +52,7 @@ class RunFiles:
     config: dict[str, Any]
     classes: list[int] | None
     channels: list[str] | None
+    model_spec: str | None = None  # what run.json says the run trained (--model)
 
 
 def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles:
@@ -60,34 +62,37 @@ def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles
         model_path, meta_path = path / MODEL_FILE, path / RUN_FILE
         if not model_path.is_file():
             raise RunError(f"{path}: the run folder has no {MODEL_FILE} (training did not finish?); pass a finished run")
-        config, classes, channels = _read_meta(meta_path) if meta_path.is_file() else ({}, None, None)
+        config, classes, channels, model_spec = _read_meta(meta_path) if meta_path.is_file() else ({}, None, None, None)
     elif path.suffix == ".keras" or path.is_file():
         if not path.exists():
             raise RunError(f"{path}: no such run folder or .keras file")
-        model_path, config, classes, channels = path, {}, None, None
+        model_path, config, classes, channels, model_spec = path, {}, None, None, None
     else:
         raise RunError(f"{path}: no such run folder or .keras file")
     check_model_file(model_path, unsafe=unsafe)
     windows = config.get("windows", {})
     if not isinstance(windows, dict):
         raise RunError(f"{path / RUN_FILE}: not a valid run.json (config.windows is not an object); pass the .keras file instead")
-    return RunFiles(path, model_path, dict(windows), config, classes, channels)
+    return RunFiles(path, model_path, dict(windows), config, classes, channels, model_spec)
 
 
-def _read_meta(meta_path: Path) -> tuple[dict[str, Any], list[int] | None, list[str] | None]:
+def _read_meta(meta_path: Path) -> tuple[dict[str, Any], list[int] | None, list[str] | None, str | None]:
     bad = f"{meta_path}: not a valid run.json"
     try:
         meta = json.loads(meta_path.read_text())
         config = meta.get("config", {})
         classes = [int(c) for c in meta.get("classes", [])] or None
         channels = meta.get("store", {}).get("identity", {}).get("channels")
+        model_spec = meta.get("model")
     except (ValueError, AttributeError, TypeError, UnicodeDecodeError) as err:
         raise RunError(f"{bad} ({err}); pass the .keras file instead") from None
     if not isinstance(config, dict):
         raise RunError(f"{bad} (config is not an object); pass the .keras file instead")
     if channels is not None and (not isinstance(channels, list) or not all(isinstance(c, str) for c in channels)):
         raise RunError(f"{bad} (store channels are not a list of names); pass the .keras file instead")
-    return config, classes, channels
+    if model_spec is not None and not isinstance(model_spec, str):
+        raise RunError(f"{bad} (model is not a name); pass the .keras file instead")
+    return config, classes, channels, model_spec
 
 
 def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[keras.Model, RunSpec]:
@@ -95,7 +100,14 @@ def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[kera
     files = locate_run(run, unsafe=unsafe)
     path = files.path
     config, classes, channels = files.config, files.classes, files.channels
-    model = load_model_file(files.model, unsafe=unsafe)
+    # Scoring needs no loss or optimizer: loaded uncompiled, a run with a custom loss loads too. A
+    # module:function model's custom layers and functions come from its module, imported as train did.
+    custom, loaded = None, "uncompiled (the loss reported is the cross-entropy of the scores)"
+    if files.model_spec is not None and ":" in files.model_spec and files.model_spec not in BUILTINS:
+        custom = factory_objects(files.model_spec)
+        loaded = (f"uncompiled, with the custom objects of {files.model_spec.partition(':')[0]} (imported: your "
+                  "own code, as train ran it; the loss reported is the cross-entropy of the scores)")
+    model = load_model_file(files.model, unsafe=unsafe, compile=False, custom_objects=custom)
     shape = tuple(model.inputs[0].shape[1:]) if getattr(model, "inputs", None) else ()
     if len(shape) != 2 or shape[0] is None or shape[1] is None:
         raise ModelError(f"{path}: the model's input shape {shape} is not (window, channels)")
@@ -113,7 +125,7 @@ def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[kera
             f"{path}: run.json describes windows of {windows.window} samples and {len(classes)} classes, but the "
             f"model takes {shape[0]} samples and gives {n_out} outputs; the run folder is inconsistent"
         )
-    return model, RunSpec(str(path), windows, classes, channels, int(shape[1]), config)
+    return model, RunSpec(str(path), windows, classes, channels, int(shape[1]), config, loaded)
 
 
 def check_settings(*, threshold: float, chunk: int, batch_size: int) -> None:

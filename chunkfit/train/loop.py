@@ -73,6 +73,7 @@ def fit(
     options: FitOptions | None = None,
     checkpoint_every: int | None = None,
     resume: str = "auto",
+    tensorboard: str | os.PathLike[str] | None = None,
 ) -> keras.callbacks.History:
     """Train ``model`` on every window of ``store``, block by block; returns the Keras History.
 
@@ -83,7 +84,9 @@ def fit(
     training) and at the end of every epoch. On a folder holding an unfinished run, ``resume``
     "auto" continues it from its checkpoint (a folder without one starts a new run), "resume" does
     the same but refuses a folder with nothing to resume, and "restart" deletes the run and starts over.
-    A finished run is refused unless "restart".
+    A finished run is refused unless "restart". ``tensorboard`` is a folder for Keras's TensorBoard
+    callback: epoch summaries, and evaluation figures against the optimizer's step count, which runs
+    on across blocks.
     """
     opts = options or FitOptions(
         windows=WindowSpec(window=window, stride=stride, label=label),
@@ -111,8 +114,9 @@ def fit(
         identity = run_identity(opts, model, store)
         folder = RunFolder(out, resume, identity) if out is not None else None
         try:
-            history = Trainer(model, store, opts, split, list(callbacks or []), folder, progress,
-                              checkpoint_every, identity).train()
+            trainer = Trainer(model, store, opts, split, list(callbacks or []), folder, progress,
+                              checkpoint_every, identity)
+            history = trainer.train(tensorboard)
         except BaseException:
             if folder is not None:
                 folder.close(failed=True)
@@ -171,16 +175,16 @@ class Trainer:
         }
 
     # -- the loop ---------------------------------------------------------------------------------
-    def train(self) -> keras.callbacks.History:
+    def train(self, tensorboard: str | os.PathLike[str] | None = None) -> keras.callbacks.History:
         try:
-            return self._train()
+            return self._train(tensorboard)
         except OSError as err:
             if isinstance(err, ChunkfitError) or self.folder is None or err.errno not in WRITE_ERRORS:
                 raise
             what = Path(err.filename).name if err.filename else "a file of the run"
             raise self.folder.write_error(err, what, self._kept()) from None
 
-    def _train(self) -> keras.callbacks.History:
+    def _train(self, tensorboard: str | os.PathLike[str] | None) -> keras.callbacks.History:
         import keras
 
         from .callbacks import BlockBridge
@@ -194,6 +198,8 @@ class Trainer:
                 # The rows of the epochs after the checkpoint go: they are trained again.
                 _restore_copy(resumed.history_csv(), folder.file(HISTORY_FILE))
             extra.append(keras.callbacks.CSVLogger(str(folder.file(HISTORY_FILE)), append=resumed is not None))
+        if tensorboard is not None:
+            extra.append(keras.callbacks.TensorBoard(log_dir=str(tensorboard)))
         steps = sum(-(-b.n_windows // opts.batch_size) for b in self.plan.train_blocks)
         run_callbacks = keras.callbacks.CallbackList(
             [*self.user_callbacks, *extra, history], model=model, epochs=opts.epochs, steps=steps, verbose=0

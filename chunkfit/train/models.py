@@ -154,13 +154,18 @@ def _safe_mode_error(path: Path) -> ModelError:
     )
 
 
-def load_model_file(path: Path, *, unsafe: bool = False) -> keras.Model:
-    """Load a ``.keras`` file in Keras safe mode (no deserialised lambdas) unless ``unsafe``."""
+def load_model_file(path: Path, *, unsafe: bool = False, compile: bool = True,
+                    custom_objects: dict[str, Any] | None = None) -> keras.Model:
+    """Load a ``.keras`` file in Keras safe mode (no deserialised lambdas) unless ``unsafe``.
+
+    ``compile`` False skips the loss, metrics and optimizer (what scoring needs: a custom loss then
+    need not be found); ``custom_objects`` resolves the names of custom layers and functions.
+    """
     check_model_file(path, unsafe=unsafe)
     import keras
 
     try:
-        return keras.saving.load_model(path, safe_mode=not unsafe)
+        return keras.saving.load_model(path, safe_mode=not unsafe, compile=compile, custom_objects=custom_objects)
     except Exception as err:  # noqa: BLE001 - Keras raises many types for files that are not models
         first = str(err).splitlines()[0] if str(err) else ""
         if "safe_mode" in str(err):
@@ -177,11 +182,24 @@ def _split_factory(spec: str) -> tuple[str, str]:
     return module_name, func_name
 
 
-def _call_factory(spec: str, window: int, n_channels: int, n_classes: int) -> keras.Model:
-    """Call the user's ``module:function``; its own exceptions become one line naming it."""
+def factory_objects(spec: str) -> dict[str, Any]:
+    """The custom layers, losses, metrics and functions of a ``module:function`` model's module, by name,
+    for loading a model it built: imports the module (the user's own code, as ``train`` does), calls nothing."""
     import keras
 
-    module_name, func_name = _split_factory(spec)
+    module = _import_factory_module(spec)
+    kinds = (keras.layers.Layer, keras.losses.Loss, keras.metrics.Metric, keras.optimizers.Optimizer)
+    out: dict[str, Any] = {}
+    for name, obj in vars(module).items():
+        if inspect.isclass(obj) and issubclass(obj, kinds):
+            out[name] = obj
+        elif inspect.isfunction(obj) and obj.__module__ == module.__name__:
+            out[name] = obj
+    return out
+
+
+def _import_factory_module(spec: str) -> Any:
+    module_name, _ = _split_factory(spec)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # so a model file beside the data can be named
     writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ beside the data
@@ -193,6 +211,15 @@ def _call_factory(spec: str, window: int, n_channels: int, n_classes: int) -> ke
         raise ModelError(f"model factory {spec}: importing {module_name} raised {_one_line(err)}") from None
     finally:
         sys.dont_write_bytecode = writes_bytecode
+    return module
+
+
+def _call_factory(spec: str, window: int, n_channels: int, n_classes: int) -> keras.Model:
+    """Call the user's ``module:function``; its own exceptions become one line naming it."""
+    import keras
+
+    module_name, func_name = _split_factory(spec)
+    module = _import_factory_module(spec)
     func = getattr(module, func_name, None)
     if func is None:
         raise ModelError(f"model {spec!r} cannot be imported: module {module_name!r} has no attribute {func_name!r}")
