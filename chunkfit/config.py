@@ -16,6 +16,7 @@ LabelRule = Literal["any-event", "last", "majority"]
 NanPolicy = Literal["refuse", "keep", "interpolate"]
 LABEL_RULES: tuple[str, ...] = ("any-event", "last", "majority")
 NAN_POLICIES: tuple[str, ...] = ("refuse", "keep", "interpolate")
+NORMALIZE_MODES: tuple[str, ...] = ("global", "window", "none")
 
 
 class _Config:
@@ -76,14 +77,26 @@ class SplitSpec(_Config):
 
     The gap between the last training window and the first validation window is at least
     ``window`` samples, so no validation window shares a sample with a training window.
+
+    With ``segments`` (a count of 1 or more, or a fraction in (0, 1)), whole segments (recordings)
+    are held out instead, chosen by the run's seed, and ``validation`` is not used: a detector is
+    then judged on recordings it never saw.
     """
 
     validation: float = 0.1
+    segments: float | None = None
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.validation < 1.0):
             raise WindowError(
                 f"--validation must be a fraction in [0, 1) (received {self.validation})"
+            )
+        k = self.segments
+        if k is not None and (isinstance(k, bool) or not isinstance(k, (int, float))
+                              or not (0 < k < 1 or (k >= 1 and float(k).is_integer()))):
+            raise UsageError(
+                f"--validation-segments must be a whole number of segments (1 or more) or a fraction "
+                f"in (0, 1) (received {k!r})"
             )
 
 
@@ -160,7 +173,10 @@ class FitOptions(_Config):
     (bytes), when set, replaces ``blocks.chunk`` by the largest chunk that fits.
     ``compute_threads`` is how many threads TensorFlow gives the model's arithmetic (0: all cores;
     None: chosen per model, see chunkfit.train.tensorflow.threads); it does not change what is
-    trained, so a run resumes under another setting.
+    trained, so a run resumes under another setting. ``normalize`` is how windows are standardised
+    before the model sees them (chunkfit.train.normalize); ``class_weight`` how training windows are
+    weighted by class (chunkfit.train.weights); ``threshold_for`` how the run picks its decision
+    threshold on the validation split (chunkfit.score.threshold).
     """
 
     windows: WindowSpec = WindowSpec()
@@ -176,6 +192,9 @@ class FitOptions(_Config):
     optimizer: str | None = None
     lr: float | None = None
     loss: str | None = None
+    normalize: str = "global"
+    class_weight: str = "auto"
+    threshold_for: str = "f1"
 
     _nested: ClassVar[dict[str, type[_Config]]] = {"windows": WindowSpec, "split": SplitSpec, "blocks": BlockSpec}
 
@@ -198,6 +217,16 @@ class FitOptions(_Config):
             raise UsageError(f"--memory-budget must be positive (received {self.memory_budget})")
         if self.lr is not None and not (0 < self.lr < float("inf")):
             raise UsageError(f"--lr must be a positive number (received {self.lr})")
+        if self.class_weight not in ("auto", "balanced", "none"):
+            from .train.weights import parse_class_weight
+
+            parse_class_weight(self.class_weight)
+        if self.threshold_for != "f1":
+            from .score.threshold import check_rule
+
+            check_rule(self.threshold_for)
+        if self.normalize not in NORMALIZE_MODES:
+            raise UsageError(f"--normalize must be one of {', '.join(NORMALIZE_MODES)} (received {self.normalize!r})")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FitOptions:

@@ -1,7 +1,8 @@
 """The original question's dummy problem, written straight into a store in bounded memory.
 
 x[i] = sin(i) + Normal(0, 0.2), plus 0.5 at ``anomalies`` distinct random positions, which are
-also stored as event markers. A window is class 1 when it holds at least one of them.
+also stored as event markers. A window is class 1 when it holds at least one of them. ``scale`` and
+``offset`` write ``scale * x + offset`` instead: the same problem in a sensor's raw units.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class SynthSpec(_Config):
     noise: float = 0.2
     bump: float = 0.5
     sample_rate: float = 1.0
+    scale: float = 1.0
+    offset: float = 0.0
 
     def __post_init__(self) -> None:
         if self.samples < 1:
@@ -74,7 +77,7 @@ def synth(
             x = np.sin(np.arange(a, b, dtype=np.float64)) + rng.normal(0.0, spec.noise, b - a)
             hit = events[np.searchsorted(events, a) : np.searchsorted(events, b)]
             x[hit - a] += spec.bump
-            w.write(x.astype(np.float32)[:, None])
+            w.write((spec.scale * x + spec.offset).astype(np.float32)[:, None])
             if progress is not None:
                 progress(b, spec.samples)
         w.add_segment(0, spec.samples)

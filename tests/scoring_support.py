@@ -221,6 +221,7 @@ def labelled_run(root: Path) -> Path:
     folder.mkdir()
     x, labels = labelled_signal(2000, LABEL_VALUES, seed=3)
     store = make_store(folder / "labelled.zarr", x, labels=labels, rate=50.0, channels=["a"])
+    # validation 0.3: the last 10% (or 20%) of this signal holds no class 0 window, which is refused
     chunkfit.fit("baseline-cnn", store, window=WINDOW, chunk=512, batch_size=64, epochs=1, label="last",
-                 out=folder / "run")
+                 validation=0.3, out=folder / "run")
     return folder / "run"

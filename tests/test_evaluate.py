@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -210,3 +211,42 @@ def test_nothing_is_written_when_evaluation_is_refused(runs: Trained, tmp_path: 
     with pytest.raises(WindowError):
         chunkfit.evaluate(runs.run, store, plot=tmp_path / "eval.png")
     assert not (tmp_path / "eval.png").exists()
+
+
+# -- which windows are scored ---------------------------------------------------------------------
+
+
+def test_on_the_training_store_evaluate_scores_the_validation_split_and_says_so(runs: Trained, tmp_path: Path) -> None:
+    result = chunkfit.evaluate(runs.run, runs.store, plot=tmp_path / "eval.png")
+    split = json.loads((runs.run / "run.json").read_text())["split"]
+    assert result["windows"] == split["validation_windows"]
+    assert result["scored"].startswith("validation split of ")
+
+
+def test_split_train_scores_the_training_windows_and_says_they_flatter(runs: Trained, tmp_path: Path) -> None:
+    result = chunkfit.evaluate(runs.run, runs.store, plot=tmp_path / "eval.png", split="train")
+    split = json.loads((runs.run / "run.json").read_text())["split"]
+    assert result["windows"] == split["train_windows"]
+    assert "flatter" in result["scored"]
+
+
+def test_split_all_scores_every_window_of_the_training_store(runs: Trained, tmp_path: Path) -> None:
+    result = chunkfit.evaluate(runs.run, runs.store, plot=tmp_path / "eval.png", split="all")
+    with chunkfit.open_store(runs.store) as s:
+        assert result["windows"] == s.n_samples - WINDOW + 1
+
+
+def test_another_store_is_scored_whole(runs: Trained, eval_store: Path, tmp_path: Path) -> None:
+    result = chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "eval.png")
+    assert result["scored"].endswith("(a store the run was not trained on)")
+
+
+def test_a_split_of_another_store_is_refused(runs: Trained, eval_store: Path, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="--split validation names part of the run's training store"):
+        chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "eval.png", split="validation")
+
+
+def test_evaluate_uses_the_runs_threshold_unless_given_one(runs: Trained, eval_store: Path, tmp_path: Path) -> None:
+    chosen = json.loads((runs.run / "run.json").read_text())["threshold"]["value"]
+    assert chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "a.png")["threshold"] == chosen
+    assert chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "b.png", threshold=0.3)["threshold"] == 0.3

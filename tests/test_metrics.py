@@ -208,3 +208,36 @@ def test_result_is_plain_json() -> None:
     m = BinaryMetrics()
     m.update(np.array([1, 0, 1, 0]), np.array([0.6, 0.4, 0.55, 0.45]), np.ones(4))
     assert json.loads(json.dumps(m.result(), allow_nan=False)) == m.result()
+
+
+def brute_threshold_figures(positive: np.ndarray, scores: np.ndarray, t: float) -> tuple[float, float, float]:
+    """(precision, recall, F1) of the event class when windows scoring at least ``t`` are positive."""
+    predicted = binned(scores) >= round(t * 100_000)
+    tp = int(np.sum(positive & predicted))
+    precision = tp / predicted.sum() if predicted.any() else 0.0
+    recall = tp / positive.sum()
+    return precision, recall, 2 * tp / (predicted.sum() + positive.sum())
+
+
+@given(labelled_scores(grid=True))
+@settings(max_examples=40, deadline=None)
+def test_the_f1_threshold_has_the_best_f1_of_every_threshold(data: tuple[np.ndarray, np.ndarray, list[int]]) -> None:
+    positive, scores, cuts = data
+    chosen = accumulate(positive, scores, cuts).choose_threshold("f1")
+    candidates = np.unique(binned(scores)) / 100_000
+    best = max(brute_threshold_figures(positive, scores, t)[2] for t in candidates)
+    assert chosen["f1"] == pytest.approx(best, abs=1e-12)
+    assert brute_threshold_figures(positive, scores, chosen["value"]) == pytest.approx(
+        (chosen["precision"], chosen["recall"], chosen["f1"]), abs=1e-12)
+
+
+@given(labelled_scores(grid=True), st.sampled_from([0.5, 0.9, 1.0]))
+@settings(max_examples=40, deadline=None)
+def test_the_recall_threshold_is_the_highest_that_reaches_the_recall(
+    data: tuple[np.ndarray, np.ndarray, list[int]], target: float
+) -> None:
+    positive, scores, cuts = data
+    chosen = accumulate(positive, scores, cuts).choose_threshold(f"recall={target}")
+    assert brute_threshold_figures(positive, scores, chosen["value"])[1] >= target
+    higher = chosen["value"] + 1e-5
+    assert brute_threshold_figures(positive, scores, higher)[1] < target

@@ -112,11 +112,24 @@ def read_detections(path: Path) -> list[dict[str, str]]:
 
 def test_events_csv_holds_the_merged_runs_of_positive_windows(prediction: Prediction) -> None:
     w = prediction.windows
-    runs = merge_runs(w.starts, w.segments, w.probs[:, 1], WINDOW, prediction.stride, 0.5)
+    runs = merge_runs(w.starts, w.segments, w.probs[:, 1], WINDOW, prediction.stride, prediction.report.threshold)
     expected = [(r.start, r.end, round(r.peak_score, 6), r.peak_start) for r in runs]
     rows = read_detections(prediction.events_csv)
     got = [(int(r["start"]), int(r["end"]), float(r["peak_score"]), int(r["peak_sample"])) for r in rows]
     assert got == expected
+
+
+def test_detections_use_the_threshold_the_run_chose_on_its_validation_split(prediction: Prediction,
+                                                                           runs: Trained) -> None:
+    run = runs.run if prediction.stride == 1 else runs.strided
+    chosen = json.loads((run / "run.json").read_text())["threshold"]
+    assert prediction.report.threshold == chosen["value"] != 0.5
+    assert prediction.report.threshold_source == "chosen on the run's validation split (f1)"
+
+
+def test_a_threshold_given_replaces_the_runs(runs: Trained, store: Path, tmp_path: Path) -> None:
+    report = chunkfit.predict(runs.run, store, tmp_path / "s.zarr", threshold=0.7)
+    assert (report.threshold, report.threshold_source) == (0.7, "--threshold")
 
 
 def test_events_csv_gives_times_in_seconds_at_the_store_rate(prediction: Prediction) -> None:

@@ -50,8 +50,8 @@ def done(runs: Trained, store: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 def test_evaluate_prints_a_table_of_every_figure(done: dict[str, Any]) -> None:
     labels = [line.split()[0] for line in done["text"].stdout.splitlines() if not line.startswith(" ")]
-    assert labels == ["run", "model", "store", "loss", "accuracy", "precision", "recall", "F1", "ROC-AUC", "PR-AUC",
-                      "confusion", "events", "detections", "plot"]
+    assert labels == ["scoring", "run", "model", "store", "threshold", "PR-AUC", "precision", "recall", "F1", "events",
+                      "detections", "ROC-AUC", "loss", "confusion", "accuracy", "plot"]
 
 
 def test_evaluate_table_shows_the_library_figures(done: dict[str, Any], runs: Trained, store: Path, tmp_path: Path) -> None:
@@ -93,8 +93,10 @@ def test_successful_command_exits_0_with_nothing_on_stderr(done: dict[str, Any],
 def test_predict_says_what_it_wrote(done: dict[str, Any]) -> None:
     root = done["root"]
     detections = len((root / "events.csv").read_text().splitlines()) - 1
+    threshold = json.loads((done["root"] / "run" / "run.json").read_text())["threshold"]["value"]
     assert done["predict"].stdout.splitlines() == [
-        f"scored {985 + 1175:,} windows into {root / 'scores.h5'}; {detections:,} detection(s) in {root / 'events.csv'}"
+        f"threshold {threshold:.4g} (chosen on the run's validation split (f1))",
+        f"scored {985 + 1175:,} windows into {root / 'scores.h5'}; {detections:,} detection(s) in {root / 'events.csv'}",
     ]
 
 

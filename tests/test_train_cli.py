@@ -46,7 +46,8 @@ def test_train_prints_one_line_per_epoch_and_the_run_folder(ecg_run: tuple[subpr
     lines = result.stdout.splitlines()
     assert [line.split("  ")[0] for line in lines[:2]] == ["epoch 1/2", "epoch 2/2"]
     assert "val_accuracy" in lines[1]
-    assert lines[2] == f"trained baseline-cnn for 2 epoch(s); run folder {out}: model.keras, history.csv, run.json, curves.png"
+    assert lines[2].startswith("threshold ") and " chosen on the validation split (f1): precision " in lines[2]
+    assert lines[3] == f"trained baseline-cnn for 2 epoch(s); run folder {out}: model.keras, history.csv, run.json, curves.png"
 
 
 def test_train_writes_the_run_folder(ecg_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:

@@ -156,26 +156,52 @@ def windows_of(store_path: Path, ranges: list[list[int]], classes: int = 2) -> t
     return np.concatenate(xs), keras.utils.to_categorical(np.concatenate(ys), classes)
 
 
-@pytest.mark.parametrize("steps", [1, 3])
-def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store: Path, tmp_path: Path, steps: int) -> None:
+@pytest.mark.parametrize(("steps", "class_weight"), [(1, "none"), (3, "none"), (1, "0:1,1:3"), (3, "balanced")])
+def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store: Path, tmp_path: Path, steps: int,
+                                                                       class_weight: str) -> None:
     """Unshuffled, with blocks a multiple of the batch, block-wise training is one fit call,
-    also when each step of the block's fit runs several batches (3: groups of 3, then 1)."""
+    also when each step of the block's fit runs several batches (3: groups of 3, then 1), and with
+    class weights as Keras's own ``class_weight``."""
     keras.utils.set_random_seed(3)
     ours = chunkfit.build_model("baseline-cnn", WINDOW, 1, 2)
     reference = keras.models.clone_model(ours)
     reference.set_weights(ours.get_weights())
     options = FitOptions(
         windows=WindowSpec(WINDOW), split=SplitSpec(0.2), blocks=BlockSpec(chunk=256, shuffle_blocks=False, shuffle_windows=False),
-        batch_size=64, epochs=2, steps_per_execution=steps,
+        batch_size=64, epochs=2, steps_per_execution=steps, normalize="none", class_weight=class_weight,
     )
     history = chunkfit.fit(ours, tiny_store, options=options, out=tmp_path / "run")
-    split = json.loads((tmp_path / "run" / "run.json").read_text())["split"]
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    split = run["split"]
+    weights = run["class_weight"]["weights"]
+    assert (weights is None) == (class_weight == "none")
     reference.compile(optimizer=keras.optimizers.Adam(1e-3), loss="categorical_crossentropy", metrics=["accuracy"])
     x, y = windows_of(tiny_store, split["train_ranges"])
     vx, vy = windows_of(tiny_store, split["validation_ranges"])
-    expected = reference.fit(x, y, batch_size=64, epochs=2, shuffle=False, validation_data=(vx, vy), verbose=0)
+    keras_weights = None if weights is None else {int(c): w for c, w in weights.items()}
+    expected = reference.fit(x, y, batch_size=64, epochs=2, shuffle=False, validation_data=(vx, vy), verbose=0,
+                             class_weight=keras_weights)
     for name, values in expected.history.items():
         np.testing.assert_allclose(history.history[name], values, rtol=1e-5, err_msg=name)
+
+
+def test_balanced_class_weights_are_n_over_k_times_the_class_count(tiny_store: Path, tmp_path: Path) -> None:
+    chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1), class_weight="balanced", out=tmp_path / "run")
+    cw = json.loads((tmp_path / "run" / "run.json").read_text())["class_weight"]
+    n = {int(c): k for c, k in cw["train_windows"].items()}
+    total = sum(n.values())
+    assert cw["weights"] == {str(c): pytest.approx(total / (2 * k)) for c, k in n.items()}
+
+
+def test_auto_class_weights_stay_off_when_no_class_is_rare(tiny_store: Path, tmp_path: Path) -> None:
+    chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1), out=tmp_path / "run")
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["class_weight"]["weights"] is None
+
+
+@pytest.mark.parametrize("text", ["heavy", "0:1,1", "1:-2", "a:b"])
+def test_class_weights_that_cannot_be_read_are_refused(text: str) -> None:
+    with pytest.raises(UsageError, match="--class-weight must be auto, balanced, none or CLASS:WEIGHT pairs"):
+        FitOptions(class_weight=text)
 
 
 def test_deterministic_runs_with_one_seed_give_identical_weights(tiny_store: Path) -> None:
@@ -316,3 +342,113 @@ def test_every_batch_is_one_optimizer_step_with_keras_or_a_custom_train_step(tin
     history = chunkfit.fit(model, tiny_store, **quick(epochs=2, steps_per_execution=5))
     assert int(model.optimizer.iterations.numpy()) == 2 * history.params["steps"]
     assert np.isfinite(history.history["loss"]).all() and len(history.history["loss"]) == 2
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Five recordings (segments) of 800 samples, events in each."""
+    path = tmp_path_factory.mktemp("stores") / "recordings.zarr"
+    rng = np.random.default_rng(4)
+    events = np.sort(rng.choice(4_000, 300, replace=False))
+    x = (np.sin(np.arange(4_000)) + rng.normal(0, 0.2, 4_000)).astype(np.float32)
+    x[events] += 0.5
+    with StoreWriter(path, channels=["x"], sample_rate=1.0, has_labels=False, append=False) as w:
+        w.write(x[:, None])
+        for k in range(5):
+            w.add_segment(800 * k, 800 * (k + 1))
+        w.add_events(events)
+        w.commit()
+    return path
+
+
+def test_held_out_recordings_never_train_and_every_other_window_trains_once_per_epoch(
+    recordings: Path, tmp_path: Path
+) -> None:
+    from chunkfit.train.blocks import plan_blocks
+
+    chunkfit.fit("baseline-cnn", recordings, window=WINDOW, chunk=200, batch_size=64, epochs=2, mix=2,
+                 validation_segments=2, seed=3, out=tmp_path / "run")
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    held = run["split"]["validation_segments"]
+    assert len(held) == 2
+    assert run["split"]["validation_ranges"] == [[800 * k, 800 * (k + 1)] for k in held]
+    assert sorted(run["split"]["train_ranges"]) == [[800 * k, 800 * (k + 1)] for k in range(5) if k not in held]
+    blocks = plan_blocks(np.asarray(run["split"]["train_ranges"]), WINDOW, 1, 200)
+    assert all(not any(800 * k <= b.start < 800 * (k + 1) for k in held) for b in blocks)
+    for epoch in run["epochs"]:
+        assert sorted(epoch["blocks"]) == list(range(len(blocks)))
+        assert epoch["train_windows"] == 3 * (800 - WINDOW + 1)
+    assert run["config"]["split"]["segments"] == 2
+
+
+# -- inputs in any units ----------------------------------------------------------------------------
+
+
+def rescaled_copy(source: Path, target: Path, a: float, b: float) -> Path:
+    """The same store with every sample ``a * x + b`` (a sensor in other units, with an offset)."""
+    with chunkfit.open_store(source) as s:
+        x, segments, events = s.read(0, s.n_samples), s.segments, s.events
+    with StoreWriter(target, channels=["x"], sample_rate=1.0, has_labels=False, append=False) as w:
+        w.write((a * x.astype(np.float64) + b).astype(np.float32))
+        for lo, hi in segments.tolist():
+            w.add_segment(lo, hi)
+        w.add_events(events)
+        w.commit()
+    return target
+
+
+@pytest.mark.parametrize("mode", ["global", "window"])
+def test_a_signal_in_other_units_trains_to_the_same_validation_figures(tiny_store: Path, tmp_path: Path,
+                                                                       mode: str) -> None:
+    raw = rescaled_copy(tiny_store, tmp_path / "raw.zarr", 1000.0, 5000.0)
+    plain = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=2), normalize=mode)
+    scaled = chunkfit.fit("baseline-cnn", raw, **quick(epochs=2), normalize=mode)
+    for name in ("val_loss", "val_accuracy"):
+        assert scaled.history[name][-1] == pytest.approx(plain.history[name][-1], abs=0.01)
+
+
+def test_the_saved_model_takes_raw_signal_and_scores_it_as_the_run_validated(tiny_store: Path, tmp_path: Path) -> None:
+    raw = rescaled_copy(tiny_store, tmp_path / "raw.zarr", 1000.0, 5000.0)
+    chunkfit.fit("baseline-cnn", raw, **quick(epochs=2), out=tmp_path / "run")
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    model = keras.saving.load_model(tmp_path / "run" / "model.keras")  # Keras alone, no chunkfit code
+    with chunkfit.open_store(raw) as s:
+        train = np.concatenate([s.read(lo, hi) for lo, hi in run["split"]["train_ranges"]]).astype(np.float64)
+        a, b = run["split"]["validation_ranges"][0]
+        x, events = s.read(a, b), s.events_in(a, b) - a
+    starts = np.arange(b - a - WINDOW + 1)
+    windows = np.stack([x[i : i + WINDOW] for i in starts])
+    labels = any_event_labels(starts, WINDOW, events)
+    accuracy = float(np.mean(np.argmax(model.predict(windows, verbose=0), axis=1) == labels))
+    assert accuracy == pytest.approx(run["epochs"][-1]["val_accuracy"], abs=1e-4)
+    assert run["normalization"]["mode"] == "global"
+    # the statistics of the training split alone
+    assert run["normalization"]["mean"][0] == pytest.approx(train.mean(), rel=1e-9)
+    assert run["normalization"]["std"][0] == pytest.approx(train.std(), rel=1e-6)
+
+
+def test_unnormalised_raw_units_are_what_none_trains_on(tiny_store: Path, tmp_path: Path) -> None:
+    chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1), normalize="none", out=tmp_path / "run")
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["normalization"] == {"mode": "none", "mean": [], "std": []}
+    model = keras.saving.load_model(tmp_path / "run" / "model.keras")
+    assert not any("standardize" in layer.name for layer in model.layers)
+
+
+def test_an_unknown_normalisation_is_refused() -> None:
+    with pytest.raises(UsageError, match="--normalize must be one of global, window, none"):
+        FitOptions(normalize="minmax")
+
+
+def test_a_validation_split_without_an_event_is_refused_before_training(tmp_path: Path) -> None:
+    path = tmp_path / "early.zarr"
+    rng = np.random.default_rng(2)
+    with StoreWriter(path, channels=["x"], sample_rate=1.0, has_labels=False, append=False) as w:
+        w.write(rng.normal(size=(2_000, 1)).astype(np.float32))
+        w.add_segment(0, 2_000)
+        w.add_events(np.arange(10, 1_500, 37))  # none in the last 10%
+        w.commit()
+    with pytest.raises(WindowError, match=r"the validation split \(185 windows\) holds no window with an event, "
+                                          r"so it cannot measure a detector; raise --validation"):
+        chunkfit.fit("baseline-cnn", path, window=WINDOW, chunk=512, batch_size=64, out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chunkfit.config import SplitSpec, WindowSpec
-from chunkfit.errors import WindowError
+from chunkfit.errors import UsageError, WindowError
 from chunkfit.train.windows import (
     any_event_labels,
     class_indices,
@@ -135,3 +135,59 @@ def test_class_indices_map_values_to_positions() -> None:
 def test_class_indices_refuse_an_unknown_value() -> None:
     with pytest.raises(WindowError, match="label value 5 is not one of"):
         class_indices(np.array([3, 5]), [3, 7])
+
+
+# -- whole segments held out ------------------------------------------------------------------------
+
+
+@st.composite
+def segment_layouts(draw: st.DrawFn) -> tuple[np.ndarray, int, float, int]:
+    """(segments [S, 2], window, count or share of segments to hold out, seed); at least 2 hold a window."""
+    window = draw(st.integers(1, 40))
+    lengths = draw(st.lists(st.integers(0, 200), min_size=2, max_size=12))
+    lengths[:2] = [max(n, window) for n in lengths[:2]]
+    bounds = np.cumsum([0, *lengths])
+    usable = sum(n >= window for n in lengths)
+    count = draw(st.one_of(st.integers(1, usable - 1), st.floats(0.01, (usable - 1) / usable)))
+    return np.stack([bounds[:-1], bounds[1:]], axis=1), window, count, draw(st.integers(0, 2**31))
+
+
+@given(segment_layouts())
+def test_held_out_segments_are_whole_and_absent_from_training(layout: tuple[np.ndarray, int, float, int]) -> None:
+    segments, window, count, seed = layout
+    split = plan_split(segments, WindowSpec(window), SplitSpec(segments=count), seed=seed)
+    assert split.held is not None
+    assert split.validation.tolist() == segments[list(split.held)].tolist()
+    assert sorted(split.train.tolist() + split.validation.tolist()) == segments.tolist()
+    assert not set(map(tuple, split.train.tolist())) & set(map(tuple, split.validation.tolist()))
+    assert split.train_windows() > 0 and split.validation_windows() > 0
+
+
+@given(segment_layouts())
+def test_held_out_segments_are_the_asked_number_and_a_pure_function_of_the_seed(
+    layout: tuple[np.ndarray, int, float, int],
+) -> None:
+    segments, window, count, seed = layout
+    first = plan_split(segments, WindowSpec(window), SplitSpec(segments=count), seed=seed)
+    again = plan_split(segments, WindowSpec(window), SplitSpec(segments=count), seed=seed)
+    usable = int(((segments[:, 1] - segments[:, 0]) >= window).sum())
+    assert first.held == again.held
+    assert len(first.held or ()) == (int(count) if count >= 1 else max(1, round(count * usable)))
+
+
+def test_other_seeds_hold_out_other_segments() -> None:
+    segments = np.array([[i * 100, (i + 1) * 100] for i in range(10)])
+    chosen = {plan_split(segments, WindowSpec(10), SplitSpec(segments=3), seed=s).held for s in range(8)}
+    assert len(chosen) > 1
+
+
+def test_holding_out_every_segment_with_a_window_is_refused() -> None:
+    segments = np.array([[0, 100], [100, 105], [105, 205]])
+    with pytest.raises(WindowError, match=r"--validation-segments 2 leaves no segment to train on: 2 segment\(s\)"):
+        plan_split(segments, WindowSpec(10), SplitSpec(segments=2))
+
+
+@pytest.mark.parametrize("count", [0, -1, 1.5, 1.0001, True])
+def test_validation_segments_that_are_neither_a_count_nor_a_share_are_refused(count: float) -> None:
+    with pytest.raises(UsageError, match="--validation-segments must be a whole number of segments"):
+        SplitSpec(segments=count)

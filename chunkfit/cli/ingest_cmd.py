@@ -141,11 +141,14 @@ def synth(
     samples: Annotated[int, typer.Option(help="Signal length N")] = 1_049_344,
     anomalies: Annotated[int, typer.Option(help="Distinct anomaly positions M (stored as events)")] = 50_000,
     seed: Annotated[int, typer.Option(help="Random seed")] = 0,
+    bump: Annotated[float, typer.Option(help="Height of each anomaly")] = 0.5,
+    scale: Annotated[float, typer.Option(help="Write scale * x + offset: the problem in a sensor's raw units")] = 1.0,
+    offset: Annotated[float, typer.Option(help="See --scale")] = 0.0,
 ) -> None:
     """Write x[i] = sin(i) + Normal(0, 0.2), +0.5 at M random positions, in bounded memory."""
     from ..synth import SynthSpec, synth as run_synth
 
-    spec = SynthSpec(samples=samples, anomalies=anomalies, seed=seed)
+    spec = SynthSpec(samples=samples, anomalies=anomalies, seed=seed, bump=bump, scale=scale, offset=offset)
     with bar("synth", samples) as update:
         info_ = run_synth(store, spec, progress=lambda done, total: update(done))
     typer.echo(f"created {store}: {info_['samples']:,} samples, {info_['events']:,} events (seed {seed})")

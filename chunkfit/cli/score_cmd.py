@@ -33,24 +33,21 @@ def _json_ready(value: Any) -> Any:
 
 
 def format_eval(r: dict[str, Any]) -> str:
+    """The evaluate table: what was scored, then the figures that mean something on rare events
+    (PR-AUC, precision, recall and F1 of the event class, events covered, false alarms per hour),
+    accuracy last."""
     c = r["confusion"]
     lines = [
+        f"scoring      {r['scored']}",
         f"run          {r['run']}",
         f"model        loaded {r['model_loaded']}",
         f"store        {r['store']}  ({r['windows']:,} windows of {r['window']}, stride {r['stride']})",
-        f"loss         {_num(r['loss'])}",
-        f"accuracy     {_num(r['accuracy'], True)}",
-        f"precision    {_num(r['precision'], True)}   (class {r['positive_class']}, threshold {r['threshold']})",
+        f"threshold    {r['threshold']:.4g} ({r['threshold_source']}); event class {r['positive_class']}",
+        f"PR-AUC       {_num(r['pr_auc'])}",
+        f"precision    {_num(r['precision'], True)}",
         f"recall       {_num(r['recall'], True)}",
         f"F1           {_num(r['f1'])}",
-        f"ROC-AUC      {_num(r['roc_auc'])}",
-        f"PR-AUC       {_num(r['pr_auc'])}",
-        "confusion    predicted 0   predicted 1",
-        f"  true 0     {c['tn']:<13,} {c['fp']:,}",
-        f"  true 1     {c['fn']:<13,} {c['tp']:,}",
     ]
-    if len(r["classes"]) > 2:
-        lines.append(f"all classes  accuracy {_num(r['class_accuracy'], True)}; confusion {r['confusion_matrix']}")
     if "events" in r:
         fa = r["false_alarms_per_hour"]
         lines.append(f"events       {r['events']:,} markers, {_num(r['events_covered'], True)} covered by a positive window")
@@ -58,6 +55,16 @@ def format_eval(r: dict[str, Any]) -> str:
             f"detections   {r['detections']:,} ({r['false_alarms']:,} false alarms"
             + (f", {fa:.1f} per hour of signal)" if fa is not None else ")")
         )
+    lines += [
+        f"ROC-AUC      {_num(r['roc_auc'])}",
+        f"loss         {_num(r['loss'])}",
+        "confusion    predicted 0   predicted 1",
+        f"  true 0     {c['tn']:<13,} {c['fp']:,}",
+        f"  true 1     {c['fn']:<13,} {c['tp']:,}",
+        f"accuracy     {_num(r['accuracy'], True)}",
+    ]
+    if len(r["classes"]) > 2:
+        lines.append(f"all classes  accuracy {_num(r['class_accuracy'], True)}; confusion {r['confusion_matrix']}")
     if r.get("plot"):
         lines.append(f"plot         {r['plot']}")
     return "\n".join(lines)
@@ -67,7 +74,8 @@ def format_eval(r: dict[str, Any]) -> str:
 def evaluate(
     run: Annotated[str, typer.Argument(help=RUN_HELP)],
     store: Annotated[str, typer.Argument(help="A store with events or labels")],
-    threshold: Annotated[float, typer.Option(help="Score at or above which a window counts as an event")] = 0.5,
+    threshold: Annotated[Optional[float], typer.Option(help="Score at or above which a window counts as an event [default: the one the run chose on its validation split, else 0.5]")] = None,
+    split: Annotated[Optional[str], typer.Option(help="Part of the run's training store to score: validation, train or all [default: validation on the training store, all of any other store]")] = None,
     chunk: Annotated[int, typer.Option(help="Windows per block")] = 200_000,
     batch_size: Annotated[int, typer.Option(help="Windows per prediction step")] = 1024,
     plot: Annotated[Optional[str], typer.Option(help="Plot file [default: eval.png in the run folder, or beside the .keras file]")] = None,
@@ -79,7 +87,8 @@ def evaluate(
 
     run_path = Path(run)
     plot_path = plot or str((run_path if run_path.is_dir() else run_path.parent) / "eval.png")
-    result = run_evaluate(run, store, threshold=threshold, chunk=chunk, batch_size=batch_size, plot=plot_path, unsafe=unsafe)
+    result = run_evaluate(run, store, threshold=threshold, chunk=chunk, batch_size=batch_size, plot=plot_path,
+                          unsafe=unsafe, split=split)
     if json_out:
         typer.echo(json.dumps(_json_ready(result), indent=2, allow_nan=False))
     else:
@@ -92,7 +101,7 @@ def predict(
     store: Annotated[str, typer.Argument(help="Any store: events and labels are not needed")],
     out: Annotated[str, typer.Option(help="Scores array to write: NAME.zarr or NAME.h5 (one float32 per sample)")],
     events_out: Annotated[Optional[str], typer.Option(help="CSV of detections: start, end, peak score, peak sample")] = None,
-    threshold: Annotated[float, typer.Option(help="Score at or above which a window is positive")] = 0.5,
+    threshold: Annotated[Optional[float], typer.Option(help="Score at or above which a window is positive [default: the one the run chose on its validation split, else 0.5]")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing output files")] = False,
     chunk: Annotated[int, typer.Option(help="Windows per block")] = 200_000,
     batch_size: Annotated[int, typer.Option(help="Windows per prediction step")] = 1024,
@@ -104,4 +113,5 @@ def predict(
     report = run_predict(run, store, out, events_out=events_out, threshold=threshold, overwrite=overwrite,
                          chunk=chunk, batch_size=batch_size, unsafe=unsafe)
     extra = f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""
+    typer.echo(f"threshold {report.threshold:.4g} ({report.threshold_source})")
     typer.echo(f"scored {report.windows:,} windows into {report.scores}{extra}")

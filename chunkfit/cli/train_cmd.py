@@ -19,6 +19,19 @@ def _metrics(logs: dict[str, float]) -> str:
     return "  ".join(f"{k} {v:.4f}" for k, v in logs.items())
 
 
+def _count_or_share(text: str | None) -> float | None:
+    """``--validation-segments``: "2" -> 2 (segments), "0.25" -> 0.25 (a share of them)."""
+    from ..errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"--validation-segments must be a count (2) or a share (0.25) of the segments (received {text!r})") from None
+    return int(value) if value >= 1 and value.is_integer() else value
+
+
 @app.command()
 def train(
     store: Annotated[Optional[str], typer.Argument(help="Store to train on [default: the store named in ./chunkfit.toml, else ./sensor.zarr]")] = None,
@@ -31,10 +44,14 @@ def train(
     epochs: Annotated[int, typer.Option(help="Passes over every training window")] = 5,
     batch_size: Annotated[int, typer.Option(help="Windows per training step")] = 128,
     validation: Annotated[float, typer.Option(help="Share of each segment held out at its end for validation")] = 0.1,
+    validation_segments: Annotated[Optional[str], typer.Option(help="Hold out whole segments (recordings) for validation instead: a count (2) or a share (0.25), chosen by --seed")] = None,
     model: Annotated[str, typer.Option(help="baseline-cnn, dilated-resnet, a .keras file, or module:function (imports that module and calls that function: it runs your own Python code)")] = "baseline-cnn",
     optimizer: Annotated[Optional[str], typer.Option(help="Keras optimizer name [default: adam, or the saved model's]")] = None,
     lr: Annotated[Optional[float], typer.Option(help="Learning rate [default: 0.001]")] = None,
     loss: Annotated[Optional[str], typer.Option(help="Keras loss name [default: categorical_crossentropy]")] = None,
+    normalize: Annotated[str, typer.Option(help="Standardise windows before the model: global (per channel, mean and std of the training split), window (each window by its own mean and std) or none; saved inside model.keras")] = "global",
+    class_weight: Annotated[str, typer.Option(help="Weigh training windows by class: auto (balanced when the rarest class holds under 5%), balanced, none, or CLASS:WEIGHT pairs like 0:1,1:40")] = "auto",
+    threshold_for: Annotated[str, typer.Option(help="How the run picks its decision threshold on the validation split: f1 (maximise F1), recall=0.9 or precision=0.8; evaluate and predict use it")] = "f1",
     seed: Annotated[int, typer.Option(help="Seed for weights and the block and window order")] = 0,
     deterministic: Annotated[bool, typer.Option("--deterministic", help="Same seed, same weights bit for bit (TensorFlow op determinism; a little slower)")] = False,
     steps_per_execution: Annotated[Optional[int], typer.Option(help="Batches per compiled training call; callbacks hear of each call's last batch [default: 256, fewer when that would hold over 16 MB of windows]")] = None,
@@ -61,7 +78,7 @@ def train(
         raise UsageError("give either --resume or --restart, not both")
     options = FitOptions(
         windows=WindowSpec(window=window, stride=stride, label=label),
-        split=SplitSpec(validation=validation),
+        split=SplitSpec(validation=validation, segments=_count_or_share(validation_segments)),
         blocks=BlockSpec(chunk=chunk, seed=seed, mix=mix),
         batch_size=batch_size,
         epochs=epochs,
@@ -72,6 +89,9 @@ def train(
         optimizer=optimizer,
         lr=lr,
         loss=loss,
+        normalize=normalize,
+        class_weight=class_weight,
+        threshold_for=threshold_for,
     )
     check_model_spec(model, unsafe=unsafe)  # a wrong --model is refused before TensorFlow loads
     path = Path(store) if store is not None else default_store()
@@ -79,6 +99,9 @@ def train(
     with bar("train", 1.0, unit="") as update:
 
         def progress(p: TrainProgress) -> None:
+            if p.phase == "notice":
+                typer.echo(p.message)
+                return
             if p.phase == "resume":
                 part = f" and {p.block} of {p.blocks} blocks of epoch {p.epoch + 1}" if p.block else ""
                 typer.echo(f"resuming the run in {run_dir} from its checkpoint: {p.epoch} of {p.epochs} epoch(s){part} done")

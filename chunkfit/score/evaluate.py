@@ -19,6 +19,8 @@ from .runs import (
     check_store,
     load_run,
     locate_run,
+    run_threshold,
+    scored_ranges,
 )
 from .scorer import ScoredBlock, score_store
 
@@ -57,15 +59,25 @@ class _EventLevel:
                 self.false_alarms += 1
 
 
-class _Sketch:
-    """Keeps one stretch of signal, events and scores for the plot (around the first event)."""
+def events_in(store: Store, ranges: np.ndarray) -> np.ndarray:
+    """The store's event markers that fall inside ``ranges`` (sorted, as the store keeps them)."""
+    ev = store.events
+    keep = np.zeros(ev.size, dtype=bool)
+    for a, b in ranges.tolist():
+        keep |= (ev >= a) & (ev < b)
+    return ev[keep]
 
-    def __init__(self, store: Store, window: int) -> None:
-        ev = store.events
-        first = int(ev[0]) if ev.size else 0
+
+class _Sketch:
+    """Keeps one stretch of signal, events and scores for the plot (around the first scored event)."""
+
+    def __init__(self, store: Store, window: int, ranges: np.ndarray) -> None:
+        ev = events_in(store, ranges)
+        first = int(ev[0]) if ev.size else int(ranges[0, 0]) if ranges.size else 0
         span = max(20 * window, 2000)
         self.a = max(0, first - span // 4)
         self.b = min(store.n_samples, self.a + span)
+        ev = store.events
         self.x = np.full(self.b - self.a, np.nan, dtype=np.float32)
         self.score = np.full(self.b - self.a, np.nan, dtype=np.float32)
         self.events = ev[(ev >= self.a) & (ev < self.b)] - self.a
@@ -86,13 +98,19 @@ def evaluate(
     run: str | os.PathLike[str],
     store: str | os.PathLike[str] | Store,
     *,
-    threshold: float = 0.5,
+    threshold: float | None = None,
     chunk: int = 200_000,
     batch_size: int = 1024,
     plot: str | os.PathLike[str] | None = None,
     unsafe: bool = False,
+    split: str | None = None,
 ) -> dict[str, Any]:
-    """Stream ``store`` block by block through the run's model and return every figure as a dict."""
+    """Stream ``store`` block by block through the run's model and return every figure as a dict.
+
+    On the store the run was trained on, only its validation split is scored unless ``split`` says
+    otherwise ("train", "all"); on any other store, all of it (see ``runs.scored_ranges``). The
+    threshold is ``threshold``, else the one the run chose on its validation split, else 0.5.
+    """
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
     locate_run(run, unsafe=unsafe)  # a wrong run, plot path or store is refused before TensorFlow loads
     if plot is not None:
@@ -103,14 +121,16 @@ def evaluate(
         s.check_chunks()
         model, spec = load_run(run, unsafe=unsafe)
         check_store(spec, s)
+        ranges, scored = scored_ranges(spec, s, split)
+        threshold, source = run_threshold(spec, threshold)
         labeller = RunLabeller(s, spec)
         w = spec.windows
         metrics = BinaryMetrics(threshold=threshold)
         k = len(spec.classes)
         confusion = np.zeros((k, k), dtype=np.int64)
-        events = _EventLevel(s.events, w.window, w.stride, threshold) if s.has_events else None
-        sketch = _Sketch(s, w.window)
-        for sb in score_store(model, s, spec, chunk=chunk, batch_size=batch_size, labeller=labeller):
+        events = _EventLevel(events_in(s, ranges), w.window, w.stride, threshold) if s.has_events else None
+        sketch = _Sketch(s, w.window, ranges)
+        for sb in score_store(model, s, spec, chunk=chunk, batch_size=batch_size, labeller=labeller, ranges=ranges):
             assert sb.labels is not None
             score = sb.probs[:, spec.positive]
             p_true = sb.probs[np.arange(sb.labels.size), sb.labels]
@@ -125,11 +145,13 @@ def evaluate(
         out["positive_class"] = spec.classes[spec.positive]
         out["class_accuracy"] = float(np.trace(confusion) / max(confusion.sum(), 1))
         out["confusion_matrix"] = confusion.tolist()
-        hours = s.n_samples / s.sample_rate / 3600 if s.sample_rate else None
+        hours = float((ranges[:, 1] - ranges[:, 0]).sum()) / s.sample_rate / 3600 if s.sample_rate else None
+        out["scored"] = scored
+        out["threshold_source"] = source
         if events is not None:
             events.finish()
-            out["events"] = int(s.events.size)
-            out["events_covered"] = float(events.covered.mean()) if s.events.size else math.nan
+            out["events"] = int(events.events.size)
+            out["events_covered"] = float(events.covered.mean()) if events.events.size else math.nan
             out["detections"] = events.detections
             out["false_alarms"] = events.false_alarms
             out["false_alarms_per_hour"] = events.false_alarms / hours if hours else None

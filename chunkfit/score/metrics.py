@@ -78,6 +78,34 @@ class BinaryMetrics:
         take = np.unique(np.searchsorted(predicted, wanted, "left"))
         return tp[take] / max(int(tp[-1]), 1), tp[take] / predicted[take]
 
+    def choose_threshold(self, rule: str = "f1") -> dict[str, float]:
+        """The decision threshold picked by ``rule`` from the scores seen, with its figures.
+
+        ``rule`` is "f1" (the threshold maximising the event class's F1), "recall=R" (the highest
+        threshold whose recall is at least R) or "precision=P" (the lowest whose precision is at
+        least P). Thresholds are bin edges: a score at or above edge b/bins lies in bin b or above,
+        so the figures are exact for the binned scores.
+        """
+        pos, neg = self.pos_hist[::-1].astype(np.float64), self.neg_hist[::-1].astype(np.float64)
+        tp, fp = np.cumsum(pos), np.cumsum(neg)
+        n_pos = tp[-1]
+        if n_pos == 0:
+            return {"value": 0.5, "precision": math.nan, "recall": math.nan, "f1": math.nan}
+        predicted = tp + fp
+        precision = np.divide(tp, predicted, out=np.zeros_like(tp), where=predicted > 0)
+        recall = tp / n_pos
+        f1 = 2 * tp / (predicted + n_pos)
+        kind, _, target = rule.partition("=")
+        if kind == "f1":
+            i = int(np.argmax(f1))
+        elif kind == "recall":
+            i = int(np.argmax(recall >= float(target)))
+        else:
+            ok = np.flatnonzero((precision >= float(target)) & (predicted > 0))
+            i = int(ok[-1]) if ok.size else int(np.argmax(precision))
+        return {"value": (self.bins - 1 - i) / self.bins, "precision": float(precision[i]),
+                "recall": float(recall[i]), "f1": float(f1[i])}
+
     def result(self) -> dict[str, Any]:
         (tn, fp), (fn, tp) = self.confusion.tolist()
         precision = tp / (tp + fp) if tp + fp else math.nan

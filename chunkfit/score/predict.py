@@ -18,7 +18,7 @@ from ..errors import ChunkfitError
 from ..store import Store, open_store
 from .detect import RunMerger
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
-from .runs import check_settings, check_store, load_run, locate_run
+from .runs import check_settings, check_store, load_run, locate_run, run_threshold
 from .scorer import score_store
 
 
@@ -28,6 +28,8 @@ class PredictReport:
     windows: int
     detections: int
     events_out: str | None
+    threshold: float = 0.5
+    threshold_source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -39,7 +41,7 @@ def predict(
     out: str | os.PathLike[str],
     *,
     events_out: str | os.PathLike[str] | None = None,
-    threshold: float = 0.5,
+    threshold: float | None = None,
     overwrite: bool = False,
     chunk: int = 200_000,
     batch_size: int = 1024,
@@ -48,7 +50,8 @@ def predict(
     """Score every window of ``store``; write scores to ``out`` (.zarr or .h5) and detections to CSV.
 
     While it runs, this process holds the outputs' locks: a second predict writing the same output
-    is refused (chunkfit.score.outputs).
+    is refused (chunkfit.score.outputs). The detections use ``threshold``, else the one the run chose
+    on its validation split, else 0.5.
     """
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
     out_path = Path(out)
@@ -66,7 +69,7 @@ def predict(
         locks.release()
 
 
-def _predict(run: str | os.PathLike[str], s: Store, out_path: Path, ev_path: Path | None, threshold: float,
+def _predict(run: str | os.PathLike[str], s: Store, out_path: Path, ev_path: Path | None, given: float | None,
              chunk: int, batch_size: int, unsafe: bool) -> PredictReport:
     writer: ScoreWriter | None = None
     tmp_events = ev_path.parent / f".{ev_path.name}.chunkfit-tmp-{os.getpid()}" if ev_path else None
@@ -74,6 +77,7 @@ def _predict(run: str | os.PathLike[str], s: Store, out_path: Path, ev_path: Pat
         s.check_chunks()
         model, spec = load_run(run, unsafe=unsafe)
         check_store(spec, s)
+        threshold, source = run_threshold(spec, given)
         w = spec.windows
         attrs = {"run": str(run), "window": w.window, "stride": w.stride, "class": spec.classes[spec.positive],
                  "threshold": threshold, "store": str(s.path)}
@@ -96,7 +100,8 @@ def _predict(run: str | os.PathLike[str], s: Store, out_path: Path, ev_path: Pat
         writer = None
         if tmp_events is not None and ev_path is not None:
             os.replace(tmp_events, ev_path)
-        return PredictReport(str(out_path), n_windows, detections.count, str(ev_path) if ev_path else None)
+        return PredictReport(str(out_path), n_windows, detections.count, str(ev_path) if ev_path else None,
+                             threshold, source)
     except BaseException as err:
         if writer is not None:
             writer.abort()

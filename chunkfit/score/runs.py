@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..config import WindowSpec
 from ..errors import IncompatibleError, ModelError, RunError, UsageError, WindowError
 from ..store import Store
@@ -35,6 +37,7 @@ class RunSpec:
     n_channels: int
     config: dict[str, Any]
     loaded: str  # how the model was loaded, for reports
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)  # run.json ({} for a bare .keras file)
 
     @property
     def positive(self) -> int:
@@ -53,6 +56,7 @@ class RunFiles:
     classes: list[int] | None
     channels: list[str] | None
     model_spec: str | None = None  # what run.json says the run trained (--model)
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles:
@@ -62,24 +66,35 @@ def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles
         model_path, meta_path = path / MODEL_FILE, path / RUN_FILE
         if not model_path.is_file():
             raise RunError(f"{path}: the run folder has no {MODEL_FILE} (training did not finish?); pass a finished run")
-        config, classes, channels, model_spec = _read_meta(meta_path) if meta_path.is_file() else ({}, None, None, None)
+        meta = _read_meta(meta_path) if meta_path.is_file() else {}
+        config, classes, channels, model_spec = _meta_parts(meta, meta_path)
     elif path.suffix == ".keras" or path.is_file():
         if not path.exists():
             raise RunError(f"{path}: no such run folder or .keras file")
-        model_path, config, classes, channels, model_spec = path, {}, None, None, None
+        model_path, config, classes, channels, model_spec, meta = path, {}, None, None, None, {}
     else:
         raise RunError(f"{path}: no such run folder or .keras file")
     check_model_file(model_path, unsafe=unsafe)
     windows = config.get("windows", {})
     if not isinstance(windows, dict):
         raise RunError(f"{path / RUN_FILE}: not a valid run.json (config.windows is not an object); pass the .keras file instead")
-    return RunFiles(path, model_path, dict(windows), config, classes, channels, model_spec)
+    return RunFiles(path, model_path, dict(windows), config, classes, channels, model_spec, meta)
 
 
-def _read_meta(meta_path: Path) -> tuple[dict[str, Any], list[int] | None, list[str] | None, str | None]:
-    bad = f"{meta_path}: not a valid run.json"
+def _read_meta(meta_path: Path) -> dict[str, Any]:
     try:
         meta = json.loads(meta_path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise RunError(f"{meta_path}: not a valid run.json ({err}); pass the .keras file instead") from None
+    if not isinstance(meta, dict):
+        raise RunError(f"{meta_path}: not a valid run.json (not an object); pass the .keras file instead")
+    return meta
+
+
+def _meta_parts(meta: dict[str, Any], meta_path: Path) -> tuple[dict[str, Any], list[int] | None, list[str] | None,
+                                                                  str | None]:
+    bad = f"{meta_path}: not a valid run.json"
+    try:
         config = meta.get("config", {})
         classes = [int(c) for c in meta.get("classes", [])] or None
         channels = meta.get("store", {}).get("identity", {}).get("channels")
@@ -125,12 +140,58 @@ def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[kera
             f"{path}: run.json describes windows of {windows.window} samples and {len(classes)} classes, but the "
             f"model takes {shape[0]} samples and gives {n_out} outputs; the run folder is inconsistent"
         )
-    return model, RunSpec(str(path), windows, classes, channels, int(shape[1]), config, loaded)
+    return model, RunSpec(str(path), windows, classes, channels, int(shape[1]), config, loaded, files.meta)
 
 
-def check_settings(*, threshold: float, chunk: int, batch_size: int) -> None:
+SPLITS = ("validation", "train", "all")
+
+
+def scored_ranges(spec: RunSpec, store: Store, split: str | None) -> tuple[np.ndarray, str]:
+    """The ranges of ``store`` to score, and what they are, in words.
+
+    On the store the run was trained on, the default is the run's validation split (windows it never
+    trained on); on another store, all of it. ``split`` "validation" or "train" names one part of the
+    training store's split, "all" every segment.
+    """
+    if split is not None and split not in SPLITS:
+        raise UsageError(f"--split must be one of {', '.join(SPLITS)} (received {split!r})")
+    identity = spec.meta.get("store", {}).get("identity") if isinstance(spec.meta.get("store"), dict) else None
+    trained_on = identity is not None and identity == json.loads(json.dumps(store.identity))
+    parts = spec.meta.get("split", {}) if isinstance(spec.meta.get("split"), dict) else {}
+    held = np.asarray(parts.get("validation_ranges", []), dtype=np.int64).reshape(-1, 2)
+    if split is None:
+        split = "validation" if trained_on and int(parts.get("validation_windows", 0)) > 0 else "all"
+    if split == "all":
+        what = "the run's training store" if trained_on else "a store the run was not trained on"
+        return store.segments, f"all of {store.path} ({what})"
+    if not trained_on:
+        raise UsageError(
+            f"{store.path}: --split {split} names part of the run's training store, and this is another store; "
+            "leave out --split to score all of it"
+        )
+    ranges = held if split == "validation" else np.asarray(parts.get("train_ranges", []), dtype=np.int64).reshape(-1, 2)
+    ranges = ranges[ranges[:, 1] > ranges[:, 0]]
+    w = spec.windows
+    if not any(count_windows(int(b - a), w.window, w.stride) for a, b in ranges):
+        raise WindowError(f"{store.path}: the run's {split} split holds no window; pass --split all")
+    what = ("the run's validation split: windows it never trained on" if split == "validation"
+            else "the run's training split: windows it trained on, so the figures flatter it")
+    return ranges, f"{split} split of {store.path} ({what})"
+
+
+def run_threshold(spec: RunSpec, given: float | None) -> tuple[float, str]:
+    """The decision threshold to use and where it came from: ``given``, the run's chosen one, or 0.5."""
+    if given is not None:
+        return given, "--threshold"
+    chosen = spec.meta.get("threshold")
+    if isinstance(chosen, dict) and isinstance(chosen.get("value"), (int, float)):
+        return float(chosen["value"]), f"chosen on the run's validation split ({chosen.get('rule', 'f1')})"
+    return 0.5, "the default: the run chose none"
+
+
+def check_settings(*, threshold: float | None, chunk: int, batch_size: int) -> None:
     """Refuse scoring settings that cannot work, before anything is loaded."""
-    if not 0.0 <= threshold <= 1.0:
+    if threshold is not None and not 0.0 <= threshold <= 1.0:
         raise UsageError(f"--threshold must be in [0, 1] (received {threshold})")
     for name, value in (("--chunk", chunk), ("--batch-size", batch_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

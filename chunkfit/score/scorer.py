@@ -41,10 +41,11 @@ def scoring_chunk(chunk: int, batch_size: int) -> int:
     return max(batch_size, chunk // batch_size * batch_size)
 
 
-def segment_blocks(store: Store, window: int, stride: int, chunk: int) -> list[tuple[int, Block]]:
-    """(segment index, block) of every block of every segment, blocks of ``chunk`` windows from its start."""
+def range_blocks(ranges: np.ndarray, window: int, stride: int, chunk: int) -> list[tuple[int, Block]]:
+    """(range index, block) of every block of every range (a segment, or part of one), blocks of
+    ``chunk`` windows from the range's start."""
     out: list[tuple[int, Block]] = []
-    for s, (a, b) in enumerate(store.segments.tolist()):
+    for s, (a, b) in enumerate(np.asarray(ranges, dtype=np.int64).reshape(-1, 2).tolist()):
         for blk in plan_blocks(np.asarray([[a, b]]), window, stride, chunk):
             out.append((s, blk))
     return out
@@ -58,15 +59,18 @@ def score_store(
     chunk: int = 200_000,
     batch_size: int = 1024,
     labeller: Labeller | None = None,
+    ranges: np.ndarray | None = None,
 ) -> Iterator[ScoredBlock]:
-    """Probabilities for every window of the store, block by block, in start order.
+    """Probabilities for every window of the store (or of ``ranges``, each inside one segment), block
+    by block, in start order; ``ScoredBlock.segment`` is the index of the segment (or range).
 
     The next block is read in a background thread while one is scored.
     """
     from ..train.tensorflow.predictor import Predictor
 
     w = spec.windows
-    plan = segment_blocks(store, w.window, w.stride, scoring_chunk(chunk, batch_size))
+    spans = store.segments if ranges is None else ranges
+    plan = range_blocks(spans, w.window, w.stride, scoring_chunk(chunk, batch_size))
     predictor = Predictor(model, w.window, spec.n_channels, batch_size)
 
     def load(seg: int, blk: Block) -> tuple[int, Block, np.ndarray, np.ndarray | None]:

@@ -6,6 +6,8 @@ The modules, in the order data flows through them:
 - ``blocks``: blocks of consecutive windows, seeded block and window orders, one read per block;
 - ``plan``: a run's split and blocks, and each epoch's groups of blocks;
 - ``budget``: ``--memory-budget`` turned into a block size;
+- ``normalize``: inputs in any units (standardisation from the training split, saved in the model);
+- ``weights``: class weights for rare events;
 - ``models``: the built-in models, ``.keras`` files and ``module:function``;
 - ``tensorflow/``: the engine (threads, input pipeline, the multi-batch ``Stepper``);
 - ``callbacks``: the run's callbacks across block-wise ``fit`` calls;

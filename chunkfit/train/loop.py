@@ -32,6 +32,8 @@ from ..store import Store, open_store
 from .blocks import Block, prefetched, read_group, window_order
 from .budget import chunk_in_budget
 from .models import DEFAULT_MODEL
+from .normalize import normalizer_for
+from .weights import class_weights
 from .plan import SplitPlan, TrainPlan
 from .progress import Tick, TrainProgress
 from .record import RunLog
@@ -58,11 +60,15 @@ def fit(
     epochs: int = 1,
     stride: int = 1,
     validation: float = 0.1,
+    validation_segments: float | None = None,
     callbacks: Sequence[keras.callbacks.Callback] | None = None,
     seed: int = 0,
     label: str = "any-event",
     deterministic: bool = False,
     memory_budget: int | None = None,
+    normalize: str = "global",
+    class_weight: str = "auto",
+    threshold_for: str = "f1",
     steps_per_execution: int | None = FitOptions.steps_per_execution,
     compute_threads: int | None = None,
     optimizer: str | None = None,
@@ -84,13 +90,19 @@ def fit(
     training) and at the end of every epoch. On a folder holding an unfinished run, ``resume``
     "auto" continues it from its checkpoint (a folder without one starts a new run), "resume" does
     the same but refuses a folder with nothing to resume, and "restart" deletes the run and starts over.
-    A finished run is refused unless "restart". ``tensorboard`` is a folder for Keras's TensorBoard
+    A finished run is refused unless "restart". ``normalize`` ("global", "window" or "none") is how
+    windows are standardised before ``model`` sees them (chunkfit.train.normalize): the returned
+    History's ``model`` is the trained model behind that standardisation, the one that takes raw
+    signal (and the one saved as model.keras). ``class_weight`` ("auto", "balanced", "none" or
+    "0:1,1:40") weighs training windows by class (chunkfit.train.weights). At the end, the run picks
+    its decision threshold on the validation split by ``threshold_for`` ("f1", "recall=0.9",
+    "precision=0.8"; chunkfit.score.threshold) and records it in run.json. ``tensorboard`` is a folder for Keras's TensorBoard
     callback: epoch summaries, and evaluation figures against the optimizer's step count, which runs
     on across blocks.
     """
     opts = options or FitOptions(
         windows=WindowSpec(window=window, stride=stride, label=label),
-        split=SplitSpec(validation=validation),
+        split=SplitSpec(validation=validation, segments=validation_segments),
         blocks=BlockSpec(chunk=chunk, seed=seed, mix=mix),
         batch_size=batch_size,
         epochs=epochs,
@@ -101,6 +113,9 @@ def fit(
         optimizer=optimizer,
         lr=lr,
         loss=loss,
+        normalize=normalize,
+        class_weight=class_weight,
+        threshold_for=threshold_for,
     )
     if checkpoint_every is not None and (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
                                          or checkpoint_every < 1):
@@ -141,7 +156,12 @@ class Trainer:
         self.model_spec = identity["model"]
         resumed = folder.checkpoint if folder is not None else None
         shapes = Shapes(opts.windows.window, store.n_channels, split.labeller.n_classes)
-        self.engine = TensorFlowEngine.start(model, opts, shapes)
+        self.normalizer = normalizer_for(opts.normalize, store, split.split.train)
+        w = opts.windows
+        self.weights = class_weights(opts.class_weight, split.labeller, split.split.train, w.window, w.stride)
+        if self.weights.notice is not None and progress is not None:
+            progress(TrainProgress("notice", 0, opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0, message=self.weights.notice))
+        self.engine = TensorFlowEngine.start(model, opts, shapes, self.normalizer, self.weights.weights)
         self.model = self.engine.model
         # A resumed run keeps its blocks even when --memory-budget would pick another chunk now.
         if resumed is not None:
@@ -170,6 +190,8 @@ class Trainer:
             "store": {"path": str(self.store.path.resolve()), "identity": self.store.identity},
             "split": plan.split.to_dict(),
             "blocks": {"train": len(plan.train_blocks), "validation": len(plan.val_blocks), "mix": plan.mix},
+            "normalization": self.normalizer.to_dict(),
+            "class_weight": self.weights.to_dict(plan.labeller.classes),
             "engine": self.engine.name,
             "threads": self.engine.threads,
         }
@@ -227,8 +249,12 @@ class Trainer:
             if model.stop_training:
                 break
         run_callbacks.on_train_end(logs)
+        # The model that takes raw signal: the trained one behind the run's normalisation.
+        exported = self.engine.exported()
+        history.set_model(exported)
+        self.threshold = self._choose_threshold(exported)
         if folder is not None:
-            folder.save_model(model)
+            folder.save_model(exported)
             folder.plot(history.history)
             self._write_record(finished=True)
             folder.remove_checkpoint()
@@ -363,9 +389,27 @@ class Trainer:
         assert self.progress is not None
         self.progress(self._tick.at(batches, logs))
 
+    def _choose_threshold(self, exported: keras.Model) -> dict[str, Any] | None:
+        """The decision threshold, chosen on the validation split (chunkfit.score.threshold)."""
+        from ..score.threshold import choose_threshold
+
+        plan = self.plan
+        chosen = choose_threshold(exported, self.store, plan.labeller, self.opts.windows, plan.split.validation,
+                                  self.opts.threshold_for)
+        if chosen is not None and self.progress is not None:
+            self.progress(TrainProgress(
+                "notice", self.opts.epochs - 1, self.opts.epochs, 0, 0, 0, 0, 0.0, None, 1.0,
+                message=(f"threshold {chosen['value']:.4g} chosen on the validation split ({chosen['rule']}): "
+                         f"precision {chosen['precision']:.3f}, recall {chosen['recall']:.3f}, F1 {chosen['f1']:.3f}, "
+                         f"PR-AUC {chosen['pr_auc']:.3f}")))
+        return chosen
+
     def _write_record(self, *, finished: bool) -> None:
         if self.folder is not None:
-            self.folder.write_json(self.log.record(finished=finished, stopped=bool(self.model.stop_training)))
+            record = self.log.record(finished=finished, stopped=bool(self.model.stop_training))
+            if finished:
+                record["threshold"] = self.threshold
+            self.folder.write_json(record)
 
 
 def run_identity(opts: FitOptions, model: keras.Model | str, store: Store) -> dict[str, Any]:

@@ -33,6 +33,8 @@ CURVES_FILE = "curves.png"
 LOCK_FILE = ".chunkfit.lock"
 RESUME_MODES = ("auto", "resume", "restart")
 _RUN_FILES = (RUN_FILE, RUN_FILE + ".tmp", MODEL_FILE, HISTORY_FILE, CURVES_FILE)
+# Settings newer versions added to a run's identity, with what versions before them did.
+_EARLIER_DEFAULTS = {"normalize": "none", "class_weight": "none"}
 DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 WRITE_ERRORS = (*DISK_FULL, errno.EACCES, errno.EPERM, errno.EROFS)
 
@@ -130,6 +132,8 @@ class RunFolder:
         if self.checkpoint is None:
             return
         made = self.checkpoint.state["run"]
+        # Settings added since a checkpoint was made: what that version did.
+        made = {**made, "config": {**_EARLIER_DEFAULTS, **made["config"]}}
         fix = "run the command the run was made with to resume it, pass --restart to start over, or use another --out"
         # A setting the run's identity leaves out (how fast, not what, is trained) may still be in the
         # identity of a checkpoint made by an earlier version: it is no reason to refuse.

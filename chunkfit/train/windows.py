@@ -58,12 +58,14 @@ def split_segment(a: int, b: int, window: int, validation: float) -> tuple[tuple
 
 @dataclasses.dataclass(frozen=True)
 class Split:
-    """Training and validation ranges of every segment, one row per segment ([R, 2] int64)."""
+    """Training and validation ranges ([R, 2] int64): one row per segment, or, when whole segments
+    are held out (``held``: their indices), the training segments and the held-out ones."""
 
     train: np.ndarray
     validation: np.ndarray
     window: int
     stride: int
+    held: tuple[int, ...] | None = None
 
     def train_windows(self) -> int:
         return _total(self.train, self.window, self.stride)
@@ -77,6 +79,7 @@ class Split:
             "validation_ranges": self.validation.tolist(),
             "train_windows": self.train_windows(),
             "validation_windows": self.validation_windows(),
+            **({"validation_segments": list(self.held)} if self.held is not None else {}),
         }
 
 
@@ -84,12 +87,27 @@ def _total(ranges: np.ndarray, window: int, stride: int) -> int:
     return sum(count_windows(int(b - a), window, stride) for a, b in ranges)
 
 
-def plan_split(segments: np.ndarray, windows: WindowSpec, split: SplitSpec, where: str | None = None) -> Split:
+def held_segments(lengths: np.ndarray, window: int, stride: int, count: float, seed: int) -> list[int]:
+    """Indices (sorted) of the segments held out for validation: ``count`` of those that hold a window
+    (a fraction of them, rounded, at least 1, when ``count`` < 1), chosen by ``seed``.
+
+    Example: lengths [500, 50, 500, 500], window 100, count 0.5 -> 2 of segments 0, 2, 3 (segment 1
+    holds no window), the same 2 for the same seed.
+    """
+    usable = np.flatnonzero([count_windows(int(n), window, stride) > 0 for n in lengths])
+    k = int(count) if count >= 1 else max(1, round(count * usable.size))
+    order = np.random.default_rng([seed, 2]).permutation(usable.size)
+    return sorted(int(i) for i in usable[order[:k]])
+
+
+def plan_split(segments: np.ndarray, windows: WindowSpec, split: SplitSpec, where: str | None = None,
+               seed: int = 0) -> Split:
     """Cut every segment into training and validation ranges; refuse splits that cannot train.
 
     Raises ``WindowError`` when the window is longer than every segment, when no training window
     is left, or when validation was asked for but no validation window fits. ``where`` (the store)
-    starts each message.
+    starts each message. With ``split.segments``, whole segments are held out (``held_segments``
+    with ``seed``).
     """
     at = f"{where}: " if where is not None else ""
     seg = np.asarray(segments, dtype=np.int64).reshape(-1, 2)
@@ -102,6 +120,8 @@ def plan_split(segments: np.ndarray, windows: WindowSpec, split: SplitSpec, wher
             f"{at}window must be at most the longest segment (received window={w}, longest segment="
             f"{longest} samples); use a smaller --window"
         )
+    if split.segments is not None:
+        return _hold_out_segments(seg, windows, split.segments, seed, at)
     pairs = [split_segment(int(a), int(b), w, split.validation) for a, b in seg]
     out = Split(
         train=np.array([p[0] for p in pairs], dtype=np.int64).reshape(-1, 2),
@@ -121,6 +141,25 @@ def plan_split(segments: np.ndarray, windows: WindowSpec, split: SplitSpec, wher
             f"(longest segment={longest} samples); raise --validation, lower --window, or use --validation 0"
         )
     return out
+
+
+def _hold_out_segments(seg: np.ndarray, windows: WindowSpec, count: float, seed: int, at: str) -> Split:
+    w, stride = windows.window, windows.stride
+    usable = sum(count_windows(int(b - a), w, stride) > 0 for a, b in seg)
+    if count >= 1 and count >= usable:
+        raise WindowError(
+            f"{at}--validation-segments {int(count)} leaves no segment to train on: {usable} segment(s) hold a "
+            f"window of {w} samples; hold out fewer, or use --validation to hold out the end of each segment"
+        )
+    held = held_segments(seg[:, 1] - seg[:, 0], w, stride, count, seed)
+    if len(held) >= usable:
+        raise WindowError(
+            f"{at}--validation-segments {count} holds out all {usable} segment(s) that hold a window; "
+            "hold out a smaller share, or use --validation to hold out the end of each segment"
+        )
+    keep = np.ones(seg.shape[0], dtype=bool)
+    keep[held] = False
+    return Split(train=seg[keep], validation=seg[held], window=w, stride=stride, held=tuple(held))
 
 
 # -- labels --------------------------------------------------------------------------------------

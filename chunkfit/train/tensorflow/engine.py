@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ...config import FitOptions
 from ..blocks import BlockData
 from ..models import build_model, check_model, compile_model
+from ..normalize import Normalizer
 from .pipeline import (
     BlockTensors,
     batch_bytes,
@@ -42,15 +43,21 @@ class TensorFlowEngine:
 
     name = "tensorflow"
 
-    def __init__(self, model: keras.Model, opts: FitOptions, shapes: Shapes, steps: int, threads: dict[str, int]) -> None:
+    def __init__(self, model: keras.Model, opts: FitOptions, shapes: Shapes, steps: int, threads: dict[str, int],
+                 normalizer: Normalizer, class_weights: tuple[float, ...] | None) -> None:
         from .stepper import Stepper
 
         self.model, self.opts, self.shapes, self.steps, self.threads = model, opts, shapes, steps, threads
+        self.normalizer = normalizer
+        self.class_weights = None if class_weights is None else list(class_weights)
         self.stepper = Stepper(model)
 
     @classmethod
-    def start(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes) -> TensorFlowEngine:
-        """Start TensorFlow (threads before its runtime starts), seed it, and build and compile ``model``."""
+    def start(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes, normalizer: Normalizer,
+              class_weights: tuple[float, ...] | None = None) -> TensorFlowEngine:
+        """Start TensorFlow (threads before its runtime starts), seed it, and build and compile ``model``,
+        which trains on windows standardised by ``normalizer``, weighted by ``class_weights`` (one per
+        class index; None: unweighted)."""
         threads = start_tensorflow(opts.compute_threads, model)
         import keras
 
@@ -63,7 +70,7 @@ class TensorFlowEngine:
         check_model(built, shapes.window, shapes.channels, shapes.classes)
         steps = opts.steps_per_execution or element_steps(opts.batch_size, shapes.window, shapes.channels)
         compile_model(built, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss, steps_per_execution=steps)
-        return cls(built, opts, shapes, steps, threads)
+        return cls(built, opts, shapes, steps, threads, normalizer, class_weights)
 
     @property
     def fitting(self) -> keras.Model:
@@ -80,12 +87,14 @@ class TensorFlowEngine:
         tensors = to_tensors(data)
         return dataclasses.replace(tensors, dataset=block_dataset(
             tensors, window=self.shapes.window, batch_size=self.opts.batch_size, n_classes=self.shapes.classes,
-            steps=self.steps if training else None))
+            steps=self.steps if training else None, normalize=self.normalizer.apply,
+            class_weights=self.class_weights if training else None))
 
     def prepare(self) -> None:
         """Compile the train step (the loop calls this while the first group loads)."""
         s = self.shapes
-        self.stepper.prepare(train_element_spec(s.window, s.channels, self.opts.batch_size, s.classes))
+        self.stepper.prepare(train_element_spec(s.window, s.channels, self.opts.batch_size, s.classes,
+                                                weighted=self.class_weights is not None))
 
     def step_batches(self, n_windows: int) -> list[int]:
         """Batches in each training step of a group of ``n_windows``, for callbacks' batch numbers."""
@@ -96,6 +105,10 @@ class TensorFlowEngine:
 
     def evaluate(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:
         self.model.evaluate(tensors.dataset, verbose=0, callbacks=callbacks)
+
+    def exported(self) -> keras.Model:
+        """The trained model behind the run's normalisation: the model that takes raw signal."""
+        return self.normalizer.wrap(self.model)
 
     def metrics(self) -> dict[str, float]:
         """The model's metric results now, as Python floats."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..blocks import BlockData
 
@@ -69,16 +70,20 @@ def step_batches(n_windows: int, batch_size: int, steps: int) -> list[int]:
     return [steps] * groups + ([rest] if rest else []) + ([1] if short else [])
 
 
-def train_element_spec(window: int, n_channels: int, batch_size: int, n_classes: int) -> tuple[tf.TypeSpec, ...]:
-    """The element spec of every training dataset of ``block_dataset`` with these sizes."""
+def train_element_spec(window: int, n_channels: int, batch_size: int, n_classes: int,
+                       weighted: bool = False) -> tuple[tf.TypeSpec, ...]:
+    """The element spec of every training dataset of ``block_dataset`` with these sizes (and class weights)."""
     import tensorflow as tf
 
-    return (tf.TensorSpec([None, batch_size, window, n_channels], tf.float32),
-            tf.TensorSpec([None, batch_size, n_classes], tf.float32), tf.TensorSpec([], tf.int32))
+    x = tf.TensorSpec([None, batch_size, window, n_channels], tf.float32)
+    y = tf.TensorSpec([None, batch_size, n_classes], tf.float32)
+    w = (tf.TensorSpec([None, batch_size], tf.float32),) if weighted else ()
+    return (x, y, *w, tf.TensorSpec([], tf.int32))
 
 
 def block_dataset(
-    block: BlockTensors, *, window: int, batch_size: int, n_classes: int, steps: int | None = None
+    block: BlockTensors, *, window: int, batch_size: int, n_classes: int, steps: int | None = None,
+    normalize: Callable[[Any], Any] | None = None, class_weights: list[float] | None = None,
 ) -> tf.data.Dataset:
     """The block's windows (float32 [b, window, channels]) and one-hot labels (float32 [b, classes]).
 
@@ -86,7 +91,10 @@ def block_dataset(
     holds up to ``steps`` batches for ``Stepper``: ``(x [k, batch_size, ...], y [k, batch_size,
     classes], last)``, whole groups of ``steps`` full batches, then the remaining full batches,
     then the short last batch alone, padded to ``batch_size``; ``last`` is how many windows the
-    element's last batch really holds.
+    element's last batch really holds. ``normalize`` (chunkfit.train.normalize) is applied to the
+    gathered windows. With ``class_weights`` (one per class index), training elements carry each
+    window's weight after its labels, ``(x, y, w, last)``: Keras's ``class_weight`` as the
+    ``sample_weight`` of every batch.
     """
     import tensorflow as tf
 
@@ -102,7 +110,17 @@ def block_dataset(
         offsets = tf.raw_ops.PlaceholderWithDefault(input=offsets, shape=shape)
         labels = tf.raw_ops.PlaceholderWithDefault(input=labels, shape=shape)
         x = tf.gather(samples, offsets[..., None] + span)
+        if normalize is not None:
+            x = normalize(x)
         return x, tf.one_hot(labels, n_classes, dtype=tf.float32)
+
+    weights = None if class_weights is None or steps is None else tf.constant(class_weights, tf.float32)
+
+    def element(o: tf.Tensor, y: tf.Tensor, last: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        if weights is None:
+            return (*windows(o, y), last)
+        labels = tf.raw_ops.PlaceholderWithDefault(input=y, shape=shape)
+        return (*windows(o, y), tf.gather(weights, labels), last)
 
     # Offsets arrive grouped, one dataset element per batch (or per group of batches): slicing
     # single windows and batching them again costs tf.data ~15% of a baseline-cnn training step.
@@ -131,7 +149,7 @@ def block_dataset(
     if steps is None:
         ds = ds.map(windows)
     else:
-        ds = ds.map(lambda o, y, last: (*windows(o, y), last))
+        ds = ds.map(element)
     # Nothing here is left for autotuning to tune (one map, a fixed prefetch). With it on, deleting
     # the iterator at the end of a fit call waited 1-4 s for a tf.data thread in about one fit
     # call in ten (measured on 2 cores); with it off, in none of 32.

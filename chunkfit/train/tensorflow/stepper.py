@@ -69,7 +69,7 @@ class Stepper(keras.Model):
             model.compute_metrics(None, y, y)
         if self._spec is None:  # one trace each, whatever the number of batches in an element
             self._spec = element_spec
-            self._whole = tf.function(self._train_whole, input_signature=element_spec[:2], autograph=False)
+            self._whole = tf.function(self._train_whole, input_signature=element_spec[:-1], autograph=False)
             self._short = tf.function(self._train_short, input_signature=element_spec, autograph=False)
 
     def _own_loop(self) -> bool:
@@ -88,11 +88,11 @@ class Stepper(keras.Model):
             return super().make_train_function(force)
 
         def train_function(iterator: Any) -> Any:
-            xs, ys, last = next(iterator)
-            if int(last) < xs.shape[1]:
+            element = next(iterator)
+            if int(element[-1]) < element[0].shape[1]:
                 self._wait_for_short()
-                return self._short(xs, ys, last)
-            logs = self._whole(xs, ys)
+                return self._short(*element)
+            logs = self._whole(*element[:-1])
             if self._tracing is None:
                 self._tracing = threading.Thread(target=self._trace_short, name="chunkfit-trace")
                 self._tracing.start()
@@ -123,12 +123,16 @@ class Stepper(keras.Model):
         """One element, for Keras's own loop (see ``make_train_function``)."""
         import tensorflow as tf
 
-        xs, ys, last = data
-        return tf.cond(last < tf.shape(xs)[1], lambda: self._train_short(xs, ys, last),
-                       lambda: self._train_whole(xs, ys))
+        parts, last = tuple(data[:-1]), data[-1]
+        return tf.cond(last < tf.shape(parts[0])[1], lambda: self._train_short(*parts, last),
+                       lambda: self._train_whole(*parts))
 
-    def _train_whole(self, xs: Any, ys: Any) -> Any:
-        """Every batch of the element is full: the model's train_step on each, in one loop."""
+    def _train_whole(self, *parts: Any) -> Any:
+        """Every batch of the element is full: the model's train_step on each, in one loop.
+
+        ``parts`` are the element's windows, labels and (with class weights) sample weights, each
+        [batches, batch, ...]; batch k is ``(x[k], y[k][, w[k]])``, as Keras's fit hands it over.
+        """
         import tensorflow as tf
 
         model = self.wrapped
@@ -137,17 +141,19 @@ class Stepper(keras.Model):
             # and trace the step once (tracing is a second or so of an epoch at this model size).
             first, logs = 0, model.get_metrics_result()
         else:  # a custom train_step may log anything: the first step gives the loop its logs
-            first, logs = 1, model.train_step((xs[0], ys[0]))
+            first, logs = 1, model.train_step(tuple(p[0] for p in parts))
 
         def step(k: tf.Tensor, _: Any) -> tuple[tf.Tensor, Any]:
-            return k + 1, model.train_step((xs[k], ys[k]))
+            return k + 1, model.train_step(tuple(p[k] for p in parts))
 
-        _, logs = tf.while_loop(lambda k, _: k < tf.shape(xs)[0], step, (tf.constant(first), logs))
+        _, logs = tf.while_loop(lambda k, _: k < tf.shape(parts[0])[0], step, (tf.constant(first), logs))
         return logs
 
-    def _train_short(self, xs: Any, ys: Any, last: Any) -> Any:
-        """The element is the short last batch alone, padded to the batch size."""
-        return self.wrapped.train_step((xs[0][:last], ys[0][:last]))
+    def _train_short(self, *element: Any) -> Any:
+        """The element is the short last batch alone, padded to the batch size; its last part is how
+        many windows are real."""
+        last = element[-1]
+        return self.wrapped.train_step(tuple(p[0][:last] for p in element[:-1]))
 
 
 def _default_logs(model: keras.Model) -> bool:
