@@ -666,3 +666,24 @@ def test_python_api_resumed_dropout_model_ends_with_the_weights_of_an_uninterrup
         chunkfit.fit(dropout_model(), store, **API, callbacks=[crash_in(1, 20)], out=tmp_path / "crashed")
     resumed = chunkfit.fit(dropout_model(), store, **API, out=tmp_path / "crashed").model
     assert all(np.array_equal(a, b) for a, b in zip(resumed.get_weights(), whole.get_weights(), strict=True))
+
+
+def test_a_mid_epoch_checkpoint_with_other_epoch_metrics_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A checkpoint from a chunkfit that logged loss and accuracy only (4 metric variables) cannot
+    carry its epoch's metric totals into today's metrics: refused, naming the way out, run kept."""
+    store = make_store(tmp_path / "s.zarr", samples=4_000)
+    with pytest.raises(Crash):
+        chunkfit.fit("baseline-cnn", store, **API, callbacks=[crash_in(0, 20)], out=tmp_path / "run")
+    folder = next(p for p in (tmp_path / "run").rglob("state.json")).parent
+    arrays = dict(np.load(folder / "arrays.npz"))
+    assert sum(k.startswith("metrics.") for k in arrays) > 4  # today's: loss, PR-AUC, precision, recall, accuracy
+    kept = {k: v for k, v in arrays.items() if not k.startswith("metrics.") or int(k.split(".")[1]) < 4}
+    np.savez(folder / "arrays.npz", **kept)
+    state = json.loads((folder / "state.json").read_text())
+    state["files"]["arrays.npz"] = (folder / "arrays.npz").stat().st_size
+    (folder / "state.json").write_text(json.dumps(state))
+    with pytest.raises(chunkfit.errors.IncompatibleError,
+                       match=r"the checkpoint was made mid-epoch by a chunkfit that logged other epoch metrics \(4 "
+                             r"metric variables saved, \d+ now\); finish the run with that version, or pass --restart"):
+        chunkfit.fit("baseline-cnn", store, **API, out=tmp_path / "run")
+    assert (folder / "state.json").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -45,8 +46,11 @@ def test_train_prints_one_line_per_epoch_and_the_run_folder(ecg_run: tuple[subpr
     result, out = ecg_run
     lines = result.stdout.splitlines()
     assert [line.split("  ")[0] for line in lines[:2]] == ["epoch 1/2", "epoch 2/2"]
-    assert "val_accuracy" in lines[1]
-    assert lines[2].startswith("threshold ") and " chosen on the validation split (f1): precision " in lines[2]
+    names = [part.split(" ")[0] for part in lines[1].split("  ")[1:-1]]
+    lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
+    assert names == [*lead, *(f"val_{n}" for n in lead)]  # the event class first, accuracy last
+    assert lines[2].startswith("threshold ") and " chosen on the validation split (f1): PR-AUC " in lines[2]
+    assert re.search(r", events covered \d+/\d+, false alarms \d+ \([\d.e+-]+/h\)$", lines[2]), lines[2]
     assert lines[3] == f"trained baseline-cnn for 2 epoch(s); run folder {out}: model.keras, history.csv, run.json, curves.png"
 
 

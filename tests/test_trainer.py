@@ -14,7 +14,9 @@ import pytest
 import chunkfit
 from chunkfit import BlockSpec, FitOptions, SplitSpec, StoreWriter, WindowSpec
 from chunkfit.errors import IncompatibleError, RunError, UsageError, WindowError
+from chunkfit.score.metrics import BinaryMetrics
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
+from chunkfit.train.metrics import compiled_metrics
 from chunkfit.train.windows import any_event_labels
 
 pytestmark = pytest.mark.slow
@@ -80,7 +82,8 @@ def test_callbacks_see_real_epoch_numbers_once_each(tiny_store: Path) -> None:
 def test_epoch_logs_hold_training_and_validation_metrics(tiny_store: Path) -> None:
     rec = Recorder()
     chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1), callbacks=[rec])
-    assert set(rec.kinds("epoch_end")[0][1]) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+    lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
+    assert set(rec.kinds("epoch_end")[0][1]) == {*lead, *(f"val_{n}" for n in lead)}
 
 
 def test_batch_numbers_run_on_across_blocks_of_an_epoch(tiny_store: Path) -> None:
@@ -121,7 +124,8 @@ def test_step_batches_group_full_batches_then_the_short_one(n: int, steps: int, 
 def test_csv_logger_in_the_run_folder_has_one_row_per_epoch(tiny_store: Path, tmp_path: Path) -> None:
     chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=3), out=tmp_path / "run")
     rows = (tmp_path / "run" / "history.csv").read_text().splitlines()
-    assert rows[0].split(",") == ["epoch", "accuracy", "loss", "val_accuracy", "val_loss"]
+    lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
+    assert rows[0].split(",") == ["epoch", *lead, *(f"val_{n}" for n in lead)]
     assert [r.split(",")[0] for r in rows[1:]] == ["0", "1", "2"]
 
 
@@ -175,7 +179,8 @@ def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store
     split = run["split"]
     weights = run["class_weight"]["weights"]
     assert (weights is None) == (class_weight == "none")
-    reference.compile(optimizer=keras.optimizers.Adam(1e-3), loss="categorical_crossentropy", metrics=["accuracy"])
+    reference.compile(optimizer=keras.optimizers.Adam(1e-3), loss="categorical_crossentropy",
+                      metrics=compiled_metrics(2))
     x, y = windows_of(tiny_store, split["train_ranges"])
     vx, vy = windows_of(tiny_store, split["validation_ranges"])
     keras_weights = None if weights is None else {int(c): w for c, w in weights.items()}
@@ -419,8 +424,20 @@ def test_the_saved_model_takes_raw_signal_and_scores_it_as_the_run_validated(tin
     starts = np.arange(b - a - WINDOW + 1)
     windows = np.stack([x[i : i + WINDOW] for i in starts])
     labels = any_event_labels(starts, WINDOW, events)
-    accuracy = float(np.mean(np.argmax(model.predict(windows, verbose=0), axis=1) == labels))
-    assert accuracy == pytest.approx(run["epochs"][-1]["val_accuracy"], abs=1e-4)
+    probs = model.predict(windows, verbose=0)
+    last = run["epochs"][-1]
+    accuracy = float(np.mean(np.argmax(probs, axis=1) == labels))
+    assert accuracy == pytest.approx(last["val_accuracy"], abs=1e-4)
+    # the event class's figures, at 0.5 as Keras's Precision/Recall(class_id=1) count them
+    hit = probs[:, 1] > 0.5
+    tp, fp, fn = int((hit & (labels == 1)).sum()), int((hit & (labels == 0)).sum()), int((~hit & (labels == 1)).sum())
+    assert last["val_precision"] == pytest.approx(tp / (tp + fp) if tp + fp else 0.0, abs=1e-4)
+    assert last["val_recall"] == pytest.approx(tp / (tp + fn), abs=1e-4)
+    assert last["val_f1"] == pytest.approx(2 * tp / (2 * tp + fp + fn), abs=1e-4)
+    # Keras's PR-AUC interpolates between 200 thresholds: near, not equal to, the exact figure
+    exact = BinaryMetrics()
+    exact.update(labels == 1, probs[:, 1])
+    assert last["val_pr_auc"] == pytest.approx(exact.pr_auc(), abs=0.02)
     assert run["normalization"]["mode"] == "global"
     # the statistics of the training split alone
     assert run["normalization"]["mean"][0] == pytest.approx(train.mean(), rel=1e-9)

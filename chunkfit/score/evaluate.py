@@ -25,7 +25,7 @@ from .runs import (
 from .scorer import ScoredBlock, score_store
 
 
-class _EventLevel:
+class EventLevel:
     """Event coverage (markers inside at least one positive window) and false alarms."""
 
     def __init__(self, events: np.ndarray, window: int, stride: int, threshold: float) -> None:
@@ -128,7 +128,7 @@ def evaluate(
         metrics = BinaryMetrics(threshold=threshold)
         k = len(spec.classes)
         confusion = np.zeros((k, k), dtype=np.int64)
-        events = _EventLevel(events_in(s, ranges), w.window, w.stride, threshold) if s.has_events else None
+        events = EventLevel(events_in(s, ranges), w.window, w.stride, threshold) if s.has_events else None
         sketch = _Sketch(s, w.window, ranges)
         for sb in score_store(model, s, spec, chunk=chunk, batch_size=batch_size, labeller=labeller, ranges=ranges):
             assert sb.labels is not None

@@ -51,6 +51,25 @@ def choose_threshold(model: keras.Model, store: Store, labeller: Labeller, windo
         metrics.update(sb.labels == spec.positive, sb.probs[:, spec.positive])
     if metrics.n == 0 or not metrics.pos_hist.any():
         return None
-    chosen = metrics.choose_threshold(rule)
-    return {**chosen, "rule": rule, "split": "validation", "pr_auc": metrics.pr_auc(),
-            "positive_windows": int(metrics.pos_hist.sum()), "windows": metrics.n}
+    chosen = {**metrics.choose_threshold(rule), "rule": rule, "split": "validation", "pr_auc": metrics.pr_auc(),
+              "positive_windows": int(metrics.pos_hist.sum()), "windows": metrics.n}
+    if store.has_events:
+        chosen.update(_event_level(model, store, spec, labeller, ranges, chosen["value"]))
+    return chosen
+
+
+def _event_level(model: keras.Model, store: Store, spec: RunSpec, labeller: Labeller, ranges: np.ndarray,
+                 threshold: float) -> dict[str, Any]:
+    """Events covered and false alarms at ``threshold``: a second pass over the validation windows
+    (the threshold is known only after the first, and their scores are not kept)."""
+    from .evaluate import EventLevel, events_in
+
+    w = spec.windows
+    events = EventLevel(events_in(store, ranges), w.window, w.stride, threshold)
+    for sb in score_store(model, store, spec, labeller=labeller, ranges=ranges):
+        events.update(sb, sb.probs[:, spec.positive])
+    events.finish()
+    hours = float((ranges[:, 1] - ranges[:, 0]).sum()) / store.sample_rate / 3600 if store.sample_rate else None
+    return {"events": int(events.events.size), "events_covered": int(events.covered.sum()),
+            "false_alarms": events.false_alarms,
+            "false_alarms_per_hour": events.false_alarms / hours if hours else None}

@@ -7,7 +7,7 @@ Keras resets its metrics and its callbacks at every ``fit``/``evaluate`` call. c
   the first step of the next one, so the logs are those of the epoch so far, exactly as one fit
   call over the whole epoch would report them (no averaging of per-block results);
 - batch events: forwarded to the run's ``CallbackList`` with batch numbers counted from the start
-  of the epoch, so TensorBoard, CSVLogger and user callbacks see one continuous epoch. A training
+  of the epoch, so TensorBoard, history.csv and user callbacks see one continuous epoch. A training
   step of ``Stepper`` runs several batches; its events carry the numbers of its first and last.
 
 A callback that stops training (``model.stop_training``) stops the block's fit call too.
@@ -15,11 +15,15 @@ A callback that stops training (``model.stop_training``) stops the block's fit c
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import keras
 import numpy as np
+
+from .metrics import ordered
 
 
 def metric_state(model: keras.Model) -> list[np.ndarray]:
@@ -97,3 +101,24 @@ class BlockBridge(keras.callbacks.Callback):
         self.run_callbacks.on_test_batch_end(self.offset + batch, logs)
         if self.on_batch is not None:
             self.on_batch(self.offset + batch + 1, logs or {})
+
+
+class HistoryCsv(keras.callbacks.Callback):
+    """history.csv: one row per epoch, columns in the order of the epoch's logs (the event class's
+    figures first, chunkfit.train.metrics), not by name as Keras's ``CSVLogger`` sorts them.
+    ``append`` keeps the rows already there (a resumed run) and writes no second header."""
+
+    def __init__(self, path: Path, append: bool) -> None:
+        super().__init__()
+        self.path, self.append = path, append
+        self.keys: list[str] | None = None
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        logs = dict(logs or {})
+        if self.keys is None:
+            header = self.path.read_text().partition("\n")[0] if self.append and self.path.exists() else ""
+            self.keys = header.split(",")[1:] if header else list(ordered(logs))
+            if not header:
+                self.path.write_text(",".join(["epoch", *self.keys]) + "\n")
+        with self.path.open("a", newline="") as f:
+            csv.writer(f, lineterminator="\n").writerow([epoch, *(logs.get(k, "NA") for k in self.keys)])

@@ -33,13 +33,13 @@ from .blocks import Block, prefetched, read_group, window_order
 from .budget import chunk_in_budget
 from .models import DEFAULT_MODEL
 from .normalize import normalizer_for
-from .weights import class_weights
 from .plan import SplitPlan, TrainPlan
 from .progress import Tick, TrainProgress
 from .record import RunLog
 from .resume import Checkpointer, Position
 from .runfolder import HISTORY_FILE, WRITE_ERRORS, RunFolder
 from .tensorflow.engine import Shapes, TensorFlowEngine
+from .weights import class_weights
 
 if TYPE_CHECKING:
     import keras
@@ -209,7 +209,7 @@ class Trainer:
     def _train(self, tensorboard: str | os.PathLike[str] | None) -> keras.callbacks.History:
         import keras
 
-        from .callbacks import BlockBridge
+        from .callbacks import BlockBridge, HistoryCsv
 
         model, opts, folder = self.model, self.opts, self.folder
         resumed = folder.checkpoint if folder is not None else None
@@ -219,7 +219,7 @@ class Trainer:
             if resumed is not None:
                 # The rows of the epochs after the checkpoint go: they are trained again.
                 _restore_copy(resumed.history_csv(), folder.file(HISTORY_FILE))
-            extra.append(keras.callbacks.CSVLogger(str(folder.file(HISTORY_FILE)), append=resumed is not None))
+            extra.append(HistoryCsv(folder.file(HISTORY_FILE), append=resumed is not None))
         if tensorboard is not None:
             extra.append(keras.callbacks.TensorBoard(log_dir=str(tensorboard)))
         steps = sum(-(-b.n_windows // opts.batch_size) for b in self.plan.train_blocks)
@@ -397,11 +397,16 @@ class Trainer:
         chosen = choose_threshold(exported, self.store, plan.labeller, self.opts.windows, plan.split.validation,
                                   self.opts.threshold_for)
         if chosen is not None and self.progress is not None:
+            events = ""
+            if "events" in chosen:
+                per_hour = chosen["false_alarms_per_hour"]
+                alarms = f"{chosen['false_alarms']}" + ("" if per_hour is None else f" ({per_hour:.3g}/h)")
+                events = f", events covered {chosen['events_covered']}/{chosen['events']}, false alarms {alarms}"
             self.progress(TrainProgress(
                 "notice", self.opts.epochs - 1, self.opts.epochs, 0, 0, 0, 0, 0.0, None, 1.0,
                 message=(f"threshold {chosen['value']:.4g} chosen on the validation split ({chosen['rule']}): "
-                         f"precision {chosen['precision']:.3f}, recall {chosen['recall']:.3f}, F1 {chosen['f1']:.3f}, "
-                         f"PR-AUC {chosen['pr_auc']:.3f}")))
+                         f"PR-AUC {chosen['pr_auc']:.3f}, precision {chosen['precision']:.3f}, "
+                         f"recall {chosen['recall']:.3f}, F1 {chosen['f1']:.3f}{events}")))
         return chosen
 
     def _write_record(self, *, finished: bool) -> None:

@@ -301,13 +301,17 @@ def compile_model(
     lr: float | None,
     loss: str | None,
     steps_per_execution: int,
+    classes: int = 2,
 ) -> None:
     """Compile with chunkfit's defaults unless the model is compiled and nothing was asked to change.
 
     A compiled model keeps its optimizer, loss and metrics when ``optimizer``, ``lr`` and ``loss``
-    are all None; otherwise it is recompiled (its optimizer state starts over).
+    are all None; otherwise it is recompiled (its optimizer state starts over). A model of
+    ``classes`` 2 is compiled with the event class's metrics first (chunkfit.train.metrics).
     """
     import keras
+
+    from .metrics import compiled_metrics
 
     if not getattr(model, "compiled", False) or any(v is not None for v in (optimizer, lr, loss)):
         name = optimizer or DEFAULT_OPTIMIZER
@@ -321,7 +325,7 @@ def compile_model(
             raise ModelError(
                 f"unknown loss {loss!r}; use e.g. categorical_crossentropy, categorical_focal_crossentropy"
             ) from None
-        model.compile(optimizer=opt, loss=loss or DEFAULT_LOSS, metrics=["accuracy"],
+        model.compile(optimizer=opt, loss=loss or DEFAULT_LOSS, metrics=compiled_metrics(classes),
                       steps_per_execution=steps_per_execution)
     elif model.steps_per_execution != steps_per_execution:
         # The cached train function bakes the step count in; drop it so the new one is used.

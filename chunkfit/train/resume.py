@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import IncompatibleError
 from .blocks import Cursor
 from .checkpoint import Checkpoint
 from .record import RunLog
@@ -124,7 +125,14 @@ class Checkpointer:
         self.sequence = resumed.sequence
         self.last = cursor = Cursor.from_dict(state["cursor"])
         log.restore(state["epoch_records"], [*state["resumes"], cursor.to_dict()], float(state["wall_seconds"]))
-        return Position(cursor.epoch, cursor.position, keras_state.metrics_from(arrays), int(state["batch_offset"]),
+        metrics = keras_state.metrics_from(arrays)
+        if metrics is not None and len(metrics) != len(model.metrics_variables):
+            raise IncompatibleError(
+                f"{where}: the checkpoint was made mid-epoch by a chunkfit that logged other epoch metrics "
+                f"({len(metrics)} metric variables saved, {len(model.metrics_variables)} now); finish the run with "
+                "that version, or pass --restart"
+            )
+        return Position(cursor.epoch, cursor.position, metrics, int(state["batch_offset"]),
                         [int(i) for i in state["blocks_done"]], float(state["train_seconds"]))
 
     def kept(self) -> str:

@@ -272,10 +272,15 @@ def plot_curves(history: dict[str, list[float]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = sorted((k for k in history if not k.startswith("val_") and k not in ("learning_rate", "lr")),
-                   key=lambda k: (k != "loss", k))
-    fig, axes = plt.subplots(1, max(len(names), 1), figsize=(5 * max(len(names), 1), 3.6), squeeze=False)
-    for ax, name in zip(axes[0], names, strict=False):
+    from .metrics import ordered
+
+    names = [k for k in ordered(history) if not k.startswith("val_") and k not in ("learning_rate", "lr")]
+    cols = min(max(len(names), 1), 3)
+    rows = -(-max(len(names), 1) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
+    for ax in axes.flat[len(names):]:
+        ax.axis("off")
+    for ax, name in zip(axes.flat, names, strict=False):
         epochs = range(1, len(history[name]) + 1)
         ax.plot(epochs, history[name], "o-", label="training")
         if f"val_{name}" in history:

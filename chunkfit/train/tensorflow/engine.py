@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...config import FitOptions
 from ..blocks import BlockData
+from ..metrics import with_f1
 from ..models import build_model, check_model, compile_model
 from ..normalize import Normalizer
 from .pipeline import (
@@ -69,7 +70,8 @@ class TensorFlowEngine:
         built = build_model(model, shapes.window, shapes.channels, shapes.classes) if isinstance(model, str) else model
         check_model(built, shapes.window, shapes.channels, shapes.classes)
         steps = opts.steps_per_execution or element_steps(opts.batch_size, shapes.window, shapes.channels)
-        compile_model(built, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss, steps_per_execution=steps)
+        compile_model(built, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss, steps_per_execution=steps,
+                      classes=shapes.classes)
         return cls(built, opts, shapes, steps, threads, normalizer, class_weights)
 
     @property
@@ -111,8 +113,8 @@ class TensorFlowEngine:
         return self.normalizer.wrap(self.model)
 
     def metrics(self) -> dict[str, float]:
-        """The model's metric results now, as Python floats."""
+        """The model's metric results now, as Python floats, F1 added and the event class first."""
         import numpy as np
 
         logs: dict[str, Any] = self.model.get_metrics_result()
-        return {k: float(np.asarray(v)) for k, v in logs.items()}
+        return with_f1({k: float(np.asarray(v)) for k, v in logs.items()})
