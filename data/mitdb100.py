@@ -82,10 +82,10 @@ def read_annotations(path: Path) -> list[tuple[int, str]]:
     return out
 
 
-def load(beats: str = "A,V") -> tuple[np.ndarray, np.ndarray, float, list[str]]:
+def load(beats: str = "A,V", folder: Path = HERE) -> tuple[np.ndarray, np.ndarray, float, list[str]]:
     """(samples (n, 2) int16, event sample indices, rate, channel names), checksums verified."""
-    n_sig, rate, n_samp, signals = read_header(HERE / "100.hea")
-    samples = read_212(HERE / str(signals[0]["file"]), n_sig, n_samp)
+    n_sig, rate, n_samp, signals = read_header(folder / "100.hea")
+    samples = read_212(folder / str(signals[0]["file"]), n_sig, n_samp)
     for k, sig in enumerate(signals):
         total = int(samples[:, k].astype(np.int64).sum())
         checksum = (total + 2**15) % 2**16 - 2**15  # the low 16 bits, as a signed number
@@ -93,7 +93,7 @@ def load(beats: str = "A,V") -> tuple[np.ndarray, np.ndarray, float, list[str]]:
             raise ValueError(f"100.dat channel {sig['name']}: checksum {checksum} and first sample "
                              f"{samples[0, k]}, the header says {sig['checksum']} and {sig['first']}")
     keep = set(beats.split(","))
-    events = np.array([t for t, code in read_annotations(HERE / "100.atr") if code in keep], dtype=np.int64)
+    events = np.array([t for t, code in read_annotations(folder / "100.atr") if code in keep], dtype=np.int64)
     return samples, events, rate, [str(s["name"]) for s in signals]
 
 
