@@ -113,6 +113,13 @@ class HistoryCsv(keras.callbacks.Callback):
         self.path, self.append = path, append
         self.keys: list[str] | None = None
 
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        """The file exists from the start, as with ``CSVLogger`` (empty until the first epoch ends)."""
+        if self.append:
+            self.path.touch()
+        else:
+            self.path.write_text("")
+
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         logs = dict(logs or {})
         if self.keys is None:
