@@ -7,13 +7,16 @@ Sections (all three when none is named):
 
 - throughput: on the original question's problem (synth store, window 104, batch 128, baseline-cnn),
   windows per second of training and peak RSS of (1) model.fit on the fully materialised float64
-  window array, (2) a keras.utils.PyDataset building batches on the fly, (3) chunkfit default,
-  (3b) chunkfit with steps_per_execution=1, (4) the compute ceiling: the same compiled train step
-  on one constant batch in one compiled loop, under the threads chunkfit picks. (1b), (3c) and (4b)
-  swap the threads (chunkfit's one compute thread for the reference, TensorFlow's default of every
-  core for chunkfit and the ceiling), to show what the thread setting alone is worth. Each strategy
-  runs in its own subprocess, in rounds so that machine noise hits all alike; the table shows
-  medians and ratios to (1) and (4).
+  window array, (2) a keras.utils.PyDataset building batches on the fly, (J) Keras on the JAX
+  backend (``KERAS_BACKEND=jax``, the bench extra's jax) with plain model.fit on materialised
+  float32 windows, (3) chunkfit default (its second epoch, after ``--jit auto``'s trial), (3b)
+  chunkfit with steps_per_execution=1, (3d) chunkfit ``--jit off``, (4) the compute ceiling: the same
+  compiled train step on one constant batch in one compiled loop, under the threads chunkfit picks,
+  and (4c) the same with the step under XLA. (1b), (3c), (4b) and (4d) swap the threads (chunkfit's
+  one compute thread for the reference, TensorFlow's default of every core for chunkfit and the
+  ceilings), to show what the thread setting alone is worth. Each strategy runs in its own
+  subprocess, in rounds so that machine noise hits all alike; the table shows medians and ratios to
+  (1) and to the best anchor: the fastest of (J) and the ceilings.
 - memory: chunkfit --chunk 200000 on a 20,000,000-sample synth store against the 1M store.
 - quality: on the balanced synth problem (about half the windows positive), validation accuracy
   after 3 epochs of chunkfit against model.fit on the materialised, fully shuffled windows of the
@@ -308,8 +311,8 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
         rounds = ", ".join(f"{r['windows_per_s'] / 1000:.1f}k" for r in results[s])
         lines.append(f"| {LABELS[s]} | {speed[s]:,.0f} | {ratio(s, 'reference')} | "
                      f"{ratio(s, best) if best else '-'} | {rounds} | {peak:,.0f} |")
-    lines += ["", f"Ratios are medians of the per-round ratios; the best anchor is the fastest of (J) and the "
-              f"ceilings (4*): {LABELS[best] if best else '-'}."]
+    anchor = LABELS[best] if best else "-"
+    lines += ["", f"Ratios are medians of the per-round ratios; the best anchor is the fastest of (J) and the ceilings (4*): {anchor}."]
     if "chunkfit" in results:
         picks = [(r.get("compile") or {}).get("jit") for r in results["chunkfit"]]
         lines += [f"chunkfit's --jit auto chose XLA in {sum(bool(p) for p in picks)} of {len(picks)} round(s)."]
