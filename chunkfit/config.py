@@ -176,7 +176,9 @@ class FitOptions(_Config):
     trained, so a run resumes under another setting. ``normalize`` is how windows are standardised
     before the model sees them (chunkfit.train.normalize); ``class_weight`` how training windows are
     weighted by class (chunkfit.train.weights); ``threshold_for`` how the run picks its decision
-    threshold on the validation split (chunkfit.score.threshold).
+    threshold on the validation split (chunkfit.score.threshold). ``jit`` is whether the train
+    step runs under XLA: on, off, or auto (timed on this machine at the start of the run,
+    chunkfit.train.tensorflow.autotune); like ``compute_threads`` it changes how fast, not what.
     """
 
     windows: WindowSpec = WindowSpec()
@@ -195,6 +197,7 @@ class FitOptions(_Config):
     normalize: str = "global"
     class_weight: str = "auto"
     threshold_for: str = "f1"
+    jit: str = "auto"
 
     _nested: ClassVar[dict[str, type[_Config]]] = {"windows": WindowSpec, "split": SplitSpec, "blocks": BlockSpec}
 
@@ -225,6 +228,8 @@ class FitOptions(_Config):
             from .score.threshold import check_rule
 
             check_rule(self.threshold_for)
+        if self.jit not in ("auto", "on", "off"):
+            raise UsageError(f"--jit must be auto, on or off (received {self.jit!r})")
         if self.normalize not in NORMALIZE_MODES:
             raise UsageError(f"--normalize must be one of {', '.join(NORMALIZE_MODES)} (received {self.normalize!r})")
 

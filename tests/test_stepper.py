@@ -103,9 +103,9 @@ class _Counting(Stepper):
         super().__init__(model)
         self.traces = {"whole": 0, "short": 0}
 
-    def _train_whole(self, xs: Any, ys: Any) -> Any:
+    def _train_whole(self, one_step: Any, xs: Any, ys: Any) -> Any:
         self.traces["whole"] += 1  # runs once per trace of the compiled step
-        return super()._train_whole(xs, ys)
+        return super()._train_whole(one_step, xs, ys)
 
     def _train_short(self, xs: Any, ys: Any, last: Any) -> Any:
         self.traces["short"] += 1
@@ -130,3 +130,23 @@ def test_blocks_of_other_sizes_and_short_batches_reuse_the_compiled_steps(prepar
         stepper.fit(ds, epochs=1, verbose=0, shuffle=False)
     assert stepper.traces == {"whole": 1, "short": 1}
     assert int(ours.optimizer.iterations.numpy()) == 4 + 6 + 2 + 1
+
+
+@pytest.mark.parametrize("custom", [False, True])
+def test_the_xla_step_trains_every_batch_as_model_fit_does(custom: bool) -> None:
+    """``jit``: the full batches' step under XLA; same weights and logs as fit, to XLA's rounding."""
+    n_windows = 5 * BATCH + 7
+    data = _block(n_windows)
+    ours, theirs = _twins(custom)
+    ds = block_dataset(to_tensors(data), window=WINDOW, batch_size=BATCH, n_classes=2, steps=2)
+    stepper = Stepper(ours, jit=True)
+    stepper.fit(ds, epochs=1, verbose=0, shuffle=False)
+    assert list(stepper._wholes) == [True]  # only the XLA loop was built and ran
+    windows = np.stack([data.samples[o : o + WINDOW] for o in data.offsets])
+    expected = theirs.fit(windows, keras.utils.to_categorical(data.labels, 2), batch_size=BATCH, shuffle=False, verbose=0)
+    assert int(ours.optimizer.iterations.numpy()) == -(-n_windows // BATCH)
+    for a, b in zip(ours.get_weights(), theirs.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    if not custom:
+        results = {k: float(v) for k, v in ours.get_metrics_result().items()}
+        assert results["loss"] == pytest.approx(expected.history["loss"][-1], rel=1e-4)

@@ -71,6 +71,7 @@ def fit(
     threshold_for: str = "f1",
     steps_per_execution: int | None = FitOptions.steps_per_execution,
     compute_threads: int | None = None,
+    jit: str = "auto",
     optimizer: str | None = None,
     lr: float | None = None,
     loss: str | None = None,
@@ -96,7 +97,9 @@ def fit(
     signal (and the one saved as model.keras). ``class_weight`` ("auto", "balanced", "none" or
     "0:1,1:40") weighs training windows by class (chunkfit.train.weights). At the end, the run picks
     its decision threshold on the validation split by ``threshold_for`` ("f1", "recall=0.9",
-    "precision=0.8"; chunkfit.score.threshold) and records it in run.json. ``tensorboard`` is a folder for Keras's TensorBoard
+    "precision=0.8"; chunkfit.score.threshold) and records it in run.json. ``jit`` ("auto", "on",
+    "off") is whether the train step runs under XLA; "auto" times both on this machine first
+    (chunkfit.train.tensorflow.autotune; the choice goes to run.json). ``tensorboard`` is a folder for Keras's TensorBoard
     callback: epoch summaries, and evaluation figures against the optimizer's step count, which runs
     on across blocks.
     """
@@ -110,6 +113,7 @@ def fit(
         memory_budget=memory_budget,
         steps_per_execution=steps_per_execution,
         compute_threads=compute_threads,
+        jit=jit,
         optimizer=optimizer,
         lr=lr,
         loss=loss,
@@ -172,6 +176,9 @@ class Trainer:
         else:
             chunk = opts.blocks.chunk
         self.plan: TrainPlan = split.blocks(opts, chunk)
+        batches = sum(-(-b.n_windows // opts.batch_size) for b in self.plan.train_blocks) * opts.epochs
+        self.engine.choose_compile(batches)
+        self._said_compile = False
         self.log = RunLog(self._about(), opts.blocks.seed)
         self.checkpoints: Checkpointer | None = None
         if folder is not None:
@@ -240,6 +247,7 @@ class Trainer:
             logs, record = self._epoch(epoch, run_callbacks, start if epoch == start.epoch else Position(epoch))
             run_callbacks.on_epoch_end(epoch, logs)
             self.log.epochs.append(record)
+            self._say_compile()
             if self.progress is not None:
                 self.progress(TrainProgress("epoch", epoch, opts.epochs, 0, 0, record["train_windows"],
                                             record["train_windows"], record["windows_per_s"] or 0.0,
@@ -409,9 +417,18 @@ class Trainer:
                          f"recall {chosen['recall']:.3f}, F1 {chosen['f1']:.3f}{events}")))
         return chosen
 
+    def _say_compile(self) -> None:
+        """The line saying how the train step is compiled, once that is decided."""
+        choice = self.engine.stepper.choice
+        if self.progress is not None and not self._said_compile and choice is not None and choice.decided:
+            self._said_compile = True
+            self.progress(TrainProgress("notice", 0, self.opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0,
+                                        message=choice.describe(self.opts.batch_size)))
+
     def _write_record(self, *, finished: bool) -> None:
         if self.folder is not None:
             record = self.log.record(finished=finished, stopped=bool(self.model.stop_training))
+            record["compile"] = self.engine.compile_info()
             if finished:
                 record["threshold"] = self.threshold
             self.folder.write_json(record)
@@ -420,7 +437,7 @@ class Trainer:
 def run_identity(opts: FitOptions, model: keras.Model | str, store: Store) -> dict[str, Any]:
     """What a checkpoint must share with the run resuming it: settings, model and store."""
     config = opts.to_dict()
-    for speed in ("compute_threads", "steps_per_execution"):  # how fast, not what, is trained
+    for speed in ("compute_threads", "steps_per_execution", "jit"):  # how fast, not what, is trained
         config.pop(speed)
     return {"config": config, "model": model if isinstance(model, str) else model.name, "store": store.identity}
 

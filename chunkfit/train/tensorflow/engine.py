@@ -92,6 +92,18 @@ class TensorFlowEngine:
             steps=self.steps if training else None, normalize=self.normalizer.apply,
             class_weights=self.class_weights if training else None))
 
+    def choose_compile(self, run_batches: int) -> None:
+        """Set how the train step is compiled (``--jit``; for ``auto``, by timing the first elements of
+        training, chunkfit.train.tensorflow.autotune). ``run_batches``: the run's training batches."""
+        from .autotune import JitChoice
+
+        self.stepper.choice = JitChoice(self.opts.jit, self.opts.deterministic, -(-run_batches // self.steps), self.steps)
+
+    def compile_info(self) -> dict[str, Any]:
+        """The compile choice for run.json; ``jit`` is None while the trial runs."""
+        assert self.stepper.choice is not None
+        return self.stepper.choice.to_dict(self.opts.batch_size)
+
     def prepare(self) -> None:
         """Compile the train step (the loop calls this while the first group loads)."""
         s = self.shapes

@@ -11,47 +11,55 @@ many windows the last batch holds) and its ``train_step`` runs the wrapped model
 custom ``train_step`` are the wrapped model's, batch by batch, exactly as ``fit`` would run them.
 The batch size is part of the traced shapes, and the short last batch of a block gets a compiled
 step of its own: for unknown batch sizes TensorFlow ran baseline-cnn's step 10-15% slower.
+With ``jit`` the full batches' step runs under XLA (chunkfit.train.tensorflow.autotune says when).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+import time
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import keras
+
+if TYPE_CHECKING:
+    from .autotune import JitChoice
 
 
 class Stepper(keras.Model):
     """Trains ``model`` (compiled) on elements that hold several batches; see the module docstring."""
 
-    def __init__(self, model: keras.Model) -> None:
+    def __init__(self, model: keras.Model, jit: bool = False) -> None:
         super().__init__(name="chunkfit_stepper")
         self.wrapped = model
+        self.jit = jit  # the model's train_step under XLA, inside the loop, unless ``choice`` says
+        self.choice: JitChoice | None = None  # set before the first step: chunkfit.train.tensorflow.autotune
         self.built = True
         self.history = None  # fit returns it; the run's History lives with the wrapped model
         # The wrapped model's optimizer, so that nothing here creates optimizer state of its own.
         self.compile(optimizer=model.optimizer, steps_per_execution=1)
-        self._whole: Any = None  # compiled steps: elements of full batches, and the short batch
         self._short: Any = None
+        self._wholes: dict[bool, Any] = {}
         self._spec: Any = None
         self._tracing: threading.Thread | None = None
 
     def prepare(self, element_spec: Any) -> None:
         """Build the optimizer and metrics and compile the step for full batches, before any data
         arrives (chunkfit calls this while the first block loads)."""
-        self._build(element_spec)
+        self.build_state(element_spec)
         if self._own_loop():
-            self._whole.get_concrete_function()
+            self.whole(self._next_mode()).get_concrete_function()
 
     def fit(self, x: Any = None, *args: Any, **kwargs: Any) -> Any:
         """``keras.Model.fit`` on a dataset of multi-batch elements (see ``prepare``)."""
-        self._build(x.element_spec)
+        self.build_state(x.element_spec)
         try:
             return super().fit(x, *args, **kwargs)
         finally:  # no thread of TensorFlow's outlives the call (one still in it at exit aborts the process)
             self._wait_for_short()
 
-    def _build(self, element_spec: Any) -> None:
+    def build_state(self, element_spec: Any) -> None:
         """Create the variables the first step would create inside the trace: tf.function then traces
         it again (optimizer slots: a third of a second for baseline-cnn). The compiled metrics are
         built too (their state is discarded by fit's reset), so that the step can start its loop from
@@ -69,8 +77,19 @@ class Stepper(keras.Model):
             model.compute_metrics(None, y, y)
         if self._spec is None:  # one trace each, whatever the number of batches in an element
             self._spec = element_spec
-            self._whole = tf.function(self._train_whole, input_signature=element_spec[:-1], autograph=False)
             self._short = tf.function(self._train_short, input_signature=element_spec, autograph=False)
+
+    def whole(self, jit: bool) -> Any:
+        """The compiled loop for elements of full batches, its step under XLA or not (each built once)."""
+        import tensorflow as tf
+
+        if jit not in self._wholes:
+            step = (tf.function(self.wrapped.train_step, jit_compile=True, autograph=False) if jit
+                    else self.wrapped.train_step)
+            self._wholes[jit] = tf.function(partial(self._train_whole, step), input_signature=self._spec[:-1],
+                                            autograph=False)
+        return self._wholes[jit]
+
 
     def _own_loop(self) -> bool:
         import tensorflow as tf
@@ -92,7 +111,11 @@ class Stepper(keras.Model):
             if int(element[-1]) < element[0].shape[1]:
                 self._wait_for_short()
                 return self._short(*element)
-            logs = self._whole(*element[:-1])
+            jit = self._next_mode()
+            t0 = time.perf_counter()
+            logs = self.whole(jit)(*element[:-1])  # returns when the element has trained
+            if self.choice is not None and not self.choice.decided:
+                self.choice.timed(jit, time.perf_counter() - t0, int(element[0].shape[0]))
             if self._tracing is None:
                 self._tracing = threading.Thread(target=self._trace_short, name="chunkfit-trace")
                 self._tracing.start()
@@ -100,6 +123,9 @@ class Stepper(keras.Model):
 
         self.train_function = train_function
         return train_function
+
+    def _next_mode(self) -> bool:
+        return self.choice.next_mode() if self.choice is not None else self.jit
 
     def _trace_short(self) -> None:
         try:
@@ -125,9 +151,9 @@ class Stepper(keras.Model):
 
         parts, last = tuple(data[:-1]), data[-1]
         return tf.cond(last < tf.shape(parts[0])[1], lambda: self._train_short(*parts, last),
-                       lambda: self._train_whole(*parts))
+                       lambda: self._train_whole(self.wrapped.train_step, *parts))
 
-    def _train_whole(self, *parts: Any) -> Any:
+    def _train_whole(self, one_step: Any, *parts: Any) -> Any:
         """Every batch of the element is full: the model's train_step on each, in one loop.
 
         ``parts`` are the element's windows, labels and (with class weights) sample weights, each
@@ -144,7 +170,7 @@ class Stepper(keras.Model):
             first, logs = 1, model.train_step(tuple(p[0] for p in parts))
 
         def step(k: tf.Tensor, _: Any) -> tuple[tf.Tensor, Any]:
-            return k + 1, model.train_step(tuple(p[k] for p in parts))
+            return k + 1, one_step(tuple(p[k] for p in parts))
 
         _, logs = tf.while_loop(lambda k, _: k < tf.shape(parts[0])[0], step, (tf.constant(first), logs))
         return logs

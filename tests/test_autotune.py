@@ -1,0 +1,93 @@
+"""--jit: the train step under XLA or not, chosen by timing both on this machine (chunkfit.train.tensorflow.autotune)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import chunkfit
+from chunkfit.errors import UsageError
+from chunkfit.synth import SynthSpec, balanced_anomalies, synth
+from chunkfit.train.tensorflow.autotune import MIN_ELEMENTS, TRIALS, JitChoice
+
+WINDOW = 16
+
+
+@pytest.fixture(scope="module")
+def tiny_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("stores") / "tiny.zarr"
+    synth(path, SynthSpec(samples=4_000, anomalies=balanced_anomalies(4_000, WINDOW), seed=1))
+    return path
+
+
+def test_the_trial_alternates_modes_skips_xlas_compiling_element_and_keeps_the_faster() -> None:
+    choice = JitChoice("auto", False, MIN_ELEMENTS, 256)
+    seconds = {False: 2.0, True: 1.0}  # per element of 4 batches: XLA twice as fast
+    modes = []
+    while not choice.decided:
+        mode = choice.next_mode()
+        modes.append(mode)
+        compiling = mode and mode not in modes[:-1]
+        choice.timed(mode, 30.0 if compiling else seconds[mode], 4)
+    assert modes == list(TRIALS)
+    assert choice.jit is True and choice.next_mode() is True
+    # the compiling element (30 s) is not counted: 4 batches of 128 in 1 s
+    assert choice.to_dict(128) == {"jit": True, "by": "autotune", "windows_per_s": {"graph": 256.0, "xla": 512.0}}
+
+
+def test_a_slower_xla_is_not_chosen_and_one_slow_moment_does_not_decide() -> None:
+    choice = JitChoice("auto", False, MIN_ELEMENTS, 256)
+    graph_times = iter([1.0, 5.0, 1.1])  # one element slowed by something else on the machine
+    while not choice.decided:
+        mode = choice.next_mode()
+        choice.timed(mode, 1.5 if mode else next(graph_times), 1)
+    assert choice.jit is False
+
+
+@pytest.mark.parametrize(("mode", "deterministic", "elements", "jit", "by"), [
+    ("on", False, 1, True, "--jit on"),
+    ("off", False, 10**6, False, "--jit off"),
+    ("on", True, 10**6, True, "--jit on"),
+    ("auto", True, 10**6, False, "--deterministic (a fixed choice; --jit on to use XLA)"),
+    ("auto", False, MIN_ELEMENTS - 1, False,
+     f"autotune: a run of {MIN_ELEMENTS - 1} training calls of up to 256 batches is too short to try XLA"),
+])
+def test_fixed_choices_need_no_trial(mode: str, deterministic: bool, elements: int, jit: bool, by: str) -> None:
+    choice = JitChoice(mode, deterministic, elements, 256)
+    assert choice.decided and choice.jit is jit and choice.to_dict(128) == {"jit": jit, "by": by}
+
+
+def test_an_unknown_jit_mode_is_refused() -> None:
+    with pytest.raises(UsageError, match=r"--jit must be auto, on or off \(received 'maybe'\)"):
+        chunkfit.FitOptions(jit="maybe")
+
+
+def _run(store: Path, out: Path, **kw: object) -> dict:  # type: ignore[type-arg]
+    chunkfit.fit("baseline-cnn", store, window=WINDOW, chunk=512, mix=1, batch_size=32, epochs=2, validation=0.2,
+                 steps_per_execution=2, out=out, **kw)
+    return json.loads((out / "run.json").read_text())
+
+
+@pytest.mark.slow
+def test_a_long_enough_run_times_both_modes_records_them_and_trains_every_window_once(tiny_store: Path,
+                                                                                      tmp_path: Path) -> None:
+    run = _run(tiny_store, tmp_path / "run")
+    compile_ = run["compile"]
+    assert compile_["by"] == "autotune" and set(compile_["windows_per_s"]) == {"graph", "xla"}
+    rates = compile_["windows_per_s"]
+    assert compile_["jit"] is (rates["xla"] > rates["graph"])
+    for epoch in run["epochs"]:
+        assert sorted(epoch["blocks"]) == list(range(run["blocks"]["train"]))
+
+
+@pytest.mark.slow
+def test_xla_trains_to_the_same_figures_as_without_it(tiny_store: Path, tmp_path: Path) -> None:
+    on = _run(tiny_store, tmp_path / "on", jit="on", seed=3)
+    off = _run(tiny_store, tmp_path / "off", jit="off", seed=3)
+    assert (on["compile"], off["compile"]) == ({"jit": True, "by": "--jit on"}, {"jit": False, "by": "--jit off"})
+    for name in ("loss", "val_loss", "val_pr_auc"):
+        np.testing.assert_allclose([e[name] for e in on["epochs"]], [e[name] for e in off["epochs"]], rtol=1e-3,
+                                   err_msg=name)
