@@ -230,6 +230,10 @@ class FitOptions(_Config):
             check_rule(self.threshold_for)
         if self.jit not in ("auto", "on", "off"):
             raise UsageError(f"--jit must be auto, on or off (received {self.jit!r})")
+        if self.jit == "on" and self.deterministic:
+            # e.g. "GPU MaxPool gradient ops do not yet have a deterministic XLA implementation"
+            raise UsageError("--jit on cannot be combined with --deterministic: XLA has no deterministic form of some "
+                             "ops (MaxPooling's gradient); drop one of them")
         if self.normalize not in NORMALIZE_MODES:
             raise UsageError(f"--normalize must be one of {', '.join(NORMALIZE_MODES)} (received {self.normalize!r})")
 

@@ -10,8 +10,9 @@ a run of fewer than ``MIN_ELEMENTS`` elements, too short to pay for that, trains
 Timings are per batch and the best of each mode's counts, so a moment of load elsewhere on the
 machine does not decide.
 
-``--jit on|off`` skips the trial; ``--deterministic`` runs take ``off`` unless told otherwise (a fixed
-choice, so that resuming stays bit-identical). Only the step is compiled by XLA, inside chunkfit's
+``--jit on|off`` skips the trial; ``--deterministic`` runs train without XLA: a fixed choice, so that
+resuming stays bit-identical, and XLA has no deterministic form of some ops (MaxPooling's gradient:
+``--jit on --deterministic`` is refused). Only the step is compiled by XLA, inside chunkfit's
 multi-batch loop: XLA over the whole loop ran slower.
 """
 
@@ -34,8 +35,8 @@ class JitChoice:
         if mode in ("on", "off"):
             self.jit: bool | None = mode == "on"
             self.by = f"--jit {mode}"
-        elif deterministic:
-            self.jit, self.by = False, "--deterministic (a fixed choice; --jit on to use XLA)"
+        elif deterministic:  # XLA lacks deterministic forms of some ops, and a fixed choice keeps resume exact
+            self.jit, self.by = False, "--deterministic"
         elif run_elements < MIN_ELEMENTS:
             self.jit, self.by = False, f"autotune: a run of {run_elements} training calls of up to {steps} batches is too short to try XLA"
         else:
