@@ -90,7 +90,6 @@ class Stepper(keras.Model):
                                             autograph=False)
         return self._wholes[jit]
 
-
     def _own_loop(self) -> bool:
         import tensorflow as tf
 
