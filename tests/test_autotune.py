@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,19 @@ from chunkfit.synth import SynthSpec, balanced_anomalies, synth
 from chunkfit.train.tensorflow.autotune import MIN_ELEMENTS, TRIALS, JitChoice
 
 WINDOW = 16
+
+
+@pytest.fixture
+def no_op_determinism() -> Iterator[None]:
+    """Op determinism stays on in a process once a deterministic run turned it on (the suite's do):
+    off for the test, then as it was."""
+    from tensorflow.python.framework import config  # TensorFlow has no public query or switch-off
+
+    was = config.is_op_determinism_enabled()
+    config.disable_op_determinism()
+    yield
+    if was:
+        config.enable_op_determinism()
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +64,7 @@ def test_a_slower_xla_is_not_chosen_and_one_slow_moment_does_not_decide() -> Non
 @pytest.mark.parametrize(("mode", "deterministic", "elements", "jit", "by"), [
     ("on", False, 1, True, "--jit on"),
     ("off", False, 10**6, False, "--jit off"),
-    ("auto", True, 10**6, False, "--deterministic"),
+    ("auto", True, 10**6, False, "--deterministic (TensorFlow op determinism)"),
     ("auto", False, MIN_ELEMENTS - 1, False,
      f"autotune: a run of {MIN_ELEMENTS - 1} training calls of up to 256 batches is too short to try XLA"),
 ])
@@ -70,6 +84,23 @@ def test_xla_with_deterministic_is_refused_in_one_line() -> None:
         chunkfit.FitOptions(jit="on", deterministic=True)
 
 
+@pytest.mark.slow
+def test_a_process_where_op_determinism_is_on_trains_without_xla_and_refuses_jit_on(tiny_store: Path,
+                                                                                    tmp_path: Path) -> None:
+    from tensorflow.python.framework import config
+
+    was = config.is_op_determinism_enabled()
+    config.enable_op_determinism()  # as an earlier deterministic run leaves the process
+    try:
+        run = _run(tiny_store, tmp_path / "run")
+        assert run["compile"] == {"jit": False, "by": "--deterministic (TensorFlow op determinism)"}
+        with pytest.raises(UsageError, match=r"jit='on' cannot be used in this process: TensorFlow op determinism is on"):
+            _run(tiny_store, tmp_path / "on", jit="on")
+    finally:
+        if not was:
+            config.disable_op_determinism()
+
+
 def _run(store: Path, out: Path, **kw: object) -> dict:  # type: ignore[type-arg]
     chunkfit.fit("baseline-cnn", store, window=WINDOW, chunk=512, mix=1, batch_size=32, epochs=2, validation=0.2,
                  steps_per_execution=2, out=out, **kw)
@@ -77,6 +108,7 @@ def _run(store: Path, out: Path, **kw: object) -> dict:  # type: ignore[type-arg
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("no_op_determinism")
 def test_a_long_enough_run_times_both_modes_records_them_and_trains_every_window_once(tiny_store: Path,
                                                                                       tmp_path: Path) -> None:
     run = _run(tiny_store, tmp_path / "run")
@@ -89,6 +121,7 @@ def test_a_long_enough_run_times_both_modes_records_them_and_trains_every_window
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("no_op_determinism")
 def test_xla_trains_to_the_same_figures_as_without_it(tiny_store: Path, tmp_path: Path) -> None:
     on = _run(tiny_store, tmp_path / "on", jit="on", seed=3)
     off = _run(tiny_store, tmp_path / "off", jit="off", seed=3)

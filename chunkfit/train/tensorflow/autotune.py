@@ -36,7 +36,7 @@ class JitChoice:
             self.jit: bool | None = mode == "on"
             self.by = f"--jit {mode}"
         elif deterministic:  # XLA lacks deterministic forms of some ops, and a fixed choice keeps resume exact
-            self.jit, self.by = False, "--deterministic"
+            self.jit, self.by = False, "--deterministic (TensorFlow op determinism)"
         elif run_elements < MIN_ELEMENTS:
             self.jit, self.by = False, f"autotune: a run of {run_elements} training calls of up to {steps} batches is too short to try XLA"
         else:

@@ -95,9 +95,16 @@ class TensorFlowEngine:
     def choose_compile(self, run_batches: int) -> None:
         """Set how the train step is compiled (``--jit``; for ``auto``, by timing the first elements of
         training, chunkfit.train.tensorflow.autotune). ``run_batches``: the run's training batches."""
+        from ...errors import UsageError
         from .autotune import JitChoice
 
-        self.stepper.choice = JitChoice(self.opts.jit, self.opts.deterministic, -(-run_batches // self.steps), self.steps)
+        # Op determinism stays on in a process once a deterministic run turned it on, and XLA has no
+        # deterministic form of some ops (MaxPooling's gradient): such a process trains without XLA.
+        determinism = self.opts.deterministic or _op_determinism()
+        if determinism and self.opts.jit == "on":
+            raise UsageError("jit='on' cannot be used in this process: TensorFlow op determinism is on (an earlier "
+                             "deterministic run turned it on), and XLA has no deterministic form of some ops")
+        self.stepper.choice = JitChoice(self.opts.jit, determinism, -(-run_batches // self.steps), self.steps)
 
     def compile_info(self) -> dict[str, Any]:
         """The compile choice for run.json; ``jit`` is None while the trial runs."""
@@ -130,3 +137,10 @@ class TensorFlowEngine:
 
         logs: dict[str, Any] = self.model.get_metrics_result()
         return with_f1({k: float(np.asarray(v)) for k, v in logs.items()})
+
+
+def _op_determinism() -> bool:
+    """Whether TensorFlow op determinism is on in this process (TensorFlow has no public query)."""
+    from tensorflow.python.framework.config import is_op_determinism_enabled
+
+    return bool(is_op_determinism_enabled())
