@@ -1,11 +1,12 @@
 """Training throughput, memory and quality of chunkfit against the original question's reference.
 
-    python benchmarks/train.py [throughput] [memory] [quality] [--samples N] [--repeats R] [--seeds S]
-                               [--strategies NAME ...]
+    python benchmarks/train.py [throughput] [memory] [quality] [scoring] [--model NAME] [--samples N]
+                               [--repeats R] [--seeds S] [--strategies NAME ...]
 
-Sections (all three when none is named):
+Sections (throughput, memory and quality when none is named):
 
-- throughput: on the original question's problem (synth store, window 104, batch 128, baseline-cnn),
+- throughput: on the original question's problem (synth store, window 104, batch 128, baseline-cnn,
+  or the built-in model ``--model`` names, e.g. dilated-resnet with ``--samples 262144``),
   windows per second of training and peak RSS of (1) model.fit on the fully materialised float64
   window array, (2) a keras.utils.PyDataset building batches on the fly, (J) Keras on the JAX
   backend (``KERAS_BACKEND=jax``, the bench extra's jax) with plain model.fit on materialised
@@ -22,6 +23,10 @@ Sections (all three when none is named):
   after 3 epochs of chunkfit against model.fit on the materialised, fully shuffled windows of the
   same split, from the same initial weights, over several seeds (one run's accuracy moves by a
   point or two from epoch to epoch, so single runs cannot resolve a 1-point difference).
+- scoring: windows per second of ``chunkfit evaluate`` (the API, every window of the store) and
+  ``chunkfit predict`` (scores written to a zarr array) against Keras ``model.predict`` on the
+  materialised float32 windows, all at batch 1024, with the same model (trained one epoch on a
+  small store); each timed from the call, so chunkfit's includes loading the run and tracing.
 
 Windows per second count training windows over the time spent training them (tracing included,
 validation excluded). Tables are printed and written to benchmarks/RESULTS-train.md.
@@ -46,6 +51,8 @@ from typing import Any
 OUT = Path("bench-out")
 RESULTS = Path(__file__).with_name("RESULTS-train.md")
 WINDOW, BATCH = 104, 128
+MODEL = "baseline-cnn"  # --model
+SCORE_BATCH = 1024
 MILLION = 1_049_344
 LARGE = 20_000_000
 STRATEGIES = ("reference", "reference-1t", "pydataset", "jax", "chunkfit", "chunkfit-spe1", "chunkfit-allcores",
@@ -56,7 +63,7 @@ LABELS = {
     "reference-1t": "(1b) the same with chunkfit's threads (1 compute thread)",
     "pydataset": "(2) keras.utils.PyDataset, batches built on the fly",
     "jax": "(J) Keras on the JAX backend, plain model.fit on materialised float32 windows",
-    "chunkfit": "(3) chunkfit default (chunk 200,000, mix 4, 256 batches per compiled step, 1 compute thread, --jit auto)",
+    "chunkfit": "(3) chunkfit defaults (chunk 200,000, mix 4; --jit auto, threads and batches per compiled step chosen by chunkfit)",
     "chunkfit-nojit": "(3d) chunkfit, --jit off",
     "chunkfit-spe1": "(3b) chunkfit, steps_per_execution=1",
     "chunkfit-allcores": "(3c) chunkfit, --compute-threads 0 (TensorFlow's default: every core)",
@@ -106,14 +113,14 @@ def materialise(store_path: str, ranges: list[list[int]]) -> tuple[Any, Any]:
     return np.concatenate(xs), keras.utils.to_categorical(np.concatenate(ys), 2)
 
 
-def reference_model(seed: int = 0) -> Any:
+def reference_model(seed: int = 0, name: str = "baseline-cnn") -> Any:
     import keras
 
     from chunkfit.train.metrics import compiled_metrics
-    from chunkfit.train.models import baseline_cnn
+    from chunkfit.train.models import build_model
 
     keras.utils.set_random_seed(seed)
-    model = baseline_cnn(WINDOW, 1, 2)
+    model = build_model(name, WINDOW, 1, 2)
     # chunkfit's epoch metrics (PR-AUC, precision, recall of the event class, accuracy): the same work per batch
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="categorical_crossentropy", metrics=compiled_metrics(2))
     return model
@@ -123,14 +130,14 @@ def work_reference(store: str, args: dict[str, Any]) -> dict[str, Any]:
     from chunkfit import open_store
     from chunkfit.train.tensorflow.threads import start_tensorflow
 
-    start_tensorflow(args.get("threads", 0), "baseline-cnn")
+    start_tensorflow(args.get("threads", 0), args["model"])
 
     with open_store(store) as s:
         n = s.n_samples
     t0 = time.perf_counter()
     x, y = materialise(store, [[0, n]])
     prep = time.perf_counter() - t0
-    model = reference_model()
+    model = reference_model(name=args["model"])
     t1 = time.perf_counter()
     model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=True, verbose=0)
     return {"windows": len(x), "seconds": time.perf_counter() - t1, "prep_seconds": prep}
@@ -163,7 +170,7 @@ def work_pydataset(store: str, args: dict[str, Any]) -> dict[str, Any]:
         def on_epoch_end(self) -> None:
             np.random.default_rng().shuffle(self.order)
 
-    model = reference_model()
+    model = reference_model(name=args["model"])
     t0 = time.perf_counter()
     model.fit(Windows(), epochs=1, verbose=0)
     return {"windows": int(labels.size), "seconds": time.perf_counter() - t0}
@@ -173,7 +180,7 @@ def work_chunkfit(store: str, args: dict[str, Any]) -> dict[str, Any]:
     import chunkfit
 
     with tempfile.TemporaryDirectory() as tmp:
-        chunkfit.fit("baseline-cnn", store, window=WINDOW, batch_size=BATCH, epochs=args.get("epochs", 2),
+        chunkfit.fit(args["model"], store, window=WINDOW, batch_size=BATCH, epochs=args.get("epochs", 2),
                      out=Path(tmp) / "run", **args.get("fit", {}))
         run = json.loads((Path(tmp) / "run" / "run.json").read_text())
     last = run["epochs"][-1]  # the second epoch: after --jit auto's trial, as in a run of several epochs
@@ -192,7 +199,7 @@ def work_jax(store: str, args: dict[str, Any]) -> dict[str, Any]:
         n = s.n_samples
     x, y = materialise(store, [[0, n]])
     x, y = x.astype("float32"), y.astype("float32")
-    model = reference_model()
+    model = reference_model(name=args["model"])
     t1 = time.perf_counter()
     model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=True, verbose=0)
     return {"windows": len(x), "seconds": time.perf_counter() - t1}
@@ -202,15 +209,15 @@ def work_ceiling(store: str, args: dict[str, Any]) -> dict[str, Any]:
     from chunkfit.train.tensorflow.threads import start_tensorflow
 
     # The same train step as chunkfit's: under the threads chunkfit picks for this model.
-    start_tensorflow(args.get("threads"), "baseline-cnn")
+    start_tensorflow(args.get("threads"), args["model"])
     import keras
     import numpy as np
     import tensorflow as tf
 
-    from chunkfit.train.models import baseline_cnn, compile_model
+    from chunkfit.train.models import build_model, compile_model
 
     keras.utils.set_random_seed(0)
-    model = baseline_cnn(WINDOW, 1, 2)
+    model = build_model(args["model"], WINDOW, 1, 2)
     compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=64)
     rng = np.random.default_rng(0)
     x = tf.constant(rng.normal(size=(BATCH, WINDOW, 1)).astype("float32"))
@@ -227,10 +234,52 @@ def work_ceiling(store: str, args: dict[str, Any]) -> dict[str, Any]:
         return steps
 
     loop(tf.constant(20))
-    steps = 4000
+    t0 = time.perf_counter()
+    loop(tf.constant(20))
+    steps = max(200, min(4000, round(10 * 20 / (time.perf_counter() - t0))))  # about 10 s
     t0 = time.perf_counter()
     loop(tf.constant(steps))
     return {"windows": steps * BATCH, "seconds": time.perf_counter() - t0}
+
+
+def work_score_run(store: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The run the scoring rows score with: one epoch on a small synth store (scoring speed does not
+    depend on how well the model learnt)."""
+    import chunkfit
+
+    chunkfit.fit(args["model"], store, window=WINDOW, batch_size=BATCH, epochs=1, out=args["run"], resume="restart")
+    return {"windows": 0, "seconds": 0.0}
+
+
+def work_score_keras(store: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Keras ``model.predict`` on every window of ``store``, materialised as float32 (on the backend
+    ``run`` set: TensorFlow, or JAX for score-jax)."""
+    import keras
+    import numpy as np
+
+    from chunkfit import open_store
+
+    with open_store(store) as s:
+        x = s.read(0, s.n_samples)[:, 0]
+    windows = np.lib.stride_tricks.sliding_window_view(x, WINDOW)[..., None].copy()
+    model = keras.saving.load_model(Path(args["run"]) / "model.keras", compile=False)
+    t0 = time.perf_counter()
+    model.predict(windows, batch_size=SCORE_BATCH, verbose=0)
+    return {"windows": len(windows), "seconds": time.perf_counter() - t0, "backend": keras.backend.backend()}
+
+
+def work_score_chunkfit(store: str, args: dict[str, Any], how: str) -> dict[str, Any]:
+    import chunkfit
+    from chunkfit._quiet import import_tensorflow_quietly
+
+    import_tensorflow_quietly()  # as model.predict's row has TensorFlow imported before its clock starts
+    t0 = time.perf_counter()
+    if how == "evaluate":
+        windows = chunkfit.evaluate(args["run"], store, batch_size=SCORE_BATCH)["windows"]
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            windows = chunkfit.predict(args["run"], store, Path(tmp) / "scores.zarr", batch_size=SCORE_BATCH).windows
+    return {"windows": windows, "seconds": time.perf_counter() - t0}
 
 
 def work_quality_reference(store: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -256,6 +305,11 @@ WORKERS = {
     "ceiling": work_ceiling,
     "ceiling-allcores": lambda s, a: work_ceiling(s, {**a, "threads": 0}),
     "quality-reference": work_quality_reference,
+    "score-run": lambda s, a: work_score_run(s, a),
+    "score-keras": lambda s, a: work_score_keras(s, a),
+    "score-jax": lambda s, a: work_score_keras(s, a),
+    "score-evaluate": lambda s, a: work_score_chunkfit(s, a, "evaluate"),
+    "score-predict": lambda s, a: work_score_chunkfit(s, a, "predict"),
 }
 
 
@@ -268,8 +322,9 @@ def worker(name: str, store: str, args_json: str) -> None:
 
 
 def run(name: str, store: Path, **args: Any) -> dict[str, Any]:
+    args.setdefault("model", MODEL)
     cmd = [sys.executable, __file__, "--worker", name, str(store), json.dumps(args)]
-    env = {**os.environ, "KERAS_BACKEND": "jax"} if name == "jax" else None
+    env = {**os.environ, "KERAS_BACKEND": "jax"} if name in ("jax", "score-jax") else None
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if proc.returncode != 0:
         sys.exit(f"worker {name} failed:\n{proc.stderr}")
@@ -298,7 +353,7 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
         return f"{statistics.median(per_round):.2f}x"
 
     lines = [
-        (f"### Throughput: {samples:,}-sample synth store, window {WINDOW}, batch {BATCH}, baseline-cnn, "
+        (f"### Throughput: {samples:,}-sample synth store, window {WINDOW}, batch {BATCH}, {MODEL}, "
          f"one epoch per strategy; {repeats} round(s)"),
         "",
         "| strategy | windows/s (median) | vs (1) | vs best anchor | per round | peak RSS MB |",
@@ -345,6 +400,44 @@ def memory(repeats: int) -> list[str]:
     return lines
 
 
+SCORERS = {
+    "score-keras": "Keras model.predict, materialised float32 windows (TensorFlow)",
+    "score-jax": "Keras model.predict, materialised float32 windows, on the JAX backend",
+    "score-evaluate": "chunkfit evaluate (every window, figures and events included)",
+    "score-predict": "chunkfit predict (scores written to a zarr array, detections)",
+}
+
+
+def scoring(samples: int, repeats: int) -> list[str]:
+    small = synth_store(65_536)
+    store = synth_store(samples)
+    trained = OUT / f"score-run-{MODEL}"
+    run("score-run", small, run=str(trained))
+    results: dict[str, list[float]] = {s: [] for s in SCORERS}
+    for _ in range(repeats):
+        for s in SCORERS:
+            results[s].append(run(s, store, run=str(trained))["windows_per_s"])
+            print(f"  {s}: {results[s][-1]:,.0f} windows/s", file=sys.stderr)
+
+    def ratio(s: str) -> str:
+        per_round = (a / b for a, b in zip(results[s], results["score-keras"], strict=True))
+        return f"{statistics.median(per_round):.2f}x"
+
+    lines = [
+        (f"### Scoring: every window of the {samples:,}-sample synth store, window {WINDOW}, batch {SCORE_BATCH}, "
+         f"{MODEL}; {repeats} round(s)"),
+        "",
+        "| scorer | windows/s (median) | vs Keras model.predict | per round |",
+        "|---|---:|---:|---|",
+    ]
+    for s, label in SCORERS.items():
+        rounds = ", ".join(f"{v / 1000:.1f}k" for v in results[s])
+        lines.append(f"| {label} | {statistics.median(results[s]):,.0f} | {ratio(s)} | {rounds} |")
+    lines += ["", ("chunkfit's rows are timed from the call, TensorFlow imported (loading the run and tracing included); "
+                   "model.predict's from the call, after the windows were materialised.")]
+    return lines
+
+
 def quality(samples: int, seeds: int) -> list[str]:
     import chunkfit
     from chunkfit.train.windows import plan_split
@@ -378,7 +471,8 @@ def quality(samples: int, seeds: int) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sections", nargs="*", help="throughput, memory, quality [default: all]")
+    ap.add_argument("sections", nargs="*", help="throughput, memory, quality, scoring [default: the first three]")
+    ap.add_argument("--model", default="baseline-cnn", help="throughput, scoring: a built-in model [default: baseline-cnn]")
     ap.add_argument("--samples", type=int, default=MILLION)
     ap.add_argument("--repeats", type=int, default=2, help="throughput rounds")
     ap.add_argument("--seeds", type=int, default=3, help="quality: seeds per training method")
@@ -389,8 +483,10 @@ def main() -> None:
     if args.worker:
         worker(*args.worker)
         return
+    global MODEL  # the workers' model, set once from the command line
+    MODEL = args.model
     sections = args.sections or ["throughput", "memory", "quality"]
-    unknown = set(sections) - {"throughput", "memory", "quality"}
+    unknown = set(sections) - {"throughput", "memory", "quality", "scoring"}
     if unknown:
         ap.error(f"unknown section(s): {', '.join(sorted(unknown))}")
     command = " ".join(["python", "benchmarks/train.py", *sys.argv[1:]])
@@ -413,7 +509,8 @@ def main() -> None:
     for name in sections:
         part = {"throughput": lambda: throughput(args.samples, args.repeats, tuple(args.strategies)),
                 "memory": lambda: memory(1),
-                "quality": lambda: quality(args.samples, args.seeds)}[name]()
+                "quality": lambda: quality(args.samples, args.seeds),
+                "scoring": lambda: scoring(args.samples, args.repeats)}[name]()
         body += [*part, ""]
         print("\n".join(part) + "\n", flush=True)
     footer = [f"Wall time {time.perf_counter() - started:,.0f} s; load average after: {os.getloadavg()[0]:.1f}.", ""]

@@ -10,6 +10,7 @@ from typing import Any
 import keras
 import numpy as np
 import pytest
+from scoring_support import merge_runs
 
 import chunkfit
 from chunkfit import BlockSpec, FitOptions, SplitSpec, StoreWriter, WindowSpec
@@ -443,6 +444,34 @@ def test_the_saved_model_takes_raw_signal_and_scores_it_as_the_run_validated(tin
     # the statistics of the training split alone
     assert run["normalization"]["mean"][0] == pytest.approx(train.mean(), rel=1e-9)
     assert run["normalization"]["std"][0] == pytest.approx(train.std(), rel=1e-6)
+
+
+def test_each_epoch_logs_the_events_covered_and_false_alarms_at_the_threshold_it_chose(tiny_store: Path,
+                                                                                     tmp_path: Path) -> None:
+    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=2), out=tmp_path / "run")
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    model = keras.saving.load_model(tmp_path / "run" / "model.keras")
+    with chunkfit.open_store(tiny_store) as s:
+        (a, b), = run["split"]["validation_ranges"]
+        x, events, rate = s.read(a, b), s.events_in(a, b) - a, s.sample_rate
+    starts = np.arange(b - a - WINDOW + 1)
+    score = model.predict(np.stack([x[i : i + WINDOW] for i in starts]), verbose=0)[:, 1]
+    last = {k: v[-1] for k, v in history.history.items()}
+    threshold = last["val_threshold"]
+    assert threshold == run["threshold"]["value"]  # the last epoch's weights are the run's
+    hit = starts[score.astype(np.float64) >= threshold]
+    covered = [bool(np.any((hit <= e) & (e < hit + WINDOW))) for e in events]
+    runs = merge_runs(starts, np.zeros_like(starts), score, WINDOW, 1, threshold)
+    false_alarms = sum(not np.any((events >= r.start) & (events < r.end)) for r in runs)
+    assert 0 < np.mean(covered) < 1 or false_alarms > 0  # something to count
+    assert last["val_events_covered"] == pytest.approx(np.mean(covered), abs=1e-12)
+    if rate:
+        assert last["val_false_alarms_per_hour"] == pytest.approx(false_alarms / ((b - a) / rate / 3600), rel=1e-9)
+    else:
+        assert last["val_false_alarms"] == false_alarms
+    header = (tmp_path / "run" / "history.csv").read_text().splitlines()[0].split(",")
+    assert header.index("val_f1") < header.index("val_threshold") < header.index("val_events_covered") < header.index("val_loss")
+    assert len(history.history["val_events_covered"]) == 2
 
 
 def test_unnormalised_raw_units_are_what_none_trains_on(tiny_store: Path, tmp_path: Path) -> None:

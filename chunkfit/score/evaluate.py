@@ -37,8 +37,9 @@ class EventLevel:
         self.detections = 0
         self.false_alarms = 0
 
-    def update(self, sb: ScoredBlock, score: np.ndarray) -> None:
-        pos = sb.starts[is_positive(score, self.threshold)]
+    def update(self, starts: np.ndarray, segment: int, score: np.ndarray) -> None:
+        """The windows starting at ``starts`` (in order, inside segment or range ``segment``) scored ``score``."""
+        pos = starts[is_positive(score, self.threshold)]
         if pos.size and self.events.size:
             lo = np.searchsorted(self.events, pos[0], "left")
             hi = np.searchsorted(self.events, pos[-1] + self.window, "left")
@@ -46,7 +47,7 @@ class EventLevel:
             # a positive start s covers event e when s <= e < s + window
             n_in = np.searchsorted(pos, ev, "right") - np.searchsorted(pos, ev - self.window + 1, "left")
             self.covered[lo:hi] |= n_in > 0
-        self._count(self.merger.push(sb.starts, score, sb.segment))
+        self._count(self.merger.push(starts, score, segment))
 
     def finish(self) -> None:
         self._count(self.merger.flush())
@@ -138,7 +139,7 @@ def evaluate(
             metrics.update(sb.labels == spec.positive, score, loss)
             np.add.at(confusion, (sb.labels, np.argmax(sb.probs, axis=1)), 1)
             if events is not None:
-                events.update(sb, score)
+                events.update(sb.starts, sb.segment, score)
             sketch.update(sb, score)
         out = metrics.result()
         out["classes"] = spec.classes

@@ -22,6 +22,8 @@ from .runs import RunSpec
 if TYPE_CHECKING:
     import keras
 
+    from ..train.tensorflow.predictor import Predictor
+
 
 @dataclasses.dataclass(frozen=True)
 class ScoredBlock:
@@ -51,6 +53,13 @@ def range_blocks(ranges: np.ndarray, window: int, stride: int, chunk: int) -> li
     return out
 
 
+def make_predictor(model: keras.Model, window: int, n_channels: int, batch_size: int = 1024) -> Predictor:
+    """The compiled scoring function of ``model`` for windows of ``window`` samples, ``batch_size`` at a time."""
+    from ..train.tensorflow.predictor import Predictor
+
+    return Predictor(model, window, n_channels, batch_size)
+
+
 def score_store(
     model: keras.Model,
     store: Store,
@@ -60,18 +69,20 @@ def score_store(
     batch_size: int = 1024,
     labeller: Labeller | None = None,
     ranges: np.ndarray | None = None,
+    predictor: Predictor | None = None,
 ) -> Iterator[ScoredBlock]:
     """Probabilities for every window of the store (or of ``ranges``, each inside one segment), block
     by block, in start order; ``ScoredBlock.segment`` is the index of the segment (or range).
 
-    The next block is read in a background thread while one is scored.
+    ``predictor`` (of ``model``, at ``batch_size``) is reused when given: a caller scoring the same
+    model again (the training loop, every epoch) compiles it once. The next block is read in a
+    background thread while one is scored.
     """
-    from ..train.tensorflow.predictor import Predictor
-
     w = spec.windows
     spans = store.segments if ranges is None else ranges
-    plan = range_blocks(spans, w.window, w.stride, scoring_chunk(chunk, batch_size))
-    predictor = Predictor(model, w.window, spec.n_channels, batch_size)
+    if predictor is None:
+        predictor = make_predictor(model, w.window, spec.n_channels, batch_size)
+    plan = range_blocks(spans, w.window, w.stride, scoring_chunk(chunk, predictor.batch_size))
 
     def load(seg: int, blk: Block) -> tuple[int, Block, np.ndarray, np.ndarray | None]:
         if labeller is not None:

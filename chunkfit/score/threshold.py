@@ -3,11 +3,14 @@
 A fixed 0.5 finds nothing when events are rare (a model whose event scores reach 0.3 has recall 0
 there, whatever its PR-AUC). The run scores its validation windows once with the trained model
 and keeps the threshold that maximises the event class's F1 (or meets ``--threshold-for
-recall=0.9`` / ``precision=0.8``); evaluate and predict use it unless given ``--threshold``.
+recall=0.9`` / ``precision=0.8``); evaluate and predict use it unless given ``--threshold``. With
+event markers, the events covered and the false alarms at that threshold come from the same
+scores. The training loop does the same at the end of every epoch, for the epoch's logs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,6 +26,12 @@ from .scorer import score_store
 if TYPE_CHECKING:
     import keras
 
+    from ..train.tensorflow.predictor import Predictor
+
+# Validation windows whose scores are kept (4 bytes each, with 8 for the start) for the events'
+# figures; a longer validation split is scored a second time instead.
+KEEP_WINDOWS = 4_000_000
+
 
 def check_rule(rule: str) -> str:
     """Refuse a ``--threshold-for`` that is not ``f1``, ``recall=R`` or ``precision=P`` (R, P in (0, 1])."""
@@ -37,37 +46,47 @@ def check_rule(rule: str) -> str:
 
 
 def choose_threshold(model: keras.Model, store: Store, labeller: Labeller, windows: WindowSpec,
-                     ranges: np.ndarray, rule: str) -> dict[str, Any] | None:
+                     ranges: np.ndarray, rule: str, predictor: Predictor | None = None) -> dict[str, Any] | None:
     """Score the windows of ``ranges`` (the validation split) and pick the threshold by ``rule``;
-    None when there is no validation window or no event among them."""
+    None when there is no validation window or no event among them. ``predictor``: a compiled
+    scorer of ``model`` to reuse (chunkfit.score.scorer.make_predictor)."""
     ranges = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
     ranges = ranges[ranges[:, 1] > ranges[:, 0]]
     if ranges.size == 0:
         return None
     spec = RunSpec("training", windows, list(labeller.classes), list(store.channels), store.n_channels, {}, "in training")
     metrics = BinaryMetrics()
-    for sb in score_store(model, store, spec, labeller=labeller, ranges=ranges):
+    kept: list[tuple[np.ndarray, int, np.ndarray]] | None = [] if store.has_events else None
+    for sb in score_store(model, store, spec, labeller=labeller, ranges=ranges, predictor=predictor):
         assert sb.labels is not None
-        metrics.update(sb.labels == spec.positive, sb.probs[:, spec.positive])
+        score = sb.probs[:, spec.positive]
+        metrics.update(sb.labels == spec.positive, score)
+        if kept is not None:
+            kept.append((sb.starts, sb.segment, score.copy()))
+            if metrics.n > KEEP_WINDOWS:  # scored again for the events instead
+                kept = None
     if metrics.n == 0 or not metrics.pos_hist.any():
         return None
     chosen = {**metrics.choose_threshold(rule), "rule": rule, "split": "validation", "pr_auc": metrics.pr_auc(),
               "positive_windows": int(metrics.pos_hist.sum()), "windows": metrics.n}
     if store.has_events:
-        chosen.update(_event_level(model, store, spec, labeller, ranges, chosen["value"]))
+        if kept is None:
+            kept = [(sb.starts, sb.segment, sb.probs[:, spec.positive])
+                    for sb in score_store(model, store, spec, labeller=labeller, ranges=ranges, predictor=predictor)]
+        chosen.update(_event_level(store, spec, ranges, chosen["value"], kept))
     return chosen
 
 
-def _event_level(model: keras.Model, store: Store, spec: RunSpec, labeller: Labeller, ranges: np.ndarray,
-                 threshold: float) -> dict[str, Any]:
-    """Events covered and false alarms at ``threshold``: a second pass over the validation windows
-    (the threshold is known only after the first, and their scores are not kept)."""
+def _event_level(store: Store, spec: RunSpec, ranges: np.ndarray, threshold: float,
+                 scored: Iterable[tuple[np.ndarray, int, np.ndarray]]) -> dict[str, Any]:
+    """Events covered and false alarms at ``threshold``, from the validation windows' ``scored``
+    (starts, segment, score) blocks in order."""
     from .evaluate import EventLevel, events_in
 
     w = spec.windows
     events = EventLevel(events_in(store, ranges), w.window, w.stride, threshold)
-    for sb in score_store(model, store, spec, labeller=labeller, ranges=ranges):
-        events.update(sb, sb.probs[:, spec.positive])
+    for starts, segment, score in scored:
+        events.update(starts, segment, score)
     events.finish()
     hours = float((ranges[:, 1] - ranges[:, 0]).sum()) / store.sample_rate / 3600 if store.sample_rate else None
     return {"events": int(events.events.size), "events_covered": int(events.covered.sum()),

@@ -31,6 +31,7 @@ from ..errors import ChunkfitError, StoreChangedError, UsageError
 from ..store import Store, open_store
 from .blocks import Block, prefetched, read_group, window_order
 from .budget import chunk_in_budget
+from .metrics import ordered
 from .models import DEFAULT_MODEL
 from .normalize import normalizer_for
 from .plan import SplitPlan, TrainPlan
@@ -179,6 +180,7 @@ class Trainer:
         batches = sum(-(-b.n_windows // opts.batch_size) for b in self.plan.train_blocks) * opts.epochs
         self.engine.choose_compile(batches)
         self._said_compile = False
+        self._scoring: tuple[keras.Model, Any] | None = None
         self.log = RunLog(self._about(), opts.blocks.seed)
         self.checkpoints: Checkpointer | None = None
         if folder is not None:
@@ -260,7 +262,7 @@ class Trainer:
         # The model that takes raw signal: the trained one behind the run's normalisation.
         exported = self.engine.exported()
         history.set_model(exported)
-        self.threshold = self._choose_threshold(exported)
+        self.threshold = self._choose_threshold()
         if folder is not None:
             folder.save_model(exported)
             folder.plot(history.history)
@@ -293,6 +295,7 @@ class Trainer:
                 val_logs = self.engine.metrics()
                 run_callbacks.on_test_end(val_logs)
                 logs.update({f"val_{k}": v for k, v in val_logs.items()})
+                logs = ordered(logs | self._event_logs())
         windows = plan.windows_of(self.blocks_done)
         record = {
             "epoch": epoch,
@@ -397,13 +400,49 @@ class Trainer:
         assert self.progress is not None
         self.progress(self._tick.at(batches, logs))
 
-    def _choose_threshold(self, exported: keras.Model) -> dict[str, Any] | None:
+    def _scorer(self) -> tuple[keras.Model, Any]:
+        """The model that takes raw signal and its compiled scorer, made once: it shares the trained
+        model's weights, so it scores them as they are now."""
+        from ..score.scorer import make_predictor
+
+        if self._scoring is None:
+            exported = self.engine.exported()
+            self._scoring = exported, make_predictor(exported, self.opts.windows.window, self.store.n_channels)
+        return self._scoring
+
+    def _event_logs(self) -> dict[str, float]:
+        """The epoch's figures at the threshold chosen on the validation split now, when the store has
+        event markers: ``val_threshold``, ``val_events_covered`` (the share of the split's events
+        inside a positive window) and ``val_false_alarms_per_hour`` (``val_false_alarms`` without a
+        sample rate). Window-level precision, recall and F1 stay at 0.5, as Keras computes them."""
+        from ..score.threshold import choose_threshold
+
+        if not self.store.has_events:
+            return {}
+        model, predictor = self._scorer()
+        plan = self.plan
+        chosen = choose_threshold(model, self.store, plan.labeller, self.opts.windows, plan.split.validation,
+                                  self.opts.threshold_for, predictor)
+        if chosen is None or "events" not in chosen:
+            return {}
+        events = chosen["events"]
+        out = {"val_threshold": float(chosen["value"]),
+               "val_events_covered": chosen["events_covered"] / events if events else float("nan")}
+        per_hour = chosen["false_alarms_per_hour"]
+        if per_hour is None:
+            out["val_false_alarms"] = float(chosen["false_alarms"])
+        else:
+            out["val_false_alarms_per_hour"] = float(per_hour)
+        return out
+
+    def _choose_threshold(self) -> dict[str, Any] | None:
         """The decision threshold, chosen on the validation split (chunkfit.score.threshold)."""
         from ..score.threshold import choose_threshold
 
         plan = self.plan
-        chosen = choose_threshold(exported, self.store, plan.labeller, self.opts.windows, plan.split.validation,
-                                  self.opts.threshold_for)
+        model, predictor = self._scorer()
+        chosen = choose_threshold(model, self.store, plan.labeller, self.opts.windows, plan.split.validation,
+                                  self.opts.threshold_for, predictor)
         if chosen is not None and self.progress is not None:
             events = ""
             if "events" in chosen:

@@ -10,7 +10,9 @@ model (class 1 the event) is compiled with Keras's own metrics of the event clas
 - ``f1``: 2PR / (P + R) of those two, added to the logs (a Keras ``F1Score`` logs one value per
   class, which neither history.csv nor a callback's ``monitor`` can hold);
 
-then the loss, any other metric, and accuracy last. Training figures are weighted by the class
+then, with event markers, the epoch's validation figures at the threshold chosen on the split
+(``val_threshold``, ``val_events_covered``, ``val_false_alarms_per_hour``: chunkfit.train.loop),
+the loss, any other metric, and accuracy last. Training figures are weighted by the class
 weights, as Keras weighs metrics by ``fit(class_weight=...)``; validation figures are not.
 """
 
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-LEAD = ("pr_auc", "precision", "recall", "f1", "loss")
+LEAD = ("pr_auc", "precision", "recall", "f1", "threshold", "events_covered", "false_alarms_per_hour", "false_alarms",
+        "loss")
 LAST = ("accuracy",)
 
 

@@ -274,7 +274,9 @@ def plot_curves(history: dict[str, list[float]], path: Path) -> None:
 
     from .metrics import ordered
 
-    names = [k for k in ordered(history) if not k.startswith("val_") and k not in ("learning_rate", "lr")]
+    # a figure measured on validation alone (the epoch's threshold, events covered) keeps its val_ name
+    names = [k for k in ordered(history) if k not in ("learning_rate", "lr")
+             and not (k.startswith("val_") and k[4:] in history)]
     cols = min(max(len(names), 1), 3)
     rows = -(-max(len(names), 1) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
@@ -282,7 +284,7 @@ def plot_curves(history: dict[str, list[float]], path: Path) -> None:
         ax.axis("off")
     for ax, name in zip(axes.flat, names, strict=False):
         epochs = range(1, len(history[name]) + 1)
-        ax.plot(epochs, history[name], "o-", label="training")
+        ax.plot(epochs, history[name], "o-", label="validation" if name.startswith("val_") else "training")
         if f"val_{name}" in history:
             ax.plot(epochs, history[f"val_{name}"], "s--", label="validation")
         ax.set_title(name)
