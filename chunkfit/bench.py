@@ -7,11 +7,16 @@ number of epochs, each in its own subprocess so that peak memory is per strategy
 - ``pydataset`` / ``pydataset-workers``: keras.utils.PyDataset building batches on the fly (1 / 2 threads);
 - ``train-on-batch``: a Python loop of model.train_on_batch;
 - ``timeseries``: keras.utils.timeseries_dataset_from_array;
+- ``jax``: Keras on the JAX backend (``KERAS_BACKEND=jax``), plain model.fit on materialised
+  float32 windows: what a Keras user who switches backend gets (needs jax: the bench extra);
 - ``chunkfit``: chunkfit.fit with default settings;
-- ``ceiling``: the same train step on one constant batch inside one compiled loop (no input work).
+- ``ceiling``: the same train step on one constant batch inside one compiled loop (no input work);
+- ``ceiling-xla``: the same with the step compiled by XLA.
 
-chunkfit and the ceiling run under the TensorFlow threads chunkfit picks for baseline-cnn (one
+chunkfit and the ceilings run under the TensorFlow threads chunkfit picks for baseline-cnn (one
 compute thread, see chunkfit.train.tensorflow.threads); the other strategies under TensorFlow's defaults.
+Each row has its ratio to the reference and to the best anchor: the fastest of ``jax`` and the
+ceilings that ran. ``jax`` is left out of the default strategies where jax is not installed.
 
 Training time excludes building the model and the inputs; peak RSS includes everything.
 """
@@ -35,8 +40,10 @@ import numpy as np
 from .errors import UsageError
 from .train.record import peak_rss_bytes
 
-STRATEGIES = ("materialised", "pydataset", "pydataset-workers", "train-on-batch", "timeseries", "chunkfit", "ceiling")
+STRATEGIES = ("materialised", "pydataset", "pydataset-workers", "train-on-batch", "timeseries", "jax", "chunkfit",
+              "ceiling", "ceiling-xla")
 REFERENCE = "materialised"
+ANCHORS = ("jax", "ceiling", "ceiling-xla")
 MIN_WINDOW = 12  # baseline-cnn: Conv1D(kernel 9) leaves window - 8 samples, MaxPooling1D(4) needs 4
 
 
@@ -121,9 +128,12 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
     trained = n * spec.epochs
     loss: float | None = None
     store_dir = None
-    if name == "materialised":
+    if name in ("materialised", "jax"):
         xs = np.lib.stride_tricks.sliding_window_view(x, w)[:, :, None].copy()  # float64, as asked
         ys = onehot.astype(np.float64)
+        if name == "jax":  # the backend's own fast path: float32
+            assert keras.backend.backend() == "jax", keras.backend.backend()
+            xs, ys = xs.astype(np.float32), ys.astype(np.float32)
         t0, c0 = time.perf_counter(), _cpu()
         hist = model.fit(xs, ys, batch_size=b, epochs=spec.epochs, shuffle=True, verbose=0)
         loss = hist.history["loss"][-1]
@@ -161,9 +171,9 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
         t0, c0 = time.perf_counter(), _cpu()
         hist = fit(model, store, window=w, batch_size=b, epochs=spec.epochs, validation=0.0, seed=spec.seed)
         loss = hist.history["loss"][-1]
-    elif name == "ceiling":
+    elif name in ("ceiling", "ceiling-xla"):
         model = _model(spec)
-        loss = _ceiling(model, x, onehot, spec)
+        loss = _ceiling(model, x, onehot, spec, xla=name == "ceiling-xla")
         t0, c0 = _ceiling_start
     else:
         raise UsageError(f"unknown strategy {name!r} (strategies: {', '.join(STRATEGIES)})")
@@ -174,6 +184,7 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
     peak = peak_rss_bytes()
     return {
         "strategy": name,
+        "backend": keras.backend.backend(),
         "seconds": seconds,
         "windows": trained,
         "windows_per_s": trained / seconds,
@@ -187,8 +198,9 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
 _ceiling_start: tuple[float, float] = (0.0, 0.0)
 
 
-def _ceiling(model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec) -> float:
-    """The compiled train step on one constant batch, ``steps`` times inside one tf.function."""
+def _ceiling(model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec, xla: bool) -> float:
+    """The compiled train step on one constant batch, ``steps`` times inside one tf.function; with
+    ``xla`` the step is compiled by XLA (inside the plain loop, as chunkfit compiles it)."""
     global _ceiling_start
     import tensorflow as tf
 
@@ -196,12 +208,13 @@ def _ceiling(model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec) -> 
     xb = tf.constant(np.lib.stride_tricks.sliding_window_view(x[: b + w - 1], w)[:b, :, None], tf.float32)
     yb = tf.constant(onehot[:b])
     steps = math.ceil(spec.n_windows / b) * spec.epochs
+    step = tf.function(model.train_step, jit_compile=True) if xla else model.train_step
 
     @tf.function
     def loop(n: tf.Tensor) -> Any:
-        logs = model.train_step((xb, yb))
+        logs = step((xb, yb))
         for _ in tf.range(n - 1):
-            logs = model.train_step((xb, yb))
+            logs = step((xb, yb))
         return logs["loss"]
 
     loop(tf.constant(2))  # trace and warm up outside the timing
@@ -250,6 +263,9 @@ def bench(
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise UsageError(f"unknown strategy {unknown[0]!r} (strategies: {', '.join(STRATEGIES)})")
+    if "jax" in strategies and not has_jax():
+        raise UsageError("strategy jax needs the jax package: pip install 'chunkfit[bench]', or leave jax out of "
+                         "--strategies")
     if plot_path is not None:
         check_output_folder(Path(plot_path))
     rows = []
@@ -258,14 +274,20 @@ def bench(
             progress(k, len(strategies), name)
         cmd = [sys.executable, "-m", "chunkfit.bench", name, json.dumps(dataclasses.asdict(spec))]
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+        if name == "jax":
+            env["KERAS_BACKEND"] = "jax"
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"strategy {name} failed:\n{proc.stderr[-3000:]}")
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     ref = next((r for r in rows if r["strategy"] == REFERENCE), None)
+    anchors = [r for r in rows if r["strategy"] in ANCHORS]
+    best = max(anchors, key=lambda r: r["windows_per_s"]) if anchors else None
     for r in rows:
         r["ratio_to_reference"] = r["windows_per_s"] / ref["windows_per_s"] if ref else None
-    result = {"spec": dataclasses.asdict(spec), "cores": os.cpu_count(), "rows": rows}
+        r["ratio_to_best_anchor"] = r["windows_per_s"] / best["windows_per_s"] if best else None
+    result = {"spec": dataclasses.asdict(spec), "cores": os.cpu_count(), "rows": rows,
+              "best_anchor": best["strategy"] if best else None}
     if plot_path is not None:
         plot(result, plot_path)
     return result
@@ -275,14 +297,31 @@ def format_table(result: dict[str, Any]) -> str:
     s = result["spec"]
     head = (f"{s['samples']:,} samples, window {s['window']}, batch {s['batch_size']}, {s['epochs']} epoch(s), "
             f"{result['cores']} cores; reference = model.fit on the materialised float64 array")
-    lines = [head, "", "| strategy | seconds | windows/s | vs reference | CPU cores busy | peak RSS MB | final loss |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    best = result.get("best_anchor")
+    if best is not None:
+        head += f"; best anchor = {best}, the fastest of {', '.join(ANCHORS)} that ran"
+    columns = ("| strategy | seconds | windows/s | vs reference | vs best anchor | CPU cores busy | peak RSS MB | "
+               "final loss |")
+    lines = [head, "", columns, "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         ratio = "" if r["ratio_to_reference"] is None else f"{r['ratio_to_reference']:.2f}x"
+        anchor = "" if r.get("ratio_to_best_anchor") is None else f"{r['ratio_to_best_anchor']:.2f}x"
         loss = "n/a" if r["final_loss"] is None else f"{r['final_loss']:.4f}"
-        lines.append(f"| {r['strategy']} | {r['seconds']:.1f} | {r['windows_per_s']:,.0f} | {ratio} | "
+        lines.append(f"| {r['strategy']} | {r['seconds']:.1f} | {r['windows_per_s']:,.0f} | {ratio} | {anchor} | "
                      f"{r['cpu_utilisation']:.2f} | {r['peak_rss_bytes'] / 1e6:,.0f} | {loss} |")
     return "\n".join(lines)
+
+
+def has_jax() -> bool:
+    """Whether the jax package is installed (the ``jax`` strategy needs it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("jax") is not None
+
+
+def default_strategies() -> tuple[str, ...]:
+    """Every strategy, ``jax`` only where jax is installed."""
+    return tuple(s for s in STRATEGIES if s != "jax" or has_jax())
 
 
 def plot(result: dict[str, Any], path: str | Path) -> None:
@@ -295,7 +334,7 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
     names = [r["strategy"] for r in rows]
     speed = [r["windows_per_s"] for r in rows]
     fig, ax = plt.subplots(figsize=(8, 0.55 * len(rows) + 1.5))
-    colors = ["tab:orange" if n == "chunkfit" else "tab:gray" if n == "ceiling" else "tab:blue" for n in names]
+    colors = ["tab:orange" if n == "chunkfit" else "tab:gray" if n in ANCHORS else "tab:blue" for n in names]
     ax.barh(names[::-1], speed[::-1], color=colors[::-1])
     for i, r in enumerate(rows[::-1]):
         ratio = r.get("ratio_to_reference")
@@ -315,7 +354,8 @@ def _worker_main(argv: list[str]) -> None:
     name, raw = argv
     # chunkfit and the ceiling run the same train step under the threads chunkfit picks for
     # baseline-cnn; the other strategies keep TensorFlow's defaults, as their users would.
-    start_tensorflow(None if name in ("chunkfit", "ceiling") else 0, "baseline-cnn")
+    if name != "jax":  # Keras on JAX runs without TensorFlow
+        start_tensorflow(None if name in ("chunkfit", "ceiling", "ceiling-xla") else 0, "baseline-cnn")
     print(json.dumps(run_strategy(name, BenchSpec(**json.loads(raw)))))
 
 

@@ -16,14 +16,14 @@ from chunkfit.errors import RunError, UsageError
 
 pytestmark = pytest.mark.slow
 
-STRATEGIES = ["materialised", "chunkfit", "ceiling"]
-FIELDS = ["strategy", "seconds", "windows", "windows_per_s", "cpu_utilisation", "peak_rss_bytes", "final_loss",
-          "setup_seconds", "ratio_to_reference"]
+STRATEGIES = ["materialised", "jax", "chunkfit", "ceiling", "ceiling-xla"]
+FIELDS = ["strategy", "backend", "seconds", "windows", "windows_per_s", "cpu_utilisation", "peak_rss_bytes",
+          "final_loss", "setup_seconds", "ratio_to_reference", "ratio_to_best_anchor"]
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], Path]:
-    """One bench run of three strategies on 3,000 samples, with --json and --plot."""
+    """One bench run of five strategies on 3,000 samples, with --json and --plot."""
     plot = tmp_path_factory.mktemp("bench") / "bench.png"
     result = run_cli("bench", "--samples", "3000", "--json", "--strategies", ",".join(STRATEGIES), "--plot", plot,
                      timeout=300)
@@ -43,7 +43,7 @@ def test_every_row_has_every_field(tiny: tuple[Any, dict[str, Any], Path], strat
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("field", ["seconds", "windows_per_s", "cpu_utilisation", "peak_rss_bytes", "final_loss",
-                                   "ratio_to_reference"])
+                                   "ratio_to_reference", "ratio_to_best_anchor"])
 def test_measured_figures_are_positive_numbers(tiny: tuple[Any, dict[str, Any], Path], strategy: str, field: str) -> None:
     row = next(r for r in tiny[1]["rows"] if r["strategy"] == strategy)
     assert isinstance(row[field], (int, float)) and math.isfinite(row[field]) and row[field] > 0
@@ -57,6 +57,19 @@ def test_every_strategy_trains_every_window_once_per_epoch(tiny: tuple[Any, dict
 
 def test_reference_runs_at_ratio_one(tiny: tuple[Any, dict[str, Any], Path]) -> None:
     assert tiny[1]["rows"][0]["ratio_to_reference"] == 1.0
+
+
+def test_the_jax_row_trains_on_the_jax_backend_and_the_rest_on_tensorflow(tiny: tuple[Any, dict[str, Any], Path]) -> None:
+    assert {r["strategy"]: r["backend"] for r in tiny[1]["rows"]} == {
+        s: "jax" if s == "jax" else "tensorflow" for s in STRATEGIES}
+
+
+def test_ratios_to_the_best_anchor_are_to_the_fastest_of_jax_and_the_ceilings(tiny: tuple[Any, dict[str, Any], Path]) -> None:
+    rows = {r["strategy"]: r for r in tiny[1]["rows"]}
+    best = max(("jax", "ceiling", "ceiling-xla"), key=lambda s: rows[s]["windows_per_s"])
+    assert tiny[1]["best_anchor"] == best
+    for r in rows.values():
+        assert r["ratio_to_best_anchor"] == pytest.approx(r["windows_per_s"] / rows[best]["windows_per_s"], rel=1e-12)
 
 
 def test_json_records_the_problem_and_the_machine(tiny: tuple[Any, dict[str, Any], Path]) -> None:

@@ -17,18 +17,19 @@ def bench(
     window: Annotated[int, typer.Option(help="Samples per window")] = 104,
     batch_size: Annotated[int, typer.Option(help="Windows per training step")] = 128,
     epochs: Annotated[int, typer.Option(help="Epochs per strategy")] = 1,
-    strategies: Annotated[Optional[str], typer.Option(help="Comma-separated subset [default: all]")] = None,
+    strategies: Annotated[Optional[str], typer.Option(help="Comma-separated subset [default: all; jax where jax is installed]")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     plot: Annotated[Optional[str], typer.Option(help="Write a bar chart of windows/s to this PNG")] = None,
 ) -> None:
     """The original question's comparison on this machine: materialised fit, PyDataset,
-    train_on_batch, timeseries_dataset_from_array, chunkfit and the compute ceiling, each in its own
-    subprocess (seconds, windows/s, ratio to the reference, CPU use, peak RSS, final loss)."""
-    from ..bench import STRATEGIES, BenchSpec, format_table
+    train_on_batch, timeseries_dataset_from_array, Keras on JAX, chunkfit and the compute ceilings
+    (with and without XLA), each in its own subprocess (seconds, windows/s, ratios to the reference
+    and to the best anchor, CPU use, peak RSS, final loss)."""
+    from ..bench import BenchSpec, default_strategies, format_table
     from ..bench import bench as run_bench
 
     spec = BenchSpec(samples=samples, window=window, batch_size=batch_size, epochs=epochs)
-    chosen = tuple(s.strip() for s in strategies.split(",")) if strategies else STRATEGIES
+    chosen = tuple(s.strip() for s in strategies.split(",")) if strategies else default_strategies()
     with bar("bench", len(chosen), unit="strategies") as update:
         result = run_bench(spec, chosen, progress=lambda k, n, name: update(k, info=name), plot_path=plot)
     if json_out:
