@@ -172,7 +172,8 @@ class FitOptions(_Config):
     ``compute_threads`` it changes how fast, not what, is trained. ``memory_budget``
     (bytes), when set, replaces ``blocks.chunk`` by the largest chunk that fits.
     ``compute_threads`` is how many threads TensorFlow gives the model's arithmetic (0: all cores;
-    None: chosen per model, see chunkfit.train.tensorflow.threads); it does not change what is
+    None: measured on this machine for this model when the run is long enough or a measurement is
+    cached, else a rule: chunkfit.train.tensorflow.threadtune); it does not change what is
     trained, so a run resumes under another setting. ``normalize`` is how windows are standardised
     before the model sees them (chunkfit.train.normalize); ``class_weight`` how training windows are
     weighted by class (chunkfit.train.weights); ``threshold_for`` how the run picks its decision

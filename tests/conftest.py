@@ -19,6 +19,13 @@ settings.register_profile("explore", max_examples=500, derandomize=False, databa
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def empty_thread_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Runs measure or apply threads from a cache of this session only (chunkfit.train.tensorflow.threadtune),
+    never from one a user's earlier runs left in their home; CLI subprocesses inherit it."""
+    os.environ["CHUNKFIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("chunkfit-cache"))
+
+
 @pytest.fixture(params=["zarr", "hdf5"])
 def backend(request: pytest.FixtureRequest) -> str:
     """Each store test runs once per backend."""

@@ -353,7 +353,7 @@ def test_rerun_with_other_compute_threads_resumes(store: Path, unfinished: Path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"resuming the run in {unfinished} from its checkpoint")
     run = json.loads((unfinished / "run.json").read_text())
-    assert run["finished"] and run["threads"] == {"intra_op": 2, "inter_op": 1}
+    assert run["finished"] and run["threads"] == {"intra_op": 2, "inter_op": 1, "by": "--compute-threads"}
 
 
 def test_rerun_with_other_steps_per_execution_resumes_and_ends_as_the_uninterrupted_run(

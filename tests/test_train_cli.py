@@ -44,14 +44,19 @@ def test_train_on_the_ecg_log_succeeds_quietly(ecg_run: tuple[subprocess.Complet
 
 def test_train_prints_one_line_per_epoch_and_the_run_folder(ecg_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     result, out = ecg_run
-    compile_line, *lines = result.stdout.splitlines()
-    # a run this short trains without XLA, and says why
+    compile_line, threads_line, *lines = result.stdout.splitlines()
+    # a run this short trains without XLA, and on the threads of the rule, and says why
     assert re.fullmatch(r"train step without XLA, chosen by autotune: a run of \d+ training calls of up to \d+ "
                         r"batches is too short to try XLA; --jit on\|off to choose", compile_line), compile_line
+    assert re.fullmatch(r"TensorFlow on 1 compute thread, chosen by the rule: one thread for small built-in models on "
+                        r"a CPU, else every core \(a run of [\d,]+ windows is too short to measure threads\); "
+                        r"--compute-threads N to choose", threads_line), threads_line
     assert [line.split("  ")[0] for line in lines[:2]] == ["epoch 1/2", "epoch 2/2"]
     names = [part.split(" ")[0] for part in lines[1].split("  ")[1:-1]]
     lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
-    assert names == [*lead, *(f"val_{n}" for n in lead)]  # the event class first, accuracy last
+    # the event class first, accuracy last; validation adds the events at the epoch's threshold
+    events = ["val_threshold", "val_events_covered", "val_false_alarms_per_hour"]
+    assert names == [*lead, *(f"val_{n}" for n in lead[:4]), *events, "val_loss", "val_accuracy"]
     assert lines[2].startswith("threshold ") and " chosen on the validation split (f1): PR-AUC " in lines[2]
     assert re.search(r", events covered \d+/\d+, false alarms \d+ \([\d.e+-]+/h\)$", lines[2]), lines[2]
     assert lines[3] == f"trained baseline-cnn for 2 epoch(s); run folder {out}: model.keras, history.csv, run.json, curves.png"
@@ -72,7 +77,8 @@ def test_run_json_describes_the_ecg_run(ecg_run: tuple[subprocess.CompletedProce
     assert [e["epoch"] for e in run["epochs"]] == [0, 1]
     assert run["epochs"][-1]["val_accuracy"] > 0.8
     # baseline-cnn's small ops train fastest on one compute thread, the other core feeding them.
-    assert run["threads"] == {"intra_op": 1, "inter_op": 1}
+    assert run["threads"]["intra_op"] == run["threads"]["inter_op"] == 1
+    assert run["threads"]["by"].startswith("the rule: ")
 
 
 def test_train_without_a_store_uses_sensor_zarr_in_the_current_directory(ecg_store: Path, tmp_path: Path) -> None:
@@ -160,7 +166,8 @@ def test_compute_threads_zero_leaves_tensorflow_its_default_of_every_core(ecg_st
     result = run_cli("train", ecg_store, "--epochs", "1", "--chunk", "20000", "--stride", "8", "--compute-threads", "0",
                      "--out", out, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert json.loads((out / "run.json").read_text())["threads"] == {"intra_op": 0, "inter_op": 0}
+    assert json.loads((out / "run.json").read_text())["threads"] == {"intra_op": 0, "inter_op": 0,
+                                                                      "by": "--compute-threads"}
 
 
 def test_tensorboard_logs_every_epoch_with_steps_running_on_across_blocks(ecg_store: Path, tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ def train(
     seed: Annotated[int, typer.Option(help="Seed for weights and the block and window order")] = 0,
     deterministic: Annotated[bool, typer.Option("--deterministic", help="Same seed, same weights bit for bit (TensorFlow op determinism; a little slower)")] = False,
     steps_per_execution: Annotated[Optional[int], typer.Option(help="Batches per compiled training call; callbacks hear of each call's last batch [default: 256, fewer when that would hold over 16 MB of windows]")] = None,
-    compute_threads: Annotated[Optional[int], typer.Option(help="Threads for the model's arithmetic; 0 = every core [default: 1 for baseline-cnn, whose small ops train fastest on one thread with the other cores feeding it; else every core]")] = None,
+    compute_threads: Annotated[Optional[int], typer.Option(help="Threads for the model's arithmetic; 0 = every core [default: measured on this machine for this model (long runs; cached for the next), else 1 for baseline-cnn and every core for larger models]")] = None,
     jit: Annotated[str, typer.Option(help="Train step under XLA: auto (time both on this machine in the first training calls and keep the faster; off with --deterministic), on or off")] = "auto",
     unsafe: Annotated[bool, typer.Option("--unsafe", help="Load a --model .keras file outside Keras safe mode (deserialises lambdas: only for files you trust)")] = False,
     out: Annotated[Optional[str], typer.Option(help="Run folder for model.keras, history.csv, run.json, curves.png [default: runs/DATE-TIME]; an unfinished run in it is resumed from its checkpoint")] = None,

@@ -166,7 +166,9 @@ class Trainer:
         self.weights = class_weights(opts.class_weight, split.labeller, split.split.train, w.window, w.stride)
         if self.weights.notice is not None and progress is not None:
             progress(TrainProgress("notice", 0, opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0, message=self.weights.notice))
-        self.engine = TensorFlowEngine.start(model, opts, shapes, self.normalizer, self.weights.weights)
+        run_windows = opts.epochs * sum(max(0, (int(b) - int(a) - w.window) // w.stride + 1)
+                                        for a, b in split.split.train.reshape(-1, 2).tolist())
+        self.engine = TensorFlowEngine.start(model, opts, shapes, self.normalizer, self.weights.weights, run_windows)
         self.model = self.engine.model
         # A resumed run keeps its blocks even when --memory-budget would pick another chunk now.
         if resumed is not None:
@@ -202,7 +204,7 @@ class Trainer:
             "normalization": self.normalizer.to_dict(),
             "class_weight": self.weights.to_dict(plan.labeller.classes),
             "engine": self.engine.name,
-            "threads": self.engine.threads,
+            "threads": self.engine.threads_info(),
         }
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -461,8 +463,9 @@ class Trainer:
         choice = self.engine.stepper.choice
         if self.progress is not None and not self._said_compile and choice is not None and choice.decided:
             self._said_compile = True
-            self.progress(TrainProgress("notice", 0, self.opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0,
-                                        message=choice.describe(self.opts.batch_size)))
+            for line in (choice.describe(self.opts.batch_size), self.engine.describe_threads()):
+                if line is not None:
+                    self.progress(TrainProgress("notice", 0, self.opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0, message=line))
 
     def _write_record(self, *, finished: bool) -> None:
         if self.folder is not None:

@@ -25,6 +25,7 @@ from .pipeline import (
     train_element_spec,
 )
 from .threads import start_tensorflow
+from .threadtune import ThreadChoice, choose_threads
 
 if TYPE_CHECKING:
     import keras
@@ -45,21 +46,27 @@ class TensorFlowEngine:
     name = "tensorflow"
 
     def __init__(self, model: keras.Model, opts: FitOptions, shapes: Shapes, steps: int, threads: dict[str, int],
-                 normalizer: Normalizer, class_weights: tuple[float, ...] | None) -> None:
+                 normalizer: Normalizer, class_weights: tuple[float, ...] | None,
+                 thread_choice: ThreadChoice | None = None) -> None:
         from .stepper import Stepper
 
         self.model, self.opts, self.shapes, self.steps, self.threads = model, opts, shapes, steps, threads
+        self.thread_choice = thread_choice
         self.normalizer = normalizer
         self.class_weights = None if class_weights is None else list(class_weights)
         self.stepper = Stepper(model)
 
     @classmethod
     def start(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes, normalizer: Normalizer,
-              class_weights: tuple[float, ...] | None = None) -> TensorFlowEngine:
-        """Start TensorFlow (threads before its runtime starts), seed it, and build and compile ``model``,
+              class_weights: tuple[float, ...] | None = None, run_windows: int = 0) -> TensorFlowEngine:
+        """Start TensorFlow (threads before its runtime starts: chunkfit.train.tensorflow.threadtune,
+        for a run of ``run_windows`` training windows), seed it, and build and compile ``model``,
         which trains on windows standardised by ``normalizer``, weighted by ``class_weights`` (one per
         class index; None: unweighted)."""
-        threads = start_tensorflow(opts.compute_threads, model)
+        choice = choose_threads(opts.compute_threads, model, deterministic=opts.deterministic, window=shapes.window,
+                                channels=shapes.channels, classes=shapes.classes, batch_size=opts.batch_size,
+                                run_windows=run_windows)
+        threads = start_tensorflow(choice.compute, model)
         import keras
 
         keras.utils.set_random_seed(opts.blocks.seed)
@@ -72,7 +79,7 @@ class TensorFlowEngine:
         steps = opts.steps_per_execution or element_steps(opts.batch_size, shapes.window, shapes.channels)
         compile_model(built, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss, steps_per_execution=steps,
                       classes=shapes.classes)
-        return cls(built, opts, shapes, steps, threads, normalizer, class_weights)
+        return cls(built, opts, shapes, steps, threads, normalizer, class_weights, choice)
 
     @property
     def fitting(self) -> keras.Model:
@@ -105,6 +112,13 @@ class TensorFlowEngine:
             raise UsageError("jit='on' cannot be used in this process: TensorFlow op determinism is on (an earlier "
                              "deterministic run turned it on), and XLA has no deterministic form of some ops")
         self.stepper.choice = JitChoice(self.opts.jit, determinism, -(-run_batches // self.steps), self.steps)
+
+    def threads_info(self) -> dict[str, Any]:
+        """The threads in effect for run.json, with how they were chosen."""
+        return {**self.threads, **(self.thread_choice.to_dict() if self.thread_choice else {})}
+
+    def describe_threads(self) -> str | None:
+        return self.thread_choice.describe(self.threads) if self.thread_choice else None
 
     def compile_info(self) -> dict[str, Any]:
         """The compile choice for run.json; ``jit`` is None while the trial runs."""
