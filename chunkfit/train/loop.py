@@ -168,7 +168,8 @@ class Trainer:
             progress(TrainProgress("notice", 0, opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0, message=self.weights.notice))
         run_windows = opts.epochs * sum(max(0, (int(b) - int(a) - w.window) // w.stride + 1)
                                         for a, b in split.split.train.reshape(-1, 2).tolist())
-        self.engine = TensorFlowEngine.start(model, opts, shapes, self.normalizer, self.weights.weights, run_windows)
+        self.engine = TensorFlowEngine.start(model, opts, shapes, self.normalizer, self.weights.weights, run_windows,
+                                             say=self._notice)
         self.model = self.engine.model
         # A resumed run keeps its blocks even when --memory-budget would pick another chunk now.
         if resumed is not None:
@@ -457,6 +458,10 @@ class Trainer:
                          f"PR-AUC {chosen['pr_auc']:.3f}, precision {chosen['precision']:.3f}, "
                          f"recall {chosen['recall']:.3f}, F1 {chosen['f1']:.3f}{events}")))
         return chosen
+
+    def _notice(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(TrainProgress("notice", 0, self.opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0, message=message))
 
     def _say_compile(self) -> None:
         """The line saying how the train step is compiled, once that is decided."""

@@ -8,6 +8,7 @@ samples into the runtime's tensors (in the loader thread), and training or evalu
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...config import FitOptions
@@ -58,14 +59,15 @@ class TensorFlowEngine:
 
     @classmethod
     def start(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes, normalizer: Normalizer,
-              class_weights: tuple[float, ...] | None = None, run_windows: int = 0) -> TensorFlowEngine:
+              class_weights: tuple[float, ...] | None = None, run_windows: int = 0,
+              say: Callable[[str], None] | None = None) -> TensorFlowEngine:
         """Start TensorFlow (threads before its runtime starts: chunkfit.train.tensorflow.threadtune,
         for a run of ``run_windows`` training windows), seed it, and build and compile ``model``,
         which trains on windows standardised by ``normalizer``, weighted by ``class_weights`` (one per
-        class index; None: unweighted)."""
+        class index; None: unweighted). ``say`` is told before threads are measured."""
         choice = choose_threads(opts.compute_threads, model, deterministic=opts.deterministic, window=shapes.window,
                                 channels=shapes.channels, classes=shapes.classes, batch_size=opts.batch_size,
-                                run_windows=run_windows)
+                                run_windows=run_windows, say=say)
         threads = start_tensorflow(choice.compute, model)
         import keras
 

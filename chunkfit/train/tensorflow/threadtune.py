@@ -28,6 +28,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,9 +111,10 @@ def _cpu_name() -> str:
 
 
 def choose_threads(compute_threads: int | None, model: Any, *, deterministic: bool, window: int, channels: int,
-                   classes: int, batch_size: int, run_windows: int, probe_windows: int = PROBE_WINDOWS) -> ThreadChoice:
+                   classes: int, batch_size: int, run_windows: int, probe_windows: int = PROBE_WINDOWS,
+                   say: Callable[[str], None] | None = None) -> ThreadChoice:
     """The compute threads for this run (see the module docstring); ``run_windows``: the windows the
-    run will train, all epochs together."""
+    run will train, all epochs together; ``say`` is told before a measurement starts."""
     if compute_threads is not None:
         return ThreadChoice(compute_threads, "--compute-threads")
     if deterministic:
@@ -128,6 +130,9 @@ def choose_threads(compute_threads: int | None, model: Any, *, deterministic: bo
                             cached["windows_per_s"])
     if run_windows < probe_windows:
         return ThreadChoice(None, f"{RULE} (a run of {run_windows:,} windows is too short to measure threads)")
+    if say is not None:
+        say(f"measuring how fast {model} trains on one compute thread and on every core (once for this machine "
+            f"and model: cached in {cache_path()})")
     speeds = {str(c): probe(c, model, window, channels, classes, batch_size) for c in CANDIDATES}
     if any(v is None for v in speeds.values()):
         return ThreadChoice(None, f"{RULE} (a measurement failed)")
