@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import os
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -24,6 +25,19 @@ def empty_thread_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Runs measure or apply threads from a cache of this session only (chunkfit.train.tensorflow.threadtune),
     never from one a user's earlier runs left in their home; CLI subprocesses inherit it."""
     os.environ["CHUNKFIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("chunkfit-cache"))
+
+
+@pytest.fixture
+def no_op_determinism() -> Iterator[None]:
+    """XLA has no deterministic form of some ops (MaxPooling's gradient), and op determinism stays
+    on in a process once a deterministic run of the suite turned it on: off for the test, then as it was."""
+    from tensorflow.python.framework import config  # TensorFlow has no public query or switch-off
+
+    was = config.is_op_determinism_enabled()
+    config.disable_op_determinism()
+    yield
+    if was:
+        config.enable_op_determinism()
 
 
 @pytest.fixture(params=["zarr", "hdf5"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -15,19 +14,6 @@ from chunkfit.synth import SynthSpec, balanced_anomalies, synth
 from chunkfit.train.tensorflow.autotune import MIN_ELEMENTS, TRIALS, JitChoice
 
 WINDOW = 16
-
-
-@pytest.fixture
-def no_op_determinism() -> Iterator[None]:
-    """Op determinism stays on in a process once a deterministic run turned it on (the suite's do):
-    off for the test, then as it was."""
-    from tensorflow.python.framework import config  # TensorFlow has no public query or switch-off
-
-    was = config.is_op_determinism_enabled()
-    config.disable_op_determinism()
-    yield
-    if was:
-        config.enable_op_determinism()
 
 
 @pytest.fixture(scope="module")

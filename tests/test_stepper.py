@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from typing import Any
 
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from chunkfit.train.blocks import BlockData
 from chunkfit.train.models import build_model, compile_model
-from chunkfit.train.tensorflow.pipeline import block_dataset, element_steps, step_batches, to_tensors, train_element_spec
+from chunkfit.train.tensorflow.pipeline import (
+    block_dataset,
+    element_steps,
+    step_batches,
+    to_tensors,
+    train_element_spec,
+)
 from chunkfit.train.tensorflow.stepper import Stepper
 
 WINDOW, BATCH = 12, 16
@@ -132,19 +135,6 @@ def test_blocks_of_other_sizes_and_short_batches_reuse_the_compiled_steps(prepar
         stepper.fit(ds, epochs=1, verbose=0, shuffle=False)
     assert stepper.traces == {"whole": 1, "short": 1}
     assert int(ours.optimizer.iterations.numpy()) == 4 + 6 + 2 + 1
-
-
-@pytest.fixture
-def no_op_determinism() -> Iterator[None]:
-    """XLA has no deterministic MaxPool gradient, and op determinism stays on once a deterministic
-    run of the suite turned it on: off for the test, then as it was."""
-    from tensorflow.python.framework import config  # TensorFlow has no public query or switch-off
-
-    was = config.is_op_determinism_enabled()
-    config.disable_op_determinism()
-    yield
-    if was:
-        config.enable_op_determinism()
 
 
 @pytest.mark.usefixtures("no_op_determinism")

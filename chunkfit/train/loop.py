@@ -184,6 +184,7 @@ class Trainer:
         self.engine.choose_compile(batches)
         self._said_compile = False
         self._scoring: tuple[keras.Model, Any] | None = None
+        self._last_chosen: tuple[dict[str, Any] | None, list[Any]] | None = None  # last epoch's, and its weights
         self.log = RunLog(self._about(), opts.blocks.seed)
         self.checkpoints: Checkpointer | None = None
         if folder is not None:
@@ -426,6 +427,7 @@ class Trainer:
         plan = self.plan
         chosen = choose_threshold(model, self.store, plan.labeller, self.opts.windows, plan.split.validation,
                                   self.opts.threshold_for, predictor)
+        self._last_chosen = chosen, [w.numpy() for w in self.model.weights]
         if chosen is None or "events" not in chosen:
             return {}
         events = chosen["events"]
@@ -443,9 +445,12 @@ class Trainer:
         from ..score.threshold import choose_threshold
 
         plan = self.plan
-        model, predictor = self._scorer()
-        chosen = choose_threshold(model, self.store, plan.labeller, self.opts.windows, plan.split.validation,
-                                  self.opts.threshold_for, predictor)
+        if self._last_chosen is not None and _same(self._last_chosen[1], self.model.weights):
+            chosen = self._last_chosen[0]  # the last epoch's, on these weights (no callback restored others)
+        else:
+            model, predictor = self._scorer()
+            chosen = choose_threshold(model, self.store, plan.labeller, self.opts.windows, plan.split.validation,
+                                      self.opts.threshold_for, predictor)
         if chosen is not None and self.progress is not None:
             events = ""
             if "events" in chosen:
@@ -479,6 +484,13 @@ class Trainer:
             if finished:
                 record["threshold"] = self.threshold
             self.folder.write_json(record)
+
+
+def _same(saved: list[Any], weights: list[Any]) -> bool:
+    """Whether ``weights`` still hold the ``saved`` values."""
+    import numpy as np
+
+    return len(saved) == len(weights) and all(np.array_equal(a, w.numpy()) for a, w in zip(saved, weights, strict=True))
 
 
 def run_identity(opts: FitOptions, model: keras.Model | str, store: Store) -> dict[str, Any]:
