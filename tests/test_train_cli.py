@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +80,8 @@ def test_run_json_describes_the_ecg_run(ecg_run: tuple[subprocess.CompletedProce
     # baseline-cnn's small ops train fastest on one compute thread, the other core feeding them.
     assert run["threads"]["intra_op"] == run["threads"]["inter_op"] == 1
     assert run["threads"]["by"].startswith("the rule: ")
+    # large buffers come from and go back to the OS (glibc), so the process does not grow as it trains
+    assert run["mmap_threshold"] == (4 << 20 if sys.platform.startswith("linux") else None)
 
 
 def test_train_without_a_store_uses_sensor_zarr_in_the_current_directory(ecg_store: Path, tmp_path: Path) -> None:

@@ -207,6 +207,7 @@ class Trainer:
             "class_weight": self.weights.to_dict(plan.labeller.classes),
             "engine": self.engine.name,
             "threads": self.engine.threads_info(),
+            "mmap_threshold": self.engine.mmap_threshold,
         }
 
     # -- the loop ---------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from .pipeline import (
     to_tensors,
     train_element_spec,
 )
-from .threads import start_tensorflow
+from .threads import start_tensorflow, steady_heap
 from .threadtune import ThreadChoice, choose_threads
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ class TensorFlowEngine:
 
         self.model, self.opts, self.shapes, self.steps, self.threads = model, opts, shapes, steps, threads
         self.thread_choice = thread_choice
+        self.mmap_threshold: int | None = None  # glibc's, fixed by ``start`` (chunkfit.train.tensorflow.threads.steady_heap)
         self.normalizer = normalizer
         self.class_weights = None if class_weights is None else list(class_weights)
         self.stepper = Stepper(model)
@@ -68,6 +69,7 @@ class TensorFlowEngine:
         choice = choose_threads(opts.compute_threads, model, deterministic=opts.deterministic, window=shapes.window,
                                 channels=shapes.channels, classes=shapes.classes, batch_size=opts.batch_size,
                                 run_windows=run_windows, say=say)
+        heap = steady_heap()
         threads = start_tensorflow(choice.compute, model)
         import keras
 
@@ -81,7 +83,9 @@ class TensorFlowEngine:
         steps = opts.steps_per_execution or element_steps(opts.batch_size, shapes.window, shapes.channels)
         compile_model(built, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss, steps_per_execution=steps,
                       classes=shapes.classes)
-        return cls(built, opts, shapes, steps, threads, normalizer, class_weights, choice)
+        engine = cls(built, opts, shapes, steps, threads, normalizer, class_weights, choice)
+        engine.mmap_threshold = heap
+        return engine
 
     @property
     def fitting(self) -> keras.Model:

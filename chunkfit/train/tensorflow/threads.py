@@ -11,6 +11,7 @@ built before calling ``chunkfit.fit``) they stay as they are.
 
 from __future__ import annotations
 
+import ctypes
 import sys
 from types import ModuleType
 from typing import Any
@@ -50,3 +51,28 @@ def start_tensorflow(compute_threads: int | None, model: Any) -> dict[str, int]:
         "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
         "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
     }
+
+
+# Buffers of this size or more come straight from the OS (mmap) and go back to it when freed.
+MMAP_THRESHOLD = 4 << 20
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+
+
+def steady_heap() -> int | None:
+    """Fix glibc's mmap threshold at ``MMAP_THRESHOLD``; returns it, or None where it does not apply.
+
+    glibc raises the threshold to the size of every mmapped buffer freed (up to 32 MB), so after
+    the first training element the input pipeline's 13.6 MB batches of windows come from the heap,
+    whose freed space fragments and is not returned: measured on a 20M-sample store, a training
+    process grew to 1.5-1.7 GB and stayed there; with the threshold fixed it stayed at 1.03-1.10 GB
+    (the same as setting ``MALLOC_MMAP_THRESHOLD_``). A buffer that size is used for over a second,
+    so mapping it costs nothing measurable.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc
+        return None
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return MMAP_THRESHOLD if mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 else None
