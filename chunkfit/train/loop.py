@@ -166,10 +166,8 @@ class Trainer:
         self.weights = class_weights(opts.class_weight, split.labeller, split.split.train, w.window, w.stride)
         if self.weights.notice is not None and progress is not None:
             progress(TrainProgress("notice", 0, opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0, message=self.weights.notice))
-        run_windows = opts.epochs * sum(max(0, (int(b) - int(a) - w.window) // w.stride + 1)
-                                        for a, b in split.split.train.reshape(-1, 2).tolist())
-        self.engine = TensorFlowEngine.start(model, opts, shapes, self.normalizer, self.weights.weights, run_windows,
-                                             say=self._notice)
+        self.engine = TensorFlowEngine.start(model, opts, shapes, self.normalizer, self.weights.weights,
+                                             opts.epochs * split.split.train_windows(), say=self._notice)
         self.model = self.engine.model
         # A resumed run keeps its blocks even when --memory-budget would pick another chunk now.
         if resumed is not None:
@@ -476,7 +474,7 @@ class Trainer:
             self._said_compile = True
             for line in (choice.describe(self.opts.batch_size), self.engine.describe_threads()):
                 if line is not None:
-                    self.progress(TrainProgress("notice", 0, self.opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0, message=line))
+                    self._notice(line)
 
     def _write_record(self, *, finished: bool) -> None:
         if self.folder is not None:
