@@ -71,9 +71,11 @@ def choose_threshold(model: keras.Model, store: Store, labeller: Labeller, windo
               "positive_windows": int(metrics.pos_hist.sum()), "windows": metrics.n}
     if store.has_events:
         if kept is None:
-            kept = [(sb.starts, sb.segment, sb.probs[:, spec.positive])
-                    for sb in score_store(model, store, spec, labeller=labeller, ranges=ranges, predictor=predictor)]
-        chosen.update(_event_level(store, spec, ranges, chosen["value"], kept))
+            again = ((sb.starts, sb.segment, sb.probs[:, spec.positive])  # streamed: bounded memory
+                     for sb in score_store(model, store, spec, labeller=labeller, ranges=ranges, predictor=predictor))
+            chosen.update(_event_level(store, spec, ranges, chosen["value"], again))
+        else:
+            chosen.update(_event_level(store, spec, ranges, chosen["value"], kept))
     return chosen
 
 
