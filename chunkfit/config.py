@@ -138,8 +138,14 @@ class IngestOptions(_Config):
     chunk_samples: int = 65_536
     codec: str = "lz4"
     block_bytes: int = 8 << 20
+    # Recording formats: which annotations become events (WFDB: the annotator's file suffix, e.g.
+    # "atr"; EDF+: a glob on the annotation text, e.g. "Seizure*"), WFDB beat symbols to keep, and
+    # whether annotations become per-sample labels instead of event markers.
+    annotations: str | None = None
+    symbols: tuple[str, ...] | None = None
+    label_from_annotations: bool = False
 
-    _tuple_fields: ClassVar[tuple[str, ...]] = ("columns", "names")
+    _tuple_fields: ClassVar[tuple[str, ...]] = ("columns", "names", "symbols")
 
     def __post_init__(self) -> None:
         if self.nan not in NAN_POLICIES:
@@ -160,6 +166,12 @@ class IngestOptions(_Config):
             )
         if self.label_column is not None and self.events is not None:
             raise UsageError("give either --events or --label-column, not both")
+        if self.symbols is not None and self.annotations is None:
+            raise UsageError("--symbols picks among annotations: give --annotations too (e.g. --annotations atr)")
+        if self.label_from_annotations and self.annotations is None:
+            raise UsageError("--label-from-annotations needs --annotations (e.g. --annotations atr)")
+        if self.label_from_annotations and (self.label_column is not None or self.events is not None):
+            raise UsageError("give one source of labels: --label-from-annotations, --label-column or --events")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,7 @@ def _split(value: str | None) -> tuple[str, ...] | None:
 @app.command()
 def ingest(
     store: Annotated[str, typer.Argument(help="Store to create (or extend with --append): DIR.zarr or FILE.h5")],
-    sources: Annotated[Optional[list[str]], typer.Argument(help="CSV/TSV, .npy, file.h5:/dataset, or - for stdin (default)")] = None,
+    sources: Annotated[Optional[list[str]], typer.Argument(help="CSV/TSV, .npy, file.h5:/dataset, WFDB .hea, EDF/BDF, MiniSEED, Parquet, WAV/FLAC, or - for stdin (default)")] = None,
     columns: Annotated[Optional[str], typer.Option(help="Channel columns, comma-separated names or 0-based positions [default: every numeric column]")] = None,
     time_column: Annotated[Optional[str], typer.Option(help="Time column (seconds or ISO 8601): derives the rate and splits segments at gaps")] = None,
     rate: Annotated[Optional[float], typer.Option(help="Sample rate in Hz (when there is no time column)")] = None,
@@ -29,6 +29,9 @@ def ingest(
     delimiter: Annotated[Optional[str], typer.Option(help="Field separator [default: sniffed; tab for .tsv]")] = None,
     header: Annotated[Optional[bool], typer.Option("--header/--no-header", help="Whether the first line names the columns [default: detected]")] = None,
     names: Annotated[Optional[str], typer.Option(help="Channel names for .npy/HDF5 sources or a CSV without a header, comma-separated")] = None,
+    annotations: Annotated[Optional[str], typer.Option(help="Annotations to keep as events: a WFDB annotator (atr) or an EDF+ text pattern (\"Seizure*\")")] = None,
+    symbols: Annotated[Optional[str], typer.Option(help="WFDB annotation symbols to keep, comma-separated (e.g. V,A) [default: all]")] = None,
+    label_from_annotations: Annotated[bool, typer.Option("--label-from-annotations", help="Annotations become per-sample labels (1 inside, 0 outside) instead of events")] = False,
     append: Annotated[bool, typer.Option("--append", help="Add the sources to an existing store as new segments")] = False,
     chunk_samples: Annotated[int, typer.Option(help="Samples per stored chunk")] = 65_536,
     codec: Annotated[str, typer.Option(help="Compression: lz4 (fast), zstd (smaller) or none")] = "lz4",
@@ -55,6 +58,9 @@ def ingest(
         delimiter=delimiter,
         header=header,
         names=_split(names),
+        annotations=annotations,
+        symbols=_split(symbols),
+        label_from_annotations=label_from_annotations,
         chunk_samples=chunk_samples,
         codec=codec,
     )

@@ -44,6 +44,8 @@ class ParsedBlock:
     time_column: int | None = None  # 1-based file column of the time (text sources)
     time_origin: float = 0.0  # absolute seconds of ``times == 0`` (ISO times are kept relative)
     delimiter: str = ","
+    # Recording formats: this block starts a new segment recorded from this absolute time (s).
+    segment_t0: float | None = None
 
     def text_of(self, row: int, channel: int) -> str | None:
         """The source's own text of one value (text sources only), for messages."""

@@ -103,6 +103,7 @@ class _Ingest:
         self.records: list[dict[str, Any]] = []
         self.interrupted = False
         self.rate: float | None = options.rate
+        self.marks: list[np.ndarray] = []  # annotations the sources carried, as absolute samples
 
     def _open_writer(self, first: Source) -> StoreWriter:
         channels = first.channels
@@ -157,12 +158,14 @@ class _Ingest:
                 raise SourceFormatError(f"{specs[0]}: empty source: no rows to ingest")
             self._check_rate()
             w.attrs["sample_rate"] = w.attrs.get("sample_rate") or self.rate
+            found = list(self.marks)
             if self.options.events is not None:
-                ev = read_events(self.options.events, offset=w.start, added=added, anchors=self.anchors, rate=self.rate)
+                found.append(read_events(self.options.events, offset=w.start, added=added, anchors=self.anchors, rate=self.rate))
+            n_events = 0
+            if found:
+                ev = np.unique(np.concatenate(found))
                 w.add_events(ev)
                 n_events = int(ev.size)
-            else:
-                n_events = 0
             for rec in self.records:
                 w.add_source(rec)
             w.commit()
@@ -199,7 +202,10 @@ class _Ingest:
         # Each source derives its own rate (unless --rate): a source at another rate is refused
         # rather than split into one-sample segments or stored at the wrong rate.
         tracker = _TimeTracker(opts.rate, opts.gap_factor) if source.has_time else None
+        if source.rate is not None:
+            self._agree_rate(source.rate, source.name)
         rate_checked = False
+        first = w.total
         interp = Interpolator(source.name, source.channels) if opts.nan == "interpolate" else None
         seg_start = w.total
         seg_t0: float | None = None
@@ -214,6 +220,11 @@ class _Ingest:
                     rate_checked = True
                 if seg_t0 is None:
                     seg_t0 = float(times[0]) + block.time_origin
+            if block.segment_t0 is not None:
+                # A recording format starts a new segment here (MiniSEED gaps, its first block).
+                at = w.total + (interp.pending if interp is not None else 0)
+                self._close_segment(w, seg_start, at, seg_t0)
+                seg_start, seg_t0 = at, block.segment_t0
             if opts.nan == "refuse":
                 refuse_nonfinite(block, source.channels)
             # Rows the interpolator still holds are written ahead of this block's rows.
@@ -233,6 +244,9 @@ class _Ingest:
             vals, labels = interp.finish()
             w.write(vals, labels)
         self._close_segment(w, seg_start, w.total, seg_t0)
+        marks = source.events()
+        if marks.size:
+            self.marks.append(first + marks)
         if isinstance(source, TextSource) and source.interrupted:
             self.interrupted = True
 

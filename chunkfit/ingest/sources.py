@@ -1,5 +1,6 @@
 """Every kind of input, opened the same way: CSV/TSV text (files, .gz, standard input), ``.npy``
-arrays (memory-mapped, pickles refused) and HDF5 datasets (``file.h5:/path``).
+arrays (memory-mapped, pickles refused), HDF5 datasets (``file.h5:/path``) and the recording formats
+of chunkfit.ingest.formats (WFDB, EDF/BDF, MiniSEED, Parquet, WAV/FLAC).
 """
 
 from __future__ import annotations
@@ -19,11 +20,16 @@ import numpy as np
 from ..config import IngestOptions
 from ..errors import SourceFormatError, SourceNotFoundError, UsageError
 from .csvtext import ParsedBlock, parse_blocks
+from .formats import open_recording
 from .textblocks import LineBlocks
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".log", ".tab", ".dat")
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5")
-SUPPORTED = "CSV/TSV text (.csv .tsv .txt .log, optionally .gz), .npy, HDF5 datasets (file.h5:/dataset) or - for standard input"
+SUPPORTED = (
+    "CSV/TSV text (.csv .tsv .txt .log, optionally .gz), .npy, HDF5 datasets (file.h5:/dataset), "
+    "WFDB (.hea), EDF/BDF (.edf .bdf), MiniSEED (.mseed .miniseed .ms), Parquet (.parquet), "
+    "WAV/FLAC (.wav .flac) or - for standard input"
+)
 
 
 class Source:
@@ -35,9 +41,15 @@ class Source:
     has_labels: bool = False
     size: int | None = None
     rows: int = 0
+    rate: float | None = None  # the sample rate the file itself declares (recording formats)
 
     def blocks(self) -> Iterator[ParsedBlock]:
         raise NotImplementedError
+
+    def events(self) -> np.ndarray:
+        """Event markers the file carries (annotations), as sample indices counted from its first
+        row; read once ``blocks()`` is exhausted."""
+        return np.zeros(0, dtype=np.int64)
 
     def sha256(self) -> str:
         raise NotImplementedError
@@ -201,6 +213,10 @@ def open_source(spec: str, options: IngestOptions) -> Source:
     lower = path.name.lower()
     if lower.endswith(".npy"):
         return ArraySource(spec, _open_npy(spec, path), options, path.stat().st_size)
+    text_named = lower.endswith(TEXT_SUFFIXES) or (lower.endswith(".gz") and lower[:-3].endswith(TEXT_SUFFIXES))
+    recording = open_recording(spec, path, options, by_content=not text_named and options.delimiter is None)
+    if recording is not None:
+        return recording
     if lower.endswith(HDF5_SUFFIXES):
         raise UsageError(f"{spec}: name the dataset inside the HDF5 file, e.g. {spec}:/signal")
     if lower.endswith(".gz") and lower[:-3].endswith(TEXT_SUFFIXES):

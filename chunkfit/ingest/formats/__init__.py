@@ -1,0 +1,91 @@
+"""Recording formats, each in a module of its own, each library imported only when its format is read.
+
+| format    | module    | recognised by                                   | extra        |
+|-----------|-----------|-------------------------------------------------|--------------|
+| WFDB      | wfdbrec   | ``.hea`` (or a ``.dat`` beside its ``.hea``)     | ``[wfdb]``   |
+| EDF/BDF   | edf       | ``.edf`` ``.bdf``, or the header's first bytes  | ``[edf]``    |
+| MiniSEED  | mseed     | ``.mseed`` ``.miniseed`` ``.ms``, or a record   | ``[mseed]``  |
+| Parquet   | parquet   | ``.parquet`` ``.pq``, or ``PAR1``               | (pyarrow)    |
+| WAV/FLAC  | audio     | ``.wav`` ``.flac``, or ``RIFF....WAVE``/``fLaC``| ``[audio]``  |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from ...errors import UsageError
+
+if TYPE_CHECKING:
+    from ...config import IngestOptions
+    from ..sources import Source
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+    name: str
+    suffixes: tuple[str, ...]
+    module: str  # chunkfit.ingest.formats.<module> has ``open_source(spec, path, options)``
+
+
+FORMATS = (
+    Format("WFDB", (".hea",), "wfdbrec"),
+    Format("EDF/BDF", (".edf", ".bdf"), "edf"),
+    Format("MiniSEED", (".mseed", ".miniseed", ".ms"), "mseed"),
+    Format("Parquet", (".parquet", ".pq"), "parquet"),
+    Format("WAV/FLAC", (".wav", ".flac"), "audio"),
+)
+
+
+def sniff(path: Path) -> Format | None:
+    """The format of a file whose suffix says nothing, from its first bytes."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError:
+        return None
+    by_name = {f.module: f for f in FORMATS}
+    if head[:8] == b"0       " or head[:8] == b"\xffBIOSEMI":
+        return by_name["edf"]
+    if head[:4] == b"PAR1":
+        return by_name["parquet"]
+    if (head[:4] == b"RIFF" and head[8:12] == b"WAVE") or head[:4] == b"fLaC":
+        return by_name["audio"]
+    if head[:3] == b"MS\x03" or (len(head) >= 20 and head[:6].strip(b" 0123456789") == b""
+                                 and head[:6].strip() != b"" and head[6:7] in b"DRQM" and head[7:8] in b" \x00"):
+        return by_name["mseed"]
+    return None
+
+
+def find_format(path: Path, *, by_content: bool) -> Format | None:
+    """The format named by the file's suffix, else (``by_content``) by its first bytes."""
+    lower = path.name.lower()
+    for fmt in FORMATS:
+        if lower.endswith(fmt.suffixes):
+            return fmt
+    if lower.endswith(".dat") and path.with_suffix(".hea").is_file():
+        return FORMATS[0]  # a WFDB signal file named instead of its header
+    return sniff(path) if by_content and path.is_file() else None
+
+
+def open_recording(spec: str, path: Path, options: IngestOptions, *, by_content: bool = True) -> Source | None:
+    """A Source for a recording format, or None when ``path`` is none of them."""
+    fmt = find_format(path, by_content=by_content)
+    if fmt is None:
+        return None
+    module = importlib.import_module(f"{__name__}.{fmt.module}")
+    return module.open_source(spec, path, options)
+
+
+def require(library: str, extra: str, spec: str, what: str) -> ModuleType:
+    """Import a format's library, or say which extra installs it."""
+    try:
+        return importlib.import_module(library)
+    except ImportError:
+        raise UsageError(
+            f"{spec}: reading {what} needs the {library} package; install it with "
+            f"pip install 'chunkfit[{extra}]' (or chunkfit[formats] for every format)"
+        ) from None
