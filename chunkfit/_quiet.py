@@ -17,15 +17,21 @@ from types import ModuleType
 from typing import Any
 
 
-class _Silenced:
+class Silenced:
+    """File descriptor ``fd`` (2: stderr, 1: stdout) points to /dev/null meanwhile: for C libraries
+    that print instead of raising (TensorFlow's notices, edflib's file-size complaints)."""
+
+    def __init__(self, fd: int = 2) -> None:
+        self.fd = fd
+
     def __enter__(self) -> None:
-        sys.stderr.flush()
-        self.saved = os.dup(2)
+        (sys.stdout if self.fd == 1 else sys.stderr).flush()
+        self.saved = os.dup(self.fd)
         self.devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(self.devnull, 2)
+        os.dup2(self.devnull, self.fd)
 
     def __exit__(self, *exc: object) -> None:
-        os.dup2(self.saved, 2)
+        os.dup2(self.saved, self.fd)
         os.close(self.saved)
         os.close(self.devnull)
 
@@ -49,7 +55,7 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
         run = spec.loader.exec_module
 
         def exec_module(module: ModuleType) -> None:
-            with _Silenced():
+            with Silenced():
                 run(module)
                 for setup in self.setup:
                     setup(module)

@@ -18,7 +18,7 @@ from ..store.writer import StoreWriter
 from .csvtext import ParsedBlock
 from .events import Anchor, read_events
 from .nanfill import Interpolator, refuse_nonfinite
-from .sources import Source, TextSource, split_hdf5_spec, open_source
+from .sources import Source, TextSource, open_source, source_path, split_hdf5_spec
 
 RATE_TOLERANCE = 0.01
 
@@ -267,7 +267,7 @@ def _check_inputs(specs: Sequence[str], options: IngestOptions) -> None:
         hdf5 = split_hdf5_spec(spec)
         if hdf5 is not None:
             path = hdf5[0]
-        if not os.path.exists(path):
+        if not source_path(path).exists():
             raise SourceNotFoundError(f"{path}: no such file; check the path")
     if options.events is not None and os.path.isdir(options.events):
         raise SourceFormatError(f"{options.events}: is a directory; --events takes a file of markers, one per line")

@@ -186,6 +186,14 @@ class _GzipStream:
         self.raw.close()
 
 
+def source_path(spec: str) -> Path:
+    """The file a spec names; a WFDB record may be named without its suffix (``100`` for ``100.hea``)."""
+    path = Path(spec)
+    if not path.exists() and Path(spec + ".hea").is_file():
+        return Path(spec + ".hea")
+    return path
+
+
 def split_hdf5_spec(spec: str) -> tuple[str, str] | None:
     """``file.h5:/path`` -> (file, dataset); None for anything else."""
     if ":" not in spec:
@@ -205,7 +213,7 @@ def open_source(spec: str, options: IngestOptions) -> Source:
     h5 = split_hdf5_spec(spec)
     if h5 is not None:
         return _open_hdf5(*h5, options)
-    path = Path(spec)
+    path = source_path(spec)
     if not path.exists():
         raise SourceNotFoundError(f"{spec}: no such file; check the path")
     if path.is_dir():

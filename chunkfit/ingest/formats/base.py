@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -69,6 +70,9 @@ def files_sha256(paths: Sequence[Path]) -> str:
 class RecordingSource(Source):
     """A recording whose rows can be read by range: subclasses give ``_read(a, b)`` of all channels."""
 
+    format: str = ""
+    units: list[str] | None = None  # physical unit of each chosen channel, when the file says
+
     def __init__(
         self,
         spec: str,
@@ -112,3 +116,10 @@ class RecordingSource(Source):
 
     def sha256(self) -> str:
         return files_sha256(self.files)
+
+    def record(self) -> dict[str, Any]:
+        out = super().record()
+        out["format"] = self.format
+        if self.units is not None:
+            out["units"] = dict(zip(self.channels, self.units))
+        return out
