@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import error_line, run_cli
 
 from chunkfit.config import IngestOptions
 from chunkfit.errors import SourceFormatError, UsageError
@@ -15,10 +16,8 @@ from chunkfit.ingest import ingest
 from chunkfit.ingest.formats.edf import annotation_marks
 from chunkfit.store import open_store
 
-from support import error_line, run_cli
-
 pyedflib = pytest.importorskip("pyedflib", reason="the [edf] extra is not installed (make test installs it)")
-from pyedflib import highlevel  # noqa: E402
+from pyedflib import highlevel
 
 RATE = 128
 

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import REPO, error_line, run_cli
 
 from chunkfit.config import IngestOptions
 from chunkfit.errors import SourceFormatError, SourceNotFoundError
 from chunkfit.ingest import ingest
 from chunkfit.ingest.formats.wfdbrec import kept_annotations
 from chunkfit.store import open_store
-
-from support import REPO, error_line, run_cli
 
 wfdb = pytest.importorskip("wfdb", reason="the [wfdb] extra is not installed (make test installs it)")
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ...config import IngestOptions
 from ..._quiet import Silenced
+from ...config import IngestOptions
 from ...errors import SourceFormatError
 from . import require
 from .base import RecordingSource, pick_columns, refuse_text_options
