@@ -10,39 +10,46 @@ import importlib
 from typing import Any
 
 from . import errors
+
+# bench, ingest and synth share their names with the modules that define them. Bound here, at
+# import, they stay the functions: bound lazily, a later ``import chunkfit.ingest.<module>`` would
+# leave the module in their place. None of the three loads TensorFlow.
+from .bench import BenchSpec, bench
 from .config import BlockSpec, FitOptions, IngestOptions, SplitSpec, WindowSpec
 from .errors import ChunkfitError
+from .ingest import IngestReport, ingest
 from .store import Store, StoreWriter, open_store
+from .synth import SynthSpec, synth
 
 __version__ = "0.1.0"
 
 # name -> module that defines it, imported on first use
 _LAZY: dict[str, str] = {
-    "ingest": ".ingest",
-    "IngestReport": ".ingest",
-    "synth": ".synth",
     "evaluate": ".score.evaluate",
     "predict": ".score.predict",
     "PredictReport": ".score.predict",
-    "bench": ".bench",
-    "BenchSpec": ".bench",
-    "SynthSpec": ".synth",
     "fit": ".train.loop",
     "TrainProgress": ".train.progress",
     "build_model": ".train.models",
 }
 
 __all__ = [
+    "BenchSpec",
     "BlockSpec",
     "ChunkfitError",
     "FitOptions",
     "IngestOptions",
+    "IngestReport",
     "SplitSpec",
     "Store",
     "StoreWriter",
+    "SynthSpec",
     "WindowSpec",
+    "bench",
     "errors",
+    "ingest",
     "open_store",
+    "synth",
     *sorted(_LAZY),
 ]
 

@@ -4,7 +4,25 @@ folder or an output file one writing process."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+
+from .errors import UsageError
+
+# A scheme of two letters or more (``s3://``, ``gs://``, ``https://``; ``Path`` turns ``//`` into ``/``),
+# so that ``C:/`` stays a path.
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+-]+):/")
+
+
+def refuse_url(path: str | os.PathLike[str], what: str) -> None:
+    """A URL given where chunkfit takes a local path is refused, never taken for a folder named ``s3:``."""
+    text = os.fspath(path)
+    found = _URL.match(text) if isinstance(text, str) else None
+    if found is not None:
+        raise UsageError(
+            f"{text}: {found.group(1)}:// URLs are not supported for {what}; give a local path "
+            "(copy the data from object storage first)"
+        )
 
 
 def fsync_dir(path: Path) -> None:

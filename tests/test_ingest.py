@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from support import SUFFIX, contents, examples, snapshot, write_csv
+from support import SUFFIX, cli_env, contents, examples, snapshot, write_csv
 
 import chunkfit
 from chunkfit import IngestOptions
@@ -559,3 +561,12 @@ def test_append_with_another_rate_flag_is_refused(first: Path, tmp_path: Path) -
     _refused_append(
         first, src, IngestOptions(rate=50.0), r"--rate: runs at 50 Hz, the store .* at 100 Hz"
     )
+
+
+@pytest.mark.parametrize("name", ["ingest", "synth", "bench"])
+def test_function_stays_callable_after_its_module_is_imported(name: str) -> None:
+    # chunkfit.ingest is both a function and a subpackage: importing a submodule first must not
+    # leave the module where the function was.
+    code = f"import chunkfit.{name}, chunkfit.ingest.sources, chunkfit; assert callable(chunkfit.{name}), chunkfit.{name}"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), check=False)
+    assert result.returncode == 0, result.stderr

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .._fs import refuse_url
 from ..config import IngestOptions
 from ..errors import IncompatibleError, SourceFormatError, SourceNotFoundError, UsageError
 from ..store.layout import check_store_path
@@ -263,12 +264,15 @@ def _check_inputs(specs: Sequence[str], options: IngestOptions) -> None:
     for spec in specs:
         if spec == "-":
             continue
+        refuse_url(spec, "sources")
         path = spec
         hdf5 = split_hdf5_spec(spec)
         if hdf5 is not None:
             path = hdf5[0]
         if not source_path(path).exists():
             raise SourceNotFoundError(f"{path}: no such file; check the path")
+    if options.events is not None:
+        refuse_url(options.events, "--events")
     if options.events is not None and os.path.isdir(options.events):
         raise SourceFormatError(f"{options.events}: is a directory; --events takes a file of markers, one per line")
     if options.events is not None and not os.path.isfile(options.events):

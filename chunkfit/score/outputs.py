@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._fs import FileLock, Locked
+from .._fs import FileLock, Locked, refuse_url
 from ..errors import (
     BusyError,
     DiskFullError,
@@ -89,6 +89,9 @@ def _claim(path: Path, overwrite: bool, flag: str) -> None:
 
 
 def check_outputs(out: Path, events_out: Path | None, store: str | os.PathLike[str] | Store, overwrite: bool) -> None:
+    refuse_url(out, "--out")
+    if events_out is not None:
+        refuse_url(events_out, "--events-out")
     if not str(out).rstrip("/").lower().endswith((".zarr", ".h5", ".hdf5")):
         raise UsageError(f"{out}: the scores path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 file); rename it")
     store_path = Path(store.path if isinstance(store, Store) else store).resolve()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._fs import refuse_url
 from ..config import WindowSpec
 from ..errors import IncompatibleError, ModelError, RunError, UsageError, WindowError
 from ..store import Store
@@ -61,6 +62,7 @@ class RunFiles:
 
 def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles:
     """Find and check a run's model file and run.json cheaply, so a wrong path fails in a blink."""
+    refuse_url(run, "runs")
     path = Path(run)
     if path.is_dir():
         model_path, meta_path = path / MODEL_FILE, path / RUN_FILE

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._fs import refuse_url
 from ..errors import StoreFormatError, UsageError
 
 FORMAT_VERSION = 1
@@ -34,6 +35,7 @@ def suffix_backend(path: str) -> str:
 
 def check_store_path(path: str) -> None:
     """Refuse a store path without a store suffix: the suffix picks the backend."""
+    refuse_url(path, "stores")
     lower = str(path).rstrip("/").lower()
     if not lower.endswith((".zarr", ".h5", ".hdf5")):
         raise UsageError(

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .._fs import refuse_url
 from ..errors import StoreFormatError, StoreNotFoundError, UsageError
 from . import journal
 from .backends import Backend, open_backend
@@ -38,6 +39,7 @@ class Store:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        refuse_url(path, "stores")
         self.path = Path(path)
         self.backend_kind = suffix_backend(str(path))
         if not self.path.exists():

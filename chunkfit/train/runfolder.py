@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .._fs import FileLock, Locked
+from .._fs import FileLock, Locked, refuse_url
 from ..errors import (
     BusyError,
     ChunkfitError,
@@ -58,6 +58,7 @@ class RunFolder:
     """
 
     def __init__(self, path: str | os.PathLike[str], resume: str = "auto", run: dict[str, Any] | None = None) -> None:
+        refuse_url(path, "run folders")
         self.path = Path(path)
         if resume not in RESUME_MODES:
             raise UsageError(f"resume must be one of {', '.join(RESUME_MODES)} (received {resume!r})")
