@@ -172,8 +172,9 @@ class Case:
 
 OK_CSV = text("a,b\n1,2\n3,4\n")
 SUPPORTED = (
-    "CSV/TSV text (.csv .tsv .txt .log, optionally .gz), .npy, HDF5 datasets (file.h5:/dataset) or - for "
-    "standard input"
+    "CSV/TSV text (.csv .tsv .txt .log, optionally .gz), .npy, HDF5 datasets (file.h5:/dataset), "
+    "WFDB (.hea), EDF/BDF (.edf .bdf), MiniSEED (.mseed .miniseed .ms), Parquet (.parquet), "
+    "WAV/FLAC (.wav .flac) or - for standard input"
 )
 WINDOW = ["--window", "16", "--chunk", "256", "--batch-size", "32", "--epochs", "1"]
 

@@ -162,10 +162,11 @@ BAD_DATA = [
     ),
     Case(
         "unknown-format",
-        {"data.parquet": "PAR1"},
-        ["data.parquet"],
-        "data.parquet: unknown format '.parquet'; chunkfit reads CSV/TSV text (.csv .tsv .txt .log, optionally "
-        ".gz), .npy, HDF5 datasets (file.h5:/dataset) or - for standard input",
+        {"data.xlsx": b"PK\x03\x04"},
+        ["data.xlsx"],
+        "data.xlsx: unknown format '.xlsx'; chunkfit reads CSV/TSV text (.csv .tsv .txt .log, optionally "
+        ".gz), .npy, HDF5 datasets (file.h5:/dataset), WFDB (.hea), EDF/BDF (.edf .bdf), MiniSEED (.mseed "
+        ".miniseed .ms), Parquet (.parquet), WAV/FLAC (.wav .flac) or - for standard input",
     ),
     Case(
         "missing-file",
