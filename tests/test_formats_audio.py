@@ -11,7 +11,7 @@ from support import error_line, run_cli, siblings
 
 import chunkfit
 from chunkfit import IngestOptions
-from chunkfit.errors import SourceFormatError, UsageError
+from chunkfit.errors import IncompatibleError, SourceFormatError, UsageError
 from chunkfit.ingest import ingest
 
 sf = pytest.importorskip("soundfile")
@@ -117,3 +117,14 @@ def test_a_file_without_its_suffix_is_recognised_by_its_header(tmp_path: Path, n
     channels, rate, signal, _ = read_store(tmp_path / "out.zarr")
     assert (channels, rate) == (["ch0", "ch1"], float(RATE))
     np.testing.assert_array_equal(signal, data)
+
+
+def test_files_at_different_rates_are_refused(tmp_path: Path, store_path: Path) -> None:
+    first = write_audio(tmp_path / "a.wav", samples(16), "PCM_16")
+    second = tmp_path / "b.flac"
+    sf.write(str(second), np.zeros((100, 2), dtype=np.int32), 2 * RATE, subtype="PCM_16")
+    with pytest.raises(IncompatibleError, match=re.escape(
+        f"{second}: runs at 16000 Hz, the earlier sources at 8000 Hz; resample it or ingest it into a separate store"
+    )):
+        ingest(store_path, [str(first), str(second)], IngestOptions())
+    assert siblings(store_path) == ["a.wav", "b.flac"]

@@ -174,3 +174,14 @@ def test_small_blocks_stream_the_channels_in_step(tmp_path: Path, store_path: Pa
     _, _, signal, segments = read_store(store_path)
     assert segments.tolist() == [[0, 5_000]]
     np.testing.assert_array_equal(signal, np.stack([z, n], axis=1))
+
+
+def test_a_channel_that_changes_rate_is_refused_naming_the_byte(tmp_path: Path, store_path: Path) -> None:
+    src = write_mseed(tmp_path / "rates.mseed", Z, T0, ramp(300), version=2)
+    at = src.stat().st_size
+    write_mseed(src, Z, T0 + 3_000 * MS, ramp(300), rate=50.0, version=2)
+    with pytest.raises(SourceFormatError, match=re.escape(
+        f"{src}: XX.STA..HHZ changes rate from 100 Hz to 50 Hz at byte {at:,}; split the file where the rate "
+        "changes and ingest the parts into separate stores"
+    )):
+        ingest(store_path, [str(src)], IngestOptions())
