@@ -162,9 +162,9 @@ BAD_DATA = [
     ),
     Case(
         "unknown-format",
-        {"data.xyz": "hello"},
-        ["data.xyz"],
-        "data.xyz: unknown format '.xyz'; chunkfit reads CSV/TSV text (.csv .tsv .txt .log, optionally "
+        {"data.xlsx": b"PK\x03\x04"},
+        ["data.xlsx"],
+        "data.xlsx: unknown format '.xlsx'; chunkfit reads CSV/TSV text (.csv .tsv .txt .log, optionally "
         ".gz), .npy, HDF5 datasets (file.h5:/dataset), WFDB (.hea), EDF/BDF (.edf .bdf), MiniSEED (.mseed "
         ".miniseed .ms), Parquet (.parquet), WAV/FLAC (.wav .flac) or - for standard input",
     ),

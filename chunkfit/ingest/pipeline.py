@@ -18,6 +18,7 @@ from ..store.reader import Store
 from ..store.writer import StoreWriter
 from .csvtext import ParsedBlock
 from .events import Anchor, read_events
+from .formats import in_time_order
 from .nanfill import Interpolator, refuse_nonfinite
 from .sources import Source, TextSource, open_source, source_path, split_hdf5_spec
 
@@ -135,6 +136,7 @@ class _Ingest:
     def run(self, specs: Sequence[str]) -> IngestReport:
         started = time.perf_counter()
         _check_inputs(specs, self.options)
+        specs = in_time_order(specs)  # several MiniSEED files of one station append in time order
         first = open_source(specs[0], self.options)
         self.writer = self._open_writer(first)
         with self.writer as w:

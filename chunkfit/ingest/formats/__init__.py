@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -78,6 +79,17 @@ def open_recording(spec: str, path: Path, options: IngestOptions, *, by_content:
         return None
     module = importlib.import_module(f"{__name__}.{fmt.module}")
     return module.open_source(spec, path, options)
+
+
+def in_time_order(specs: Sequence[str]) -> list[str]:
+    """Several MiniSEED files, ordered by their first record's start time; any other list as given."""
+    paths = [Path(s) for s in specs]
+    if len(specs) < 2 or not all(p.is_file() and find_format(p, by_content=True) == FORMATS[2] for p in paths):
+        return list(specs)
+    from . import mseed
+
+    starts = [mseed.first_start(s, p) for s, p in zip(specs, paths)]
+    return [s for _, _, s in sorted(zip(starts, range(len(specs)), specs))]
 
 
 def require(library: str, extra: str, spec: str, what: str) -> ModuleType:
