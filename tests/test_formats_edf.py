@@ -56,7 +56,8 @@ def test_file_reads_back_within_its_digital_resolution(tmp_path: Path, store_pat
     with open_store(store_path) as s:
         values = s.read(0, report.samples)
         assert (s.channels, s.sample_rate) == (["EEG Fpz-Cz", "EEG Pz-Oz"], float(RATE))
-        assert s.info()["sources"][0]["units"] == {"EEG Fpz-Cz": "uV", "EEG Pz-Oz": "uV"}
+        source = s.info()["sources"][0]
+        assert (source["format"], source["units"]) == ("EDF/BDF", {"EEG Fpz-Cz": "uV", "EEG Pz-Oz": "uV"})
     assert report.samples == 20 * RATE
     np.testing.assert_allclose(values, np.stack(signals, axis=1), atol=resolution(bdf) + 1e-4)
 

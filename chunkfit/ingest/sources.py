@@ -42,6 +42,7 @@ class Source:
     size: int | None = None
     rows: int = 0
     rate: float | None = None  # the sample rate the file itself declares (recording formats)
+    format: str | None = None  # the recording format's name, for the store's source record
 
     def blocks(self) -> Iterator[ParsedBlock]:
         raise NotImplementedError
@@ -55,7 +56,10 @@ class Source:
         raise NotImplementedError
 
     def record(self) -> dict[str, Any]:
-        return {"name": self.name, "size": self.size, "rows": self.rows, "sha256": self.sha256()}
+        out = {"name": self.name, "size": self.size, "rows": self.rows, "sha256": self.sha256()}
+        if self.format is not None:
+            out["format"] = self.format
+        return out
 
 
 class TextSource(Source):

@@ -81,6 +81,8 @@ def _check_wav_length(spec: str, path: Path) -> None:
 class AudioSource(RecordingSource):
     """One WAV/FLAC file read frame block by frame block."""
 
+    format = "WAV/FLAC"
+
     def __init__(self, spec: str, path: Path, options: IngestOptions, f: object) -> None:
         self._file = f
         n_ch, frames = int(f.channels), int(f.frames)  # type: ignore[attr-defined]

@@ -70,7 +70,6 @@ def files_sha256(paths: Sequence[Path]) -> str:
 class RecordingSource(Source):
     """A recording whose rows can be read by range: subclasses give ``_read(a, b)`` of all channels."""
 
-    format: str = ""
     units: list[str] | None = None  # physical unit of each chosen channel, when the file says
 
     def __init__(
@@ -119,7 +118,6 @@ class RecordingSource(Source):
 
     def record(self) -> dict[str, Any]:
         out = super().record()
-        out["format"] = self.format
         if self.units is not None:
             out["units"] = dict(zip(self.channels, self.units))
         return out

@@ -242,6 +242,8 @@ def open_source(spec: str, path: Path, options: IngestOptions) -> MiniSEEDSource
 
 
 class MiniSEEDSource(Source):
+    format = "MiniSEED"
+
     def __init__(self, spec: str, path: Path, options: IngestOptions) -> None:
         self.name = spec
         self.path = path

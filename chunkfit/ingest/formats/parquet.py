@@ -73,6 +73,8 @@ def open_source(spec: str, path: Path, options: IngestOptions) -> ParquetSource:
 
 
 class ParquetSource(Source):
+    format = "Parquet"
+
     def __init__(self, spec: str, path: Path, options: IngestOptions, pf: Any, schema: Any) -> None:
         import pyarrow as pa
 
