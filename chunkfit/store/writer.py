@@ -400,8 +400,8 @@ class StoreWriter:
     def _write_small(self) -> None:
         if self._extend is not None:
             n = self.b.length("segments")
-            last = np.asarray(self.b.array("segments")[n - 1 : n]).reshape(-1, 2) if n else np.zeros((0, 2))
-            if not last.size or int(last[0, 0]) != self._extend[0]:
+            tail = np.asarray(self.b.array("segments")[n - 1 : n]).reshape(-1, 2) if n else np.zeros((0, 2))
+            if not tail.size or int(tail[0, 0]) != self._extend[0]:
                 raise StoreFormatError(f"{self.path}: the last segment does not start at {self._extend[0]}; cannot extend it")
             self.b.write_rows("segments", n - 1, np.asarray([self._extend], dtype=np.int64))
         if self._segments:
