@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 from . import errors
-from .config import BlockSpec, FitOptions, IngestOptions, SplitSpec, WindowSpec
+from .config import BlockSpec, FitOptions, FollowOptions, IngestOptions, SplitSpec, WindowSpec
 from .errors import ChunkfitError
 from .store import Store, StoreWriter, open_store
 
@@ -24,6 +24,8 @@ _LAZY: dict[str, str] = {
     "evaluate": ".score.evaluate",
     "predict": ".score.predict",
     "PredictReport": ".score.predict",
+    "follow": ".score.follow",
+    "FollowReport": ".score.follow",
     "bench": ".bench",
     "BenchSpec": ".bench",
     "SynthSpec": ".synth",
@@ -36,6 +38,7 @@ __all__ = [
     "BlockSpec",
     "ChunkfitError",
     "FitOptions",
+    "FollowOptions",
     "IngestOptions",
     "SplitSpec",
     "Store",
