@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -113,7 +113,7 @@ class Stream:
 
 
 @pytest.fixture
-def streams() -> list[Stream]:
+def streams() -> Iterator[list[Stream]]:
     started: list[Stream] = []
     yield started
     for s in started:
@@ -189,6 +189,26 @@ def test_a_time_gap_in_the_stream_starts_a_new_segment_and_the_first_stays_whole
     assert (code, err) == (0, "")
     with chunkfit.open_store(store) as s:
         assert s.segments.tolist() == [[0, 300], [300, 500]]
+
+
+def test_a_stream_appended_to_a_store_becomes_one_new_segment_after_its_recordings(
+    tmp_path: Path, streams: list[Stream]
+) -> None:
+    store = tmp_path / "live.zarr"
+    (tmp_path / "old.csv").write_text("t,x\n" + "".join(f"{i / 100!r},{i}.5\n" for i in range(150)))
+    assert run_cli("ingest", store, tmp_path / "old.csv", "--time-column", "t").returncode == 0
+    stream = Stream(tmp_path, store, [300, 200], "--append", "--commit-every", "0.2")
+    streams.append(stream)
+    wait_for(lambda: committed(store) == 450, stream.ingest)
+    stream.go(1)
+    code, out, err = stream.finish()
+    assert (code, err) == (0, "")
+    assert out.startswith(f"appended {store}: 500 samples at 100 Hz, 1 segment(s)")
+    with chunkfit.open_store(store) as s:
+        assert s.segments.tolist() == [[0, 150], [150, 650]]
+        np.testing.assert_array_equal(s.read(150, 650)[:, 0], stream_values(stream.gate))
+        assert [r["name"] for r in s.attrs["sources"]] == [str(tmp_path / "old.csv"), "<stdin>"]
+        assert s.attrs["stats"]["x"]["count"] == 650
 
 
 def test_ctrl_c_on_a_stream_commits_the_rows_not_committed_yet(tmp_path: Path, streams: list[Stream]) -> None:
@@ -268,7 +288,7 @@ def test_follow_writes_detections_while_the_stream_runs_and_ends_equal_to_offlin
     stream = Stream(tmp_path, store, [600, 400], "--commit-every", "0.2", gap=True)
     streams.append(stream)
     wait_for(lambda: committed(store) == 600, stream.ingest)
-    proc = follow(tmp_path, runs.run, store, "--idle", "5")
+    proc = follow(tmp_path, runs.run, store, "--idle", "8")
     try:
         wait_for(lambda: detection_rows(tmp_path / "follow.csv") > 0, proc, stream.ingest)
         assert stream.writer.poll() is None  # found while the writer still holds the stream open
@@ -280,7 +300,7 @@ def test_follow_writes_detections_while_the_stream_runs_and_ends_equal_to_offlin
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err_f.decode()
-    assert "(followed until the store idle for 5 s)" in out.decode()
+    assert "(followed until the store idle for 8 s)" in out.decode()
     with chunkfit.open_store(store) as s:
         assert s.segments.tolist() == [[0, 600], [600, 1000]]
     assert_same_as_offline(tmp_path, runs.run, store)
