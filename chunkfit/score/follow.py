@@ -177,7 +177,8 @@ class _Follower:
 
 
 class _LazyCsv:
-    """The detections CSV, made at its first row (or at the end), when the store's rate is known."""
+    """The detections CSV, made once the store's rate is known (its header has seconds columns then),
+    else at its first row or at the end, as an offline ``predict`` of the final store writes it."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
