@@ -15,7 +15,7 @@ from . import errors
 # import, they stay the functions: bound lazily, a later ``import chunkfit.ingest.<module>`` would
 # leave the module in their place. None of the three loads TensorFlow.
 from .bench import BenchSpec, bench
-from .config import BlockSpec, FitOptions, IngestOptions, SplitSpec, WindowSpec
+from .config import BlockSpec, FitOptions, FollowOptions, IngestOptions, SplitSpec, WindowSpec
 from .errors import ChunkfitError
 from .ingest import IngestReport, ingest
 from .store import Store, StoreWriter, open_store
@@ -28,6 +28,8 @@ _LAZY: dict[str, str] = {
     "evaluate": ".score.evaluate",
     "predict": ".score.predict",
     "PredictReport": ".score.predict",
+    "follow": ".score.follow",
+    "FollowReport": ".score.follow",
     "fit": ".train.loop",
     "TrainProgress": ".train.progress",
     "build_model": ".train.models",
@@ -38,6 +40,7 @@ __all__ = [
     "BlockSpec",
     "ChunkfitError",
     "FitOptions",
+    "FollowOptions",
     "IngestOptions",
     "IngestReport",
     "SplitSpec",

@@ -144,6 +144,7 @@ class IngestOptions(_Config):
     annotations: str | None = None
     symbols: tuple[str, ...] | None = None
     label_from_annotations: bool = False
+    commit_every: float | None = None  # seconds between commits of a live stream; None: 1 s (zarr), at the end (HDF5)
 
     _tuple_fields: ClassVar[tuple[str, ...]] = ("columns", "names", "symbols")
 
@@ -172,6 +173,29 @@ class IngestOptions(_Config):
             raise UsageError("--label-from-annotations needs --annotations (e.g. --annotations atr)")
         if self.label_from_annotations and (self.label_column is not None or self.events is not None):
             raise UsageError("give one source of labels: --label-from-annotations, --label-column or --events")
+        _check_seconds("--commit-every", self.commit_every)
+
+
+def _check_seconds(flag: str, value: float | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not 0 < value < float("inf")):
+        raise UsageError(f"{flag} must be a positive number of seconds, e.g. {flag} 1 (received {value!r})")
+
+
+@dataclasses.dataclass(frozen=True)
+class FollowOptions(_Config):
+    """How ``predict --follow`` watches a growing store.
+
+    It polls every ``poll`` seconds and ends when the store has not grown for ``idle`` seconds
+    (or on Ctrl-C); a store that does not exist yet is waited for as long.
+    """
+
+    idle: float = 10.0
+    poll: float = 0.1
+
+    def __post_init__(self) -> None:
+        _check_seconds("--idle", self.idle)
+        _check_seconds("poll interval", self.poll)
 
 
 @dataclasses.dataclass(frozen=True)

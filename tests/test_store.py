@@ -397,7 +397,8 @@ def test_zarr_store_being_appended_by_a_live_process_is_reported_busy_and_left_a
     store = make_store(tmp_path / "busy.zarr", SIGNAL, labels=np.zeros(500, dtype=np.int64))
     proc = subprocess.Popen(
         cli_command(
-            "ingest", "--append", str(store), "-", "--rate", "100", "--label-column", "label"
+            "ingest", "--append", str(store), "-", "--rate", "100", "--label-column", "label",
+            "--commit-every", "600",  # one transaction, held open until the stream ends
         ),
         env=cli_env(),
         stdin=subprocess.PIPE,

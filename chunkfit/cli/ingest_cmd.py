@@ -35,13 +35,15 @@ def ingest(
     append: Annotated[bool, typer.Option("--append", help="Add the sources to an existing store as new segments")] = False,
     chunk_samples: Annotated[int, typer.Option(help="Samples per stored chunk")] = 65_536,
     codec: Annotated[str, typer.Option(help="Compression: lz4 (fast), zstd (smaller) or none")] = "lz4",
+    commit_every: Annotated[Optional[float], typer.Option(help="Seconds between commits of a stream on standard input, so readers see the store grow (zarr stores) [default: 1]")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
 ) -> None:
     """Ingest sensor logs into a chunked, compressed store, in bounded memory.
 
     With no SOURCE (or -) it reads CSV from standard input as it arrives, so
     `tail -f sensor.log | chunkfit ingest sensor.zarr` streams a live log; Ctrl-C ends the stream and
-    keeps what arrived. A failed or killed ingest leaves the store as it was.
+    keeps what arrived. A failed or killed ingest leaves the store as it was; a stream from a pipe into
+    a .zarr store is committed every --commit-every seconds, so a killed stream keeps what was committed.
     """
     from ..config import IngestOptions
     from ..ingest import IngestProgress, ingest as run_ingest
@@ -63,6 +65,7 @@ def ingest(
         label_from_annotations=label_from_annotations,
         chunk_samples=chunk_samples,
         codec=codec,
+        commit_every=commit_every,
     )
     with bar("ingest", None, bytes_mode=True) as update:
 

@@ -106,8 +106,22 @@ def predict(
     chunk: Annotated[int, typer.Option(help="Windows per block")] = 200_000,
     batch_size: Annotated[int, typer.Option(help="Windows per prediction step")] = 1024,
     unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
+    follow: Annotated[bool, typer.Option("--follow", help="Score a growing store (a live `chunkfit ingest`) as its samples are committed")] = False,
+    idle: Annotated[Optional[float], typer.Option(help="With --follow: end when the store has not grown for this many seconds [default: 10]")] = None,
 ) -> None:
-    """Score every window start of a store (NaN where no window fits) in bounded memory."""
+    """Score every window start of a store (NaN where no window fits) in bounded memory.
+
+    With --follow the store is watched while it grows: new windows are scored as soon as their samples
+    are committed and each detection is written to --events-out as it closes; it ends on Ctrl-C or
+    after --idle seconds without new samples, with outputs equal to a predict of the final store.
+    """
+    from ..errors import UsageError
+
+    if follow:
+        _follow(run, store, out, events_out, threshold, overwrite, batch_size, unsafe, idle)
+        return
+    if idle is not None:
+        raise UsageError("--idle applies to --follow only; add --follow to score a growing store")
     from ..score.predict import predict as run_predict
 
     report = run_predict(run, store, out, events_out=events_out, threshold=threshold, overwrite=overwrite,
@@ -115,3 +129,18 @@ def predict(
     extra = f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""
     typer.echo(f"threshold {report.threshold:.4g} ({report.threshold_source})")
     typer.echo(f"scored {report.windows:,} windows into {report.scores}{extra}")
+
+
+def _follow(run: str, store: str, out: str, events_out: str | None, threshold: float | None, overwrite: bool,
+            batch_size: int, unsafe: bool, idle: float | None) -> None:
+    from ..config import FollowOptions
+    from ..score.follow import follow
+
+    options = FollowOptions() if idle is None else FollowOptions(idle=idle)
+    report = follow(run, store, out, events_out=events_out, threshold=threshold, overwrite=overwrite,
+                    batch_size=batch_size, unsafe=unsafe, options=options)
+    extra = f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""
+    why = "Ctrl-C" if report.ended == "interrupted" else f"the store idle for {options.idle:g} s"
+    typer.echo(f"threshold {report.threshold:.4g} ({report.threshold_source})")
+    typer.echo(f"scored {report.windows:,} windows of {report.samples:,} samples into {report.scores}{extra} "
+               f"(followed until {why})")

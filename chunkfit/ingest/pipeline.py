@@ -19,6 +19,7 @@ from ..store.writer import StoreWriter
 from .csvtext import ParsedBlock
 from .events import Anchor, read_events
 from .formats import in_time_order
+from .live import LiveWriter, commit_interval
 from .nanfill import Interpolator, refuse_nonfinite
 from .sources import Source, TextSource, open_source, source_path, split_hdf5_spec
 
@@ -99,7 +100,9 @@ class _Ingest:
         self.options = options
         self.append = append
         self.progress = progress
-        self.writer: StoreWriter | None = None
+        self.writer: StoreWriter | LiveWriter | None = None
+        self.commit_every: float | None = None  # a live stream's commit interval (chunkfit.ingest.live)
+        self.current: Source | None = None
         self.anchors: list[Anchor] = []
         self.segments = 0
         self.records: list[dict[str, Any]] = []
@@ -107,7 +110,10 @@ class _Ingest:
         self.rate: float | None = options.rate
         self.marks: list[np.ndarray] = []  # annotations the sources carried, as absolute samples
 
-    def _open_writer(self, first: Source) -> StoreWriter:
+    def _live_status(self) -> tuple[float | None, list[dict[str, Any]]]:
+        return self.rate, self.records + ([self.current.record()] if self.current is not None else [])
+
+    def _open_writer(self, first: Source) -> StoreWriter | LiveWriter:
         channels = first.channels
         self.store_rate: float | None = None
         if self.append:
@@ -123,6 +129,10 @@ class _Ingest:
                 self.store_rate = existing.sample_rate
             if self.rate is not None:
                 self._agree_rate(self.rate, "--rate")
+        if self.commit_every is not None:
+            return LiveWriter(self.store, channels=channels, sample_rate=self.rate, has_labels=first.has_labels,
+                              append=self.append, chunk_samples=self.options.chunk_samples, codec=self.options.codec,
+                              commit_every=self.commit_every, status=self._live_status)
         return StoreWriter(
             self.store,
             channels=channels,
@@ -200,7 +210,7 @@ class _Ingest:
         if self.rate is None:
             self.rate = reference if reference is not None else rate
 
-    def _one(self, source: Source, w: StoreWriter) -> None:
+    def _one(self, source: Source, w: StoreWriter | LiveWriter) -> None:
         opts = self.options
         # Each source derives its own rate (unless --rate): a source at another rate is refused
         # rather than split into one-sample segments or stored at the wrong rate.
@@ -212,6 +222,10 @@ class _Ingest:
         interp = Interpolator(source.name, source.channels) if opts.nan == "interpolate" else None
         seg_start = w.total
         seg_t0: float | None = None
+        live = w if isinstance(w, LiveWriter) else None
+        if live is not None and isinstance(source, TextSource):
+            source.when_idle(live.commit_if_due)
+        self.current = source
         for block in source.blocks():
             if block.values.shape[0] == 0:
                 continue
@@ -243,6 +257,8 @@ class _Ingest:
                 seg_start, seg_t0 = at, float(times[row]) + block.time_origin
             if self.progress is not None:
                 self.progress(IngestProgress(source.name, source.rows, getattr(source, "bytes_read", 0), source.size))
+            if live is not None:
+                live.commit_if_due()
         if interp is not None:
             vals, labels = interp.finish()
             w.write(vals, labels)
@@ -250,10 +266,11 @@ class _Ingest:
         marks = source.events()
         if marks.size:
             self.marks.append(first + marks)
+        self.current = None
         if isinstance(source, TextSource) and source.interrupted:
             self.interrupted = True
 
-    def _close_segment(self, w: StoreWriter, start: int, stop: int, t0: float | None) -> None:
+    def _close_segment(self, w: StoreWriter | LiveWriter, start: int, stop: int, t0: float | None) -> None:
         if stop > start:
             w.add_segment(start, stop)
             self.segments += 1
@@ -292,7 +309,9 @@ def ingest(
     """Ingest ``sources`` (paths, ``file.h5:/dataset`` or ``-`` for stdin) into ``store``.
 
     A new store appears only when everything was read; with ``append=True`` the new recordings
-    are added as new segments in one all-or-nothing transaction.
+    are added as new segments in one all-or-nothing transaction. A stream on standard input (a pipe
+    or terminal) into a zarr store is committed every ``options.commit_every`` seconds instead
+    (default 1 s; chunkfit.ingest.live), each commit all-or-nothing.
     """
     options = options or IngestOptions()
     specs = list(sources) or ["-"]
@@ -302,4 +321,6 @@ def ingest(
     if not append and os.path.exists(store):
         raise UsageError(f"{store}: already exists; pass --append to add recordings, or choose a new path")
     check_store_path(store)
-    return _Ingest(store, options, append, progress).run(specs)
+    job = _Ingest(store, options, append, progress)
+    job.commit_every = commit_interval(store, specs, options)
+    return job.run(specs)

@@ -11,7 +11,7 @@ import os
 import stat
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -66,7 +66,7 @@ class TextSource(Source):
     def __init__(self, name: str, stream: BinaryIO, size: int | None, options: IngestOptions, live: bool) -> None:
         self.name = name
         self.size = size
-        self._lines = LineBlocks(stream, options.block_bytes, live=live)
+        self._lines = LineBlocks(stream, options.block_bytes, live=live, max_wait=options.commit_every)
         self._stream = stream
         self.layout, self._blocks = parse_blocks(self._lines, name, options)
         self.channels = list(self.layout.channels)
@@ -80,6 +80,10 @@ class TextSource(Source):
     @property
     def interrupted(self) -> bool:
         return self._lines.interrupted
+
+    def when_idle(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` whenever a live standard input has been quiet for a moment."""
+        self._lines.on_idle = callback
 
     def blocks(self) -> Iterator[ParsedBlock]:
         for block in self._blocks:

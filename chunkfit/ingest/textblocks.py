@@ -12,14 +12,14 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, BinaryIO
 
 import numpy as np
 
 POLL_SECONDS = 0.2
-MAX_WAIT_SECONDS = 1.0  # a steady trickle still yields a block (and a progress update) this often
+MAX_WAIT_SECONDS = 1.0  # a steady trickle still yields a block (and a progress update) twice this often
 
 
 def count_lines(block: bytes) -> int:
@@ -34,10 +34,14 @@ class LineBlocks:
     arrived are kept, a half-written last line is dropped. A second Ctrl-C aborts as usual.
     """
 
-    def __init__(self, stream: BinaryIO, block_bytes: int, live: bool = False) -> None:
+    def __init__(self, stream: BinaryIO, block_bytes: int, live: bool = False, max_wait: float | None = None) -> None:
         self.stream = stream
         self.block_bytes = block_bytes
         self.live = live
+        # Half the commit interval of a live stream (chunkfit.ingest.live), so each commit finds
+        # what arrived up to half an interval before it.
+        self.max_wait = min(MAX_WAIT_SECONDS, max_wait if max_wait is not None else MAX_WAIT_SECONDS) / 2
+        self.on_idle: Callable[[], None] | None = None  # called while a live stream is quiet
         self.sha256 = hashlib.sha256()
         self.bytes_read = 0
         self.interrupted = False
@@ -58,12 +62,14 @@ class LineBlocks:
         have = 0
         first_at = 0.0
         while have < self.block_bytes and not self.interrupted:
-            if parts and time.monotonic() - first_at > MAX_WAIT_SECONDS:
+            if parts and time.monotonic() - first_at > self.max_wait:
                 break
-            ready, _, _ = select.select([fd], [], [], POLL_SECONDS)
+            ready, _, _ = select.select([fd], [], [], min(POLL_SECONDS, self.max_wait))
             if not ready:
                 if parts:
                     break
+                if self.on_idle is not None:
+                    self.on_idle()
                 continue
             data = os.read(fd, min(1 << 20, self.block_bytes - have))
             if not data:

@@ -5,4 +5,5 @@
 - ``metrics``: streaming window-level figures; ``detect``: runs of positive windows as detections;
 - ``threshold``: the decision threshold a run chooses on its validation split;
 - ``evaluate``: ``chunkfit evaluate``; ``predict`` and ``outputs``: ``chunkfit predict`` and what it writes.
+- ``follow``: ``chunkfit predict --follow``, a growing store scored as its samples are committed.
 """

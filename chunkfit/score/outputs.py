@@ -106,8 +106,12 @@ def check_outputs(out: Path, events_out: Path | None, store: str | os.PathLike[s
 
 
 class ScoreWriter:
-    def __init__(self, path: Path, n: int, attrs: dict[str, Any]) -> None:
+    """The scores array under its temporary name; ``growable`` (``predict --follow``) lets ``grow``
+    lengthen it as the store grows, in chunks of a fixed size."""
+
+    def __init__(self, path: Path, n: int, attrs: dict[str, Any], growable: bool = False) -> None:
         self.kind = suffix_backend(str(path))
+        self.growable = growable
         self.tmp = path.parent / f".{path.name}.chunkfit-tmp-{os.getpid()}"
         self.file: Any = None
         self.guard: GuardedFile | None = None
@@ -119,13 +123,14 @@ class ScoreWriter:
 
     def _create(self, n: int, attrs: dict[str, Any]) -> None:
         chunk = 1 << 18
+        rows = chunk if self.growable else min(chunk, max(n, 1))
         if self.kind == "zarr":
             import zarr
 
             group = zarr.open_group(str(self.tmp), mode="w", zarr_format=3)
             group.attrs["chunkfit_scores"] = attrs
             self.arr: Any = group.create_array(
-                "scores", shape=(n,), chunks=(min(chunk, max(n, 1)),), dtype="float32",
+                "scores", shape=(n,), chunks=(rows,), dtype="float32",
                 fill_value=float("nan"), dimension_names=["time"],
             )
         else:
@@ -138,9 +143,14 @@ class ScoreWriter:
             self.file = h5py.File(self.guard, "w")
             self.file.attrs["chunkfit_scores"] = json.dumps(attrs)
             self.arr = self.file.create_dataset(
-                "scores", shape=(n,), dtype="float32", chunks=(min(chunk, max(n, 1)),),
-                fillvalue=np.nan, compression="lzf",
+                "scores", shape=(n,), dtype="float32", chunks=(rows,),
+                fillvalue=np.nan, compression="lzf", maxshape=(None,) if self.growable else (n,),
             )
+
+    def grow(self, n: int) -> None:
+        """Lengthen the array to ``n`` samples (NaN until written)."""
+        if n > int(self.arr.shape[0]):
+            self.arr.resize((n,))
 
     def write(self, a: int, values: np.ndarray) -> None:
         self.arr[a : a + values.size] = values
@@ -178,8 +188,9 @@ class ScoreWriter:
 class DetectionCsv:
     """Counts detections and, given a path, writes one CSV row each (with seconds when the rate is known)."""
 
-    def __init__(self, path: Path | None, rate: float | None) -> None:
+    def __init__(self, path: Path | None, rate: float | None, flush: bool = False) -> None:
         self.count = 0
+        self.flush = flush  # each row reaches the file as it is written (``predict --follow``)
         self.rate = rate
         self.handle = path.open("w", newline="") if path is not None else None
         self.rows = csv.writer(self.handle) if self.handle is not None else None
@@ -193,6 +204,8 @@ class DetectionCsv:
         for d in detections:
             seconds = [f"{d.start / self.rate:.6f}", f"{d.end / self.rate:.6f}"] if self.rate else []
             self.rows.writerow([d.start, d.end, f"{d.peak_score:.6f}", d.peak_start, *seconds])
+            if self.flush and self.handle is not None:
+                self.handle.flush()
 
     def close(self) -> None:
         if self.handle is not None:

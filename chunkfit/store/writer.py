@@ -100,6 +100,7 @@ class StoreWriter:
         self._pending_rows = 0
         self._events: list[np.ndarray] = []
         self._segments: list[tuple[int, int]] = []
+        self._extend: tuple[int, int] | None = None
         self._sources: list[dict[str, Any]] = []
         self._label_counts: dict[int, int] = {}
         self._tmp: Path | None = None
@@ -382,6 +383,11 @@ class StoreWriter:
         if stop > start:
             self._segments.append((int(start), int(stop)))
 
+    def extend_last_segment(self, start: int, stop: int) -> None:
+        """The store's last segment, which starts at ``start``, now ends at ``stop``: a live stream's
+        recording continues across its commits as one segment."""
+        self._extend = (int(start), int(stop))
+
     def add_events(self, indices: np.ndarray) -> None:
         """Absolute, sorted event sample indices (must lie in this transaction's samples)."""
         if indices.size:
@@ -392,6 +398,12 @@ class StoreWriter:
         self._sources.append(record)
 
     def _write_small(self) -> None:
+        if self._extend is not None:
+            n = self.b.length("segments")
+            tail = np.asarray(self.b.array("segments")[n - 1 : n]).reshape(-1, 2) if n else np.zeros((0, 2))
+            if not tail.size or int(tail[0, 0]) != self._extend[0]:
+                raise StoreFormatError(f"{self.path}: the last segment does not start at {self._extend[0]}; cannot extend it")
+            self.b.write_rows("segments", n - 1, np.asarray([self._extend], dtype=np.int64))
         if self._segments:
             seg = np.asarray(self._segments, dtype=np.int64)
             self.b.write_rows("segments", self.b.length("segments"), seg)

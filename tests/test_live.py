@@ -1,0 +1,390 @@
+"""Live scoring: a stream piped into ``chunkfit ingest`` is committed as it arrives, and
+``chunkfit predict --follow`` scores it beside the ingest, ending with the outputs of an offline predict.
+
+Every test runs real processes. None of them depends on timing: the writer holds the pipe open at
+gates (files the test creates) and the tests wait on conditions (rows committed, a detection row)
+with generous limits.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from scoring_support import Trained, trained
+from support import cli_command, cli_env, error_line, run_cli
+
+import chunkfit
+from chunkfit.store import journal
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+RATE = 100.0
+GAP_SECONDS = 5.0  # the time column jumps this far before a phase that starts a new recording
+
+# argv: rows of each phase ("300,200"), the gate folder, "gap" (phase 2 starts after a time gap) or
+# "-", and "hold" (keep the pipe open after the last phase until killed) or "end". Before phase k > 0
+# it waits for the file gate/go-k; after each phase, once the pipe is drained (the ingest has read
+# every byte), it creates gate/drained-k. The whole stream is also written to gate/stream.csv.
+WRITER = textwrap.dedent(
+    """
+    import fcntl, os, struct, sys, termios, time
+    import numpy as np
+    phases = [int(n) for n in sys.argv[1].split(",")]
+    gate, gap, hold = sys.argv[2], sys.argv[3] == "gap", sys.argv[4] == "hold"
+    n = sum(phases)
+    rng = np.random.default_rng(5)
+    x = np.sin(np.arange(n)) + rng.normal(0.0, 0.2, n)
+    x[::29] += 0.5  # the synthetic problem's bumps, often enough for detections in every phase
+    t = np.arange(n) / 100.0
+    if gap:
+        t[phases[0]:] += 5.0
+    lines = ["t,x"] + [f"{float(a)!r},{float(b)!r}" for a, b in zip(t, x)]
+    with open(os.path.join(gate, "stream.csv"), "w") as f:
+        f.write("\\n".join(lines) + "\\n")
+    out = sys.stdout
+    out.write(lines[0] + "\\n")
+    at = 1
+    for k, rows in enumerate(phases):
+        if k:
+            while not os.path.exists(os.path.join(gate, f"go-{k}")):
+                time.sleep(0.02)
+        for i in range(0, rows, 10):  # 10 rows every 10 ms: a fixed rate of 1,000 rows a second
+            out.write("\\n".join(lines[at + i : at + min(i + 10, rows)]) + "\\n")
+            out.flush()
+            time.sleep(0.01)
+        at += rows
+        while struct.unpack("i", fcntl.ioctl(1, termios.FIONREAD, b"\\0" * 4))[0] > 0:
+            time.sleep(0.01)
+        open(os.path.join(gate, f"drained-{k}"), "w").close()
+    while hold:
+        time.sleep(1)
+    """
+)
+
+
+class Stream:
+    """A writer process piping CSV rows into ``chunkfit ingest STORE -`` (both real processes)."""
+
+    def __init__(self, tmp: Path, store: Path, phases: list[int], *ingest_args: str, gap: bool = False,
+                 hold: bool = False) -> None:
+        self.gate = tmp / "gate"
+        self.gate.mkdir()
+        self.phases = phases
+        self.writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, ",".join(map(str, phases)), str(self.gate), "gap" if gap else "-",
+             "hold" if hold else "end"],
+            stdout=subprocess.PIPE,
+        )
+        assert self.writer.stdout is not None
+        self.ingest = subprocess.Popen(
+            cli_command("ingest", str(store), "-", "--time-column", "t", *ingest_args),
+            cwd=tmp, env=cli_env(), stdin=self.writer.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self.writer.stdout.close()  # only the ingest holds the read end now
+
+    def go(self, phase: int) -> None:
+        (self.gate / f"go-{phase}").touch()
+
+    def drained(self, phase: int) -> bool:
+        return (self.gate / f"drained-{phase}").exists()
+
+    def rows(self, upto: int | None = None) -> int:
+        return sum(self.phases[: upto if upto is not None else len(self.phases)])
+
+    def finish(self) -> tuple[int, str, str]:
+        out, err = self.ingest.communicate(timeout=120)
+        self.writer.wait(timeout=120)
+        return self.ingest.returncode, out.decode(), err.decode()
+
+    def stop(self) -> None:
+        for proc in (self.ingest, self.writer):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def streams() -> Iterator[list[Stream]]:
+    started: list[Stream] = []
+    yield started
+    for s in started:
+        s.stop()
+
+
+def wait_for(condition: Callable[[], bool], *procs: subprocess.Popen[bytes], seconds: float = 120) -> None:
+    """Wait until ``condition()`` holds; fail if it does not within ``seconds`` or a process died first."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        for p in procs:
+            if p.poll() is not None:
+                err = p.stderr.read().decode() if p.stderr is not None else ""
+                raise AssertionError(f"process {p.args[:4]} ended with {p.returncode} while waiting: {err}")
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+def committed(store: Path) -> int:
+    """Samples a reader sees in the store now (0 while it does not exist or a commit is under way)."""
+    try:
+        with chunkfit.open_store(store) as s:
+            return s.n_samples
+    except (chunkfit.errors.StoreNotFoundError, chunkfit.errors.StoreBusyError):
+        return 0
+
+
+def stream_values(gate: Path) -> np.ndarray:
+    return np.loadtxt(gate / "stream.csv", delimiter=",", skiprows=1, dtype=np.float64)[:, 1].astype(np.float32)
+
+
+# -- ingest ---------------------------------------------------------------------------------------------
+
+
+def test_a_reader_sees_the_store_grow_while_the_stream_runs(tmp_path: Path, streams: list[Stream]) -> None:
+    store = tmp_path / "live.zarr"
+    stream = Stream(tmp_path, store, [300, 200, 100], "--commit-every", "0.2")
+    streams.append(stream)
+    wait_for(lambda: committed(store) == 300, stream.ingest)
+    first = committed(store)
+    stream.go(1)
+    wait_for(lambda: committed(store) == 500, stream.ingest)
+    second = committed(store)
+    assert stream.writer.poll() is None  # the writer still waits at its last gate
+    stream.go(2)
+    code, out, err = stream.finish()
+    assert (code, err) == (0, "")
+    assert (first, second) == (300, 500)
+    assert out.startswith(f"created {store}: 600 samples at 100 Hz, 1 segment(s)")
+    offline = tmp_path / "offline.zarr"
+    assert run_cli("ingest", offline, stream.gate / "stream.csv", "--time-column", "t").returncode == 0
+    with chunkfit.open_store(store) as s, chunkfit.open_store(offline) as o:
+        np.testing.assert_array_equal(s.read(0, 600), o.read(0, 600))
+        assert s.segments.tolist() == [[0, 600]]  # one recording across its commits
+        assert s.sample_rate == o.sample_rate == 100.0
+        [record] = s.attrs["sources"]
+        assert (record["name"], record["rows"], record["sha256"]) == ("<stdin>", 600, o.attrs["sources"][0]["sha256"])
+        for key in ("count", "min", "max"):
+            assert s.attrs["stats"]["x"][key] == o.attrs["stats"]["x"][key]
+        for key in ("mean", "std"):
+            assert s.attrs["stats"]["x"][key] == pytest.approx(o.attrs["stats"]["x"][key], rel=1e-9)
+
+
+def test_a_time_gap_in_the_stream_starts_a_new_segment_and_the_first_stays_whole(
+    tmp_path: Path, streams: list[Stream]
+) -> None:
+    store = tmp_path / "live.zarr"
+    stream = Stream(tmp_path, store, [300, 200], "--commit-every", "0.2", gap=True)
+    streams.append(stream)
+    wait_for(lambda: committed(store) == 300, stream.ingest)
+    stream.go(1)
+    code, _out, err = stream.finish()
+    assert (code, err) == (0, "")
+    with chunkfit.open_store(store) as s:
+        assert s.segments.tolist() == [[0, 300], [300, 500]]
+
+
+def test_a_stream_appended_to_a_store_becomes_one_new_segment_after_its_recordings(
+    tmp_path: Path, streams: list[Stream]
+) -> None:
+    store = tmp_path / "live.zarr"
+    (tmp_path / "old.csv").write_text("t,x\n" + "".join(f"{i / 100!r},{i}.5\n" for i in range(150)))
+    assert run_cli("ingest", store, tmp_path / "old.csv", "--time-column", "t").returncode == 0
+    stream = Stream(tmp_path, store, [300, 200], "--append", "--commit-every", "0.2")
+    streams.append(stream)
+    wait_for(lambda: committed(store) == 450, stream.ingest)
+    stream.go(1)
+    code, out, err = stream.finish()
+    assert (code, err) == (0, "")
+    assert out.startswith(f"appended {store}: 500 samples at 100 Hz, 1 segment(s)")
+    with chunkfit.open_store(store) as s:
+        assert s.segments.tolist() == [[0, 150], [150, 650]]
+        np.testing.assert_array_equal(s.read(150, 650)[:, 0], stream_values(stream.gate))
+        assert [r["name"] for r in s.attrs["sources"]] == [str(tmp_path / "old.csv"), "<stdin>"]
+        assert s.attrs["stats"]["x"]["count"] == 650
+
+
+def test_ctrl_c_on_a_stream_commits_the_rows_not_committed_yet(tmp_path: Path, streams: list[Stream]) -> None:
+    store = tmp_path / "live.zarr"
+    stream = Stream(tmp_path, store, [250], "--commit-every", "600", hold=True)  # no commit on time
+    streams.append(stream)
+    wait_for(lambda: stream.drained(0), stream.ingest)
+    assert committed(store) == 0
+    stream.ingest.send_signal(signal.SIGINT)
+    out, err = stream.ingest.communicate(timeout=120)
+    assert (stream.ingest.returncode, err) == (0, b"")
+    assert out.decode().rstrip().endswith("(stream ended by Ctrl-C)")
+    with chunkfit.open_store(store) as s:
+        np.testing.assert_array_equal(s.read(0, s.n_samples)[:, 0], stream_values(stream.gate))
+        assert s.segments.tolist() == [[0, 250]]
+
+
+def test_kill_9_between_commits_keeps_the_committed_rows_readable(tmp_path: Path, streams: list[Stream]) -> None:
+    store = tmp_path / "live.zarr"
+    stream = Stream(tmp_path, store, [300, 200], "--commit-every", "0.2", hold=True)
+    streams.append(stream)
+    wait_for(lambda: committed(store) == 300, stream.ingest)
+    stream.go(1)
+    wait_for(lambda: stream.drained(1), stream.ingest)
+    stream.ingest.kill()
+    stream.ingest.wait(timeout=60)
+    with chunkfit.open_store(store) as s:  # rolls back a commit the kill interrupted
+        n = s.n_samples
+        assert 300 <= n <= 500
+        np.testing.assert_array_equal(s.read(0, n)[:, 0], stream_values(stream.gate)[:n])
+        assert s.segments.tolist() == [[0, n]]
+    assert not (store / journal.JOURNAL).exists()
+
+
+# -- predict --follow ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Trained:
+    return trained(tmp_path_factory.getbasetemp())
+
+
+def read_scores(path: Path) -> np.ndarray:
+    return np.asarray(zarr.open_group(str(path), mode="r")["scores"][:])
+
+
+def detection_rows(path: Path) -> int:
+    try:
+        return max(0, len(path.read_text().splitlines()) - 1)
+    except FileNotFoundError:
+        return 0
+
+
+def follow(tmp: Path, run: Path, store: Path, *extra: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        cli_command("predict", str(run), str(store), "--follow", "--out", "follow.zarr", "--events-out",
+                    "follow.csv", *extra),
+        cwd=tmp, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+
+
+def assert_same_as_offline(tmp: Path, run: Path, store: Path) -> None:
+    offline = run_cli("predict", run, store, "--out", "offline.zarr", "--events-out", "offline.csv", cwd=tmp)
+    assert offline.returncode == 0, offline.stderr
+    live, ref = read_scores(tmp / "follow.zarr"), read_scores(tmp / "offline.zarr")
+    np.testing.assert_array_equal(live.view(np.uint32), ref.view(np.uint32))  # bit for bit, NaNs too
+    assert (tmp / "follow.csv").read_bytes() == (tmp / "offline.csv").read_bytes()
+    assert dict(zarr.open_group(str(tmp / "follow.zarr"), mode="r").attrs) == dict(
+        zarr.open_group(str(tmp / "offline.zarr"), mode="r").attrs
+    )
+
+
+def test_follow_writes_detections_while_the_stream_runs_and_ends_equal_to_offline_predict(
+    tmp_path: Path, streams: list[Stream], runs: Trained
+) -> None:
+    store = tmp_path / "live.zarr"
+    stream = Stream(tmp_path, store, [600, 400], "--commit-every", "0.2", gap=True)
+    streams.append(stream)
+    wait_for(lambda: committed(store) == 600, stream.ingest)
+    proc = follow(tmp_path, runs.run, store, "--idle", "8")
+    try:
+        wait_for(lambda: detection_rows(tmp_path / "follow.csv") > 0, proc, stream.ingest)
+        assert stream.writer.poll() is None  # found while the writer still holds the stream open
+        stream.go(1)
+        code, _out, err = stream.finish()
+        assert (code, err) == (0, "")
+        out, err_f = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err_f.decode()
+    assert "(followed until the store idle for 8 s)" in out.decode()
+    with chunkfit.open_store(store) as s:
+        assert s.segments.tolist() == [[0, 600], [600, 1000]]
+    assert_same_as_offline(tmp_path, runs.run, store)
+
+
+def test_follow_of_a_store_that_does_not_grow_ends_after_idle(tmp_path: Path, runs: Trained) -> None:
+    store = tmp_path / "done.zarr"
+    rng = np.random.default_rng(2)
+    x = np.sin(np.arange(700)) + rng.normal(0.0, 0.2, 700)
+    x[::31] += 0.5
+    (tmp_path / "x.csv").write_text("x\n" + "\n".join(repr(float(v)) for v in x) + "\n")
+    assert run_cli("ingest", store, tmp_path / "x.csv", "--rate", "100").returncode == 0
+    proc = follow(tmp_path, runs.strided, store, "--idle", "1")
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().splitlines()[-1].endswith("(followed until the store idle for 1 s)")
+    assert_same_as_offline(tmp_path, runs.strided, store)
+
+
+def test_ctrl_c_ends_follow_with_its_outputs_written(tmp_path: Path, runs: Trained) -> None:
+    store = tmp_path / "done.zarr"
+    (tmp_path / "x.csv").write_text("x\n" + "\n".join(str(float(np.sin(i))) for i in range(400)) + "\n")
+    assert run_cli("ingest", store, tmp_path / "x.csv", "--rate", "100").returncode == 0
+    proc = follow(tmp_path, runs.run, store, "--idle", "600")
+    wait_for(lambda: any(tmp_path.glob(".follow.zarr.chunkfit-tmp-*")), proc)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().splitlines()[-1].endswith("(followed until Ctrl-C)")
+    assert (tmp_path / "follow.zarr").exists() and (tmp_path / "follow.csv").exists()
+
+
+# -- mistakes ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_commit_every_that_is_not_positive_is_refused(tmp_path: Path, value: str) -> None:
+    result = run_cli("ingest", tmp_path / "s.zarr", "-", "--commit-every", value, input=b"x\n1\n")
+    assert result.returncode == 2
+    assert error_line(result) == (
+        f"chunkfit: error: --commit-every must be a positive number of seconds, e.g. --commit-every 1 "
+        f"(received {float(value)!r})"
+    )
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_commit_every_into_an_hdf5_store_is_refused_with_the_fix(tmp_path: Path) -> None:
+    result = run_cli("ingest", tmp_path / "s.h5", "-", "--commit-every", "1", input=b"x\n1\n")
+    assert result.returncode == 2
+    assert error_line(result) == (
+        f"chunkfit: error: {tmp_path / 's.h5'}: --commit-every needs a .zarr store (an HDF5 store is copied whole "
+        "at every commit); stream into NAME.zarr, or drop --commit-every to commit once at the end"
+    )
+
+
+def test_commit_every_for_files_is_refused(tmp_path: Path, small_csv: Path) -> None:
+    result = run_cli("ingest", tmp_path / "s.zarr", small_csv, "--commit-every", "1")
+    assert result.returncode == 2
+    assert error_line(result) == (
+        "chunkfit: error: --commit-every applies to a stream on standard input (-); drop it to ingest files "
+        "in one transaction"
+    )
+
+
+def test_follow_of_a_store_that_never_appears_is_refused_after_idle(tmp_path: Path, runs: Trained) -> None:
+    result = run_cli("predict", runs.run, "missing.zarr", "--follow", "--out", "s.zarr", "--idle", "0.5",
+                     cwd=tmp_path)
+    assert result.returncode == 1
+    assert error_line(result) == (
+        "chunkfit: error: missing.zarr: store not found after waiting 0.5 s (--idle); start "
+        "`chunkfit ingest missing.zarr -` first, or check the path"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_idle_without_follow_is_refused(tmp_path: Path, runs: Trained) -> None:
+    result = run_cli("predict", runs.run, runs.store, "--out", "s.zarr", "--idle", "3", cwd=tmp_path)
+    assert result.returncode == 2
+    assert error_line(result) == "chunkfit: error: --idle applies to --follow only; add --follow to score a growing store"
+
+
+def test_follow_with_an_idle_time_that_is_not_positive_is_refused(tmp_path: Path, runs: Trained) -> None:
+    result = run_cli("predict", runs.run, runs.store, "--follow", "--out", "s.zarr", "--idle", "0", cwd=tmp_path)
+    assert result.returncode == 2
+    assert error_line(result) == (
+        "chunkfit: error: --idle must be a positive number of seconds, e.g. --idle 1 (received 0.0)"
+    )
