@@ -41,7 +41,15 @@ from ..train.windows import count_windows
 from .detect import Detection, RunMerger
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
 from .predict import PredictReport
-from .runs import RunSpec, check_settings, check_store, load_run, locate_run, run_threshold
+from .runs import (
+    RunSpec,
+    check_settings,
+    check_store,
+    load_run,
+    locate_run,
+    run_threshold,
+    score_attrs,
+)
 from .scorer import make_predictor
 
 if TYPE_CHECKING:
@@ -241,9 +249,7 @@ def _follow(run: str | os.PathLike[str], path: Path, out_path: Path, ev_path: Pa
         check_store(spec, s)
         thresh, source = run_threshold(spec, given)
         w = spec.windows
-        attrs = {"run": str(run), "window": w.window, "stride": w.stride, "class": spec.classes[spec.positive],
-                 "threshold": thresh, "store": str(s.path)}
-        writer = ScoreWriter(out_path, s.n_samples, attrs, growable=True)
+        writer = ScoreWriter(out_path, s.n_samples, score_attrs(run, spec, thresh, s), growable=True)
         if ev_path is not None and ev_path.exists():
             ev_path.unlink()  # --overwrite: the old detections must not pass for new ones
         follower = _Follower(spec, make_predictor(model, w.window, spec.n_channels, batch_size),

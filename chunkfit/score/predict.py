@@ -18,7 +18,7 @@ from ..errors import ChunkfitError
 from ..store import Store, open_store
 from .detect import RunMerger
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
-from .runs import check_settings, check_store, load_run, locate_run, run_threshold
+from .runs import check_settings, check_store, load_run, locate_run, run_threshold, score_attrs
 from .scorer import score_store
 
 
@@ -79,9 +79,7 @@ def _predict(run: str | os.PathLike[str], s: Store, out_path: Path, ev_path: Pat
         check_store(spec, s)
         threshold, source = run_threshold(spec, given)
         w = spec.windows
-        attrs = {"run": str(run), "window": w.window, "stride": w.stride, "class": spec.classes[spec.positive],
-                 "threshold": threshold, "store": str(s.path)}
-        writer = ScoreWriter(out_path, s.n_samples, attrs)
+        writer = ScoreWriter(out_path, s.n_samples, score_attrs(run, spec, threshold, s))
         merger = RunMerger(w.window, w.stride, threshold)
         detections = DetectionCsv(tmp_events, s.sample_rate)
         n_windows = 0

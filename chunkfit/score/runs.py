@@ -214,6 +214,13 @@ def check_output_folder(path: Path, flag: str | None = None) -> None:
         raise RunError(f"{path.parent}: the output folder is not writable{hint}")
 
 
+def score_attrs(run: str | os.PathLike[str], spec: RunSpec, threshold: float, store: Store) -> dict[str, Any]:
+    """The attributes of a scores array: which run scored which store, how, at what threshold."""
+    w = spec.windows
+    return {"run": str(run), "window": w.window, "stride": w.stride, "class": spec.classes[spec.positive],
+            "threshold": threshold, "store": str(store.path)}
+
+
 def check_store(spec: RunSpec, store: Store) -> None:
     """Refuse a store the run's model cannot read."""
     if spec.channels is not None and list(spec.channels) != store.channels:
