@@ -382,6 +382,15 @@ def test_idle_without_follow_is_refused(tmp_path: Path, runs: Trained) -> None:
     assert error_line(result) == "chunkfit: error: --idle applies to --follow only; add --follow to score a growing store"
 
 
+def test_chunk_with_follow_is_refused(tmp_path: Path, runs: Trained) -> None:
+    result = run_cli("predict", runs.run, runs.store, "--follow", "--out", "s.zarr", "--chunk", "500", cwd=tmp_path)
+    assert result.returncode == 2
+    assert error_line(result) == (
+        "chunkfit: error: --chunk does not apply to --follow, which scores what each commit adds; drop --chunk"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_follow_with_an_idle_time_that_is_not_positive_is_refused(tmp_path: Path, runs: Trained) -> None:
     result = run_cli("predict", runs.run, runs.store, "--follow", "--out", "s.zarr", "--idle", "0", cwd=tmp_path)
     assert result.returncode == 2

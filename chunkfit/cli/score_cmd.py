@@ -103,7 +103,7 @@ def predict(
     events_out: Annotated[Optional[str], typer.Option(help="CSV of detections: start, end, peak score, peak sample")] = None,
     threshold: Annotated[Optional[float], typer.Option(help="Score at or above which a window is positive [default: the one the run chose on its validation split, else 0.5]")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing output files")] = False,
-    chunk: Annotated[int, typer.Option(help="Windows per block")] = 200_000,
+    chunk: Annotated[Optional[int], typer.Option(help="Windows per block [default: 200000]")] = None,
     batch_size: Annotated[int, typer.Option(help="Windows per prediction step")] = 1024,
     unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
     follow: Annotated[bool, typer.Option("--follow", help="Score a growing store (a live `chunkfit ingest`) as its samples are committed")] = False,
@@ -117,6 +117,8 @@ def predict(
     """
     from ..errors import UsageError
 
+    if follow and chunk is not None:
+        raise UsageError("--chunk does not apply to --follow, which scores what each commit adds; drop --chunk")
     if follow:
         _follow(run, store, out, events_out, threshold, overwrite, batch_size, unsafe, idle)
         return
@@ -125,7 +127,7 @@ def predict(
     from ..score.predict import predict as run_predict
 
     report = run_predict(run, store, out, events_out=events_out, threshold=threshold, overwrite=overwrite,
-                         chunk=chunk, batch_size=batch_size, unsafe=unsafe)
+                         chunk=200_000 if chunk is None else chunk, batch_size=batch_size, unsafe=unsafe)
     extra = f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""
     typer.echo(f"threshold {report.threshold:.4g} ({report.threshold_source})")
     typer.echo(f"scored {report.windows:,} windows into {report.scores}{extra}")
