@@ -23,7 +23,7 @@ CASES = {
     "ingest-events": (["ingest", "local.zarr", CSV, "--events", "gs://bkt/ev.txt"], f"gs://bkt/ev.txt: gs:// URLs are not supported for --events; {LOCAL}"),
     "info": (["info", "https://host/s.zarr"], f"https://host/s.zarr: https:// URLs are not supported for stores; {OR_S3}"),
     "train-store": (["train", "gs://bkt/s.zarr"], f"gs://bkt/s.zarr: gs:// URLs are not supported for stores; {OR_S3}"),
-    "train-out": (["train", "local.zarr", "--out", "s3://bkt/runs/a"], f"s3://bkt/runs/a: s3:// URLs are not supported for run folders; {LOCAL}"),
+    "train-out": (["train", "local.zarr", "--out", "gs://bkt/runs/a"], f"gs://bkt/runs/a: gs:// URLs are not supported for run folders; {OR_S3}"),
     "predict-run": (["predict", "s3://bkt/runs/a", "local.zarr", "--out", "o.zarr"], f"s3://bkt/runs/a: s3:// URLs are not supported for runs; {LOCAL}"),
     "evaluate-run": (["evaluate", "https://host/runs/a", "local.zarr"], f"https://host/runs/a: https:// URLs are not supported for runs; {LOCAL}"),
     "synth": (["synth", "gs://bkt/s.zarr"], f"gs://bkt/s.zarr: gs:// URLs are not supported for stores; {OR_S3}"),

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from .._fs import pid_alive
-from ..errors import ReadOnlyError, RemoteError, StoreBusyError, StoreNotFoundError
+from ..errors import ChunkfitError, ReadOnlyError, RemoteError, StoreBusyError, StoreNotFoundError
 
 SCHEME = "s3://"
 LEASE = ".chunkfit-lease"
@@ -96,7 +96,7 @@ def guarded(url: str, kept: str, call: Callable[[], T]) -> T:
     """Run ``call``; an object-storage failure becomes the one-line error of ``translate``."""
     try:
         return call()
-    except (StoreNotFoundError, StoreBusyError, ReadOnlyError, RemoteError):
+    except ChunkfitError:
         raise
     except Exception as err:
         out = translate(url, err, kept)
@@ -186,8 +186,10 @@ class Remote:
 class Lease:
     """The one writer of a store on object storage, as an object that expires unless renewed."""
 
-    def __init__(self, remote: Remote, seconds: float | None = None) -> None:
+    def __init__(self, remote: Remote, seconds: float | None = None, doing: str = "writing this store",
+                 busy: type[Exception] = StoreBusyError) -> None:
         self.remote = remote
+        self.doing, self.busy = doing, busy
         self.seconds = float(seconds if seconds is not None else os.environ.get("CHUNKFIT_LEASE_SECONDS", "60"))
         self.owner = uuid.uuid4().hex
         self._stop = threading.Event()
@@ -220,12 +222,12 @@ class Lease:
             rec = self.holder()
             if rec is not None:
                 left = max(0, round(float(rec["expires"]) - time.time()))
-                raise StoreBusyError(
-                    f"{self.remote.url}: another process (pid {rec.get('pid')} on {rec.get('host')}) is writing "
-                    f"this store; run the command again when it has finished (its lease expires in {left} s)"
+                raise self.busy(
+                    f"{self.remote.url}: another process (pid {rec.get('pid')} on {rec.get('host')}) is {self.doing}; "
+                    f"run the command again when it has finished (its lease expires in {left} s)"
                 )
             self.remote.delete([LEASE])  # stale: its writer was killed
-        raise StoreBusyError(f"{self.remote.url}: the store's lease keeps changing hands; run the command again")
+        raise self.busy(f"{self.remote.url}: the lease keeps changing hands; run the command again")
 
     def _renew(self) -> None:
         while not self._stop.wait(self.seconds / 3):

@@ -38,7 +38,7 @@ from .plan import SplitPlan, TrainPlan
 from .progress import Tick, TrainProgress
 from .record import RunLog
 from .resume import Checkpointer, Position
-from .runfolder import HISTORY_FILE, WRITE_ERRORS, RunFolder
+from .runfolder import HISTORY_FILE, WRITE_ERRORS, RunFolder, open_run_folder
 from .tensorflow.engine import Shapes, TensorFlowEngine
 from .weights import class_weights
 
@@ -132,7 +132,7 @@ def fit(
             store = stack.enter_context(open_store(store))
         split = SplitPlan.of(store, opts)  # most mistakes are refused here, before TensorFlow loads
         identity = run_identity(opts, model, store)
-        folder = RunFolder(out, resume, identity) if out is not None else None
+        folder = open_run_folder(out, resume, identity) if out is not None else None
         try:
             trainer = Trainer(model, store, opts, split, list(callbacks or []), folder, progress,
                               checkpoint_every, identity)
