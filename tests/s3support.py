@@ -50,21 +50,28 @@ class S3Server:
                 self.process.wait()
 
 
-def start_server(port: int | None = None) -> S3Server:
-    """Start ``python -m moto.server`` on ``port`` (a free one by default) and wait until it answers."""
+def start_server(port: int | None = None, *, authenticate: bool = False) -> S3Server:
+    """Start ``python -m moto.server`` on ``port`` (a free one by default) and wait until it answers.
+
+    ``authenticate``: the server checks credentials (moto's IAM), so the test keys are denied.
+    """
     port = port or free_port()
+    env = {**os.environ, **({"INITIAL_NO_AUTH_ACTION_COUNT": "0"} if authenticate else {})}
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )
     server = S3Server(port, proc)
     deadline = time.monotonic() + 30
+    import urllib.error
     import urllib.request
 
     while True:
         try:
             urllib.request.urlopen(server.endpoint + "/", timeout=1).close()
             return server
+        except urllib.error.HTTPError:
+            return server  # it answers, with a refusal
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 server.stop()

@@ -9,10 +9,13 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from s3support import s3fs_client
+from scoring_support import run_cli_many
 from support import cli_command, cli_env, run_cli
 
+import chunkfit
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
 
 pytestmark = pytest.mark.slow
@@ -72,3 +75,28 @@ def test_killed_s3_run_resumes_from_its_uploaded_checkpoint_in_a_fresh_process(s
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"resuming the run in {run} from its checkpoint: ")
     assert _objects(f"{bucket}/runs/k") == ["curves.png", "history.csv", "model.keras", "run.json"]
+
+
+def test_predict_and_evaluate_with_an_s3_run_store_and_out_match_the_local_predict(
+        s3_store: str, bucket: str, tmp_path: Path) -> None:
+    run = f"s3://{bucket}/runs/p"
+    assert run_cli("train", s3_store, *TRAIN, "--epochs", "1", "--out", run).returncode == 0
+    local_run = tmp_path / "p"
+    s3fs_client().get(f"{bucket}/runs/p", str(local_run), recursive=True)
+    local_store = tmp_path / "synth.zarr"
+    s3fs_client().get(f"{bucket}/synth.zarr", str(local_store), recursive=True)
+    scores = f"s3://{bucket}/scores/s.zarr"
+    commands = {"s3": ["predict", run, s3_store, "--out", scores], "evaluate": ["evaluate", run, s3_store, "--json"]}
+    results = run_cli_many(commands)
+    chunkfit.predict(local_run, local_store, tmp_path / "s.zarr")
+    for name, result in results.items():
+        assert result.returncode == 0, (name, result.stderr)
+    assert results["s3"].stdout.splitlines()[-1].endswith(f"windows into {scores}")
+    import zarr
+
+    from chunkfit.store.remote import storage_options
+
+    there = zarr.open_group(scores, mode="r", storage_options=storage_options())
+    here = zarr.open_group(str(tmp_path / "s.zarr"), mode="r")
+    np.testing.assert_array_equal(there["scores"][:], here["scores"][:])
+    assert json.loads(results["evaluate"].stdout)["store"] == s3_store

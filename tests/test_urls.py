@@ -24,8 +24,10 @@ CASES = {
     "info": (["info", "https://host/s.zarr"], f"https://host/s.zarr: https:// URLs are not supported for stores; {OR_S3}"),
     "train-store": (["train", "gs://bkt/s.zarr"], f"gs://bkt/s.zarr: gs:// URLs are not supported for stores; {OR_S3}"),
     "train-out": (["train", "local.zarr", "--out", "gs://bkt/runs/a"], f"gs://bkt/runs/a: gs:// URLs are not supported for run folders; {OR_S3}"),
-    "predict-run": (["predict", "s3://bkt/runs/a", "local.zarr", "--out", "o.zarr"], f"s3://bkt/runs/a: s3:// URLs are not supported for runs; {LOCAL}"),
-    "evaluate-run": (["evaluate", "https://host/runs/a", "local.zarr"], f"https://host/runs/a: https:// URLs are not supported for runs; {LOCAL}"),
+    "predict-run": (["predict", "gs://bkt/runs/a", "local.zarr", "--out", "o.zarr"], f"gs://bkt/runs/a: gs:// URLs are not supported for runs; {OR_S3}"),
+    "evaluate-run": (["evaluate", "https://host/runs/a", "local.zarr"], f"https://host/runs/a: https:// URLs are not supported for runs; {OR_S3}"),
+    "predict-events-out": (["predict", "s3://bkt/runs/a", "s3://bkt/s.zarr", "--out", "s3://bkt/o.zarr", "--events-out", "s3://bkt/e.csv"],
+                           f"s3://bkt/e.csv: s3:// URLs are not supported for --events-out; {LOCAL}"),
     "synth": (["synth", "gs://bkt/s.zarr"], f"gs://bkt/s.zarr: gs:// URLs are not supported for stores; {OR_S3}"),
 }
 

@@ -31,6 +31,11 @@ def main(argv: list[str] | None = None) -> None:
     from .._quiet import install
 
     install()  # TensorFlow stays unimported until a command needs it, then starts quietly
+    # A request to an object store cut short (the endpoint gone) leaves aiohttp tasks whose errors
+    # asyncio logs at exit, after chunkfit's one line has said it all.
+    import logging
+
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     _register()
     from ..errors import ChunkfitError
 

@@ -16,7 +16,7 @@ from ..errors import StoreFormatError, StoreNotFoundError, UsageError
 from . import journal
 from .backends import Backend, open_backend
 from .layout import committed_lengths, suffix_backend, validate, validate_events, validate_segments
-from .remote import ROOT, Remote, guarded, is_remote
+from .remote import ROOT, Remote, guarded, is_remote, translate
 
 
 def _dir_size(path: Path) -> int:
@@ -158,6 +158,7 @@ class Store:
         try:
             out = np.asarray(self._signal[a:b], dtype=np.float32)
         except Exception as err:  # noqa: BLE001 - zarr/numcodecs/h5py raise many types for damaged chunks
+            self._unreachable(err)
             raise self._damaged("signal", a, b, err) from None
         if out.shape != (b - a, self.n_channels):
             raise StoreFormatError(f"{self.path}: signal read [{a}, {b}) returned shape {out.shape}")
@@ -204,7 +205,15 @@ class Store:
         try:
             return np.asarray(self._labels[a:b], dtype=np.int64)
         except Exception as err:  # noqa: BLE001 - as for the signal
+            self._unreachable(err)
             raise self._damaged("labels", a, b, err) from None
+
+    def _unreachable(self, err: Exception) -> None:
+        """Raise an object store's failure (endpoint gone, access denied) as itself, not as damage."""
+        if self.remote is not None:
+            out = translate(self.remote.url, err, "the store is unchanged")
+            if out is not err:
+                raise out from None
 
     def _damaged(self, name: str, a: int, b: int, err: Exception) -> StoreFormatError:
         """Name the first chunk of [a, b) that cannot be decoded (read one by one, only on failure)."""
@@ -297,11 +306,9 @@ class Store:
             return None
 
     def _root_document(self) -> bytes | None:
-        assert self.remote is not None
-        try:
-            return self.remote.get(ROOT)
-        except Exception:  # noqa: BLE001 - unreachable now: reported as changed
-            return None
+        remote = self.remote
+        assert remote is not None
+        return guarded(remote.url, "the store is unchanged", lambda: remote.get(ROOT))
 
     # -- summary ------------------------------------------------------------------------------
     @property

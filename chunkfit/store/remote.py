@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from .._fs import pid_alive
@@ -181,6 +182,26 @@ class Remote:
         from zarr.storage import FsspecStore
 
         return FsspecStore.from_url(str(self.url), storage_options=storage_options(), read_only=read_only)
+
+
+def upload_tree(local: Path, remote: Remote) -> None:
+    """Upload the zarr folder ``local`` to ``remote``, its root ``zarr.json`` last (the commit)."""
+    files = {str(p.relative_to(local)): p for p in local.rglob("*") if p.is_file()}
+    remote.put_many({k: p.read_bytes() for k, p in files.items() if k != ROOT})
+    if ROOT in files:
+        remote.put(ROOT, files[ROOT].read_bytes())
+
+
+def fetch_files(remote: Remote, names: Iterable[str], local: Path) -> list[str]:
+    """Download the objects ``names`` (those that exist) into folder ``local``; returns their names."""
+    got = []
+    local.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        data = remote.get(name)
+        if data is not None:
+            (local / name).write_bytes(data)
+            got.append(name)
+    return got
 
 
 class Lease:

@@ -39,7 +39,7 @@ from .layout import (
     restore_stats,
     suffix_backend,
 )
-from .remote import LEASE, ROOT, Lease, Remote, guarded, is_remote
+from .remote import LEASE, ROOT, Lease, Remote, guarded, is_remote, translate
 
 TMP_MARK = ".chunkfit-tmp-"
 
@@ -432,6 +432,8 @@ class StoreWriter:
         if self._worker_error is not None:
             err, self._worker_error = self._worker_error, None
             self._failed = True
+            if self.remote is not None and isinstance(err, Exception):
+                raise translate(self.remote.url, err, "the store is unchanged" if self.append else "no store was created")
             raise err
 
     def _drain(self) -> None:

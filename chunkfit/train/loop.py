@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
-from ..errors import ChunkfitError, StoreChangedError, UsageError
+from ..errors import ChunkfitError, RemoteError, StoreChangedError, UsageError
 from ..store import Store, open_store
 from .blocks import Block, prefetched, read_group, window_order
 from .budget import chunk_in_budget
@@ -212,6 +212,8 @@ class Trainer:
     def train(self, tensorboard: str | os.PathLike[str] | None = None) -> keras.callbacks.History:
         try:
             return self._train(tensorboard)
+        except RemoteError as err:
+            raise RemoteError(f"{err}{self._kept()}") from None  # what of the run was kept
         except OSError as err:
             if isinstance(err, ChunkfitError) or self.folder is None or err.errno not in WRITE_ERRORS:
                 raise

@@ -120,6 +120,9 @@ class RemoteRunFolder(RunFolder):
     def close(self, *, failed: bool = False) -> None:
         try:
             super().close(failed=failed)
+        except Exception:
+            if not failed:
+                raise  # after a failure the first error is the one to report; leftovers are a new run's to clear
         finally:
             self._lease.release()
             shutil.rmtree(self._stage, ignore_errors=True)
