@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 from s3support import s3fs_client
-from support import REPO, assert_same_contents, contents, error_line, make_store, run_cli
+from support import REPO, assert_same_contents, cli_command, cli_env, contents, error_line, make_store, run_cli
 
 import chunkfit
 from chunkfit.errors import StoreBusyError, StoreNotFoundError, UsageError
@@ -151,3 +152,33 @@ def test_cli_append_while_another_process_appends_is_refused_in_one_line(bucket:
     assert re.fullmatch(
         rf"chunkfit: error: {url}: another process \(pid {os.getpid()} on .+\) is writing this store; run the "
         r"command again when it has finished \(its lease expires in \d+ s\)", line), line
+
+
+def _without_credentials() -> dict[str, str]:
+    env = {k: v for k, v in cli_env().items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    return {**env, "AWS_EC2_METADATA_DISABLED": "true", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+            "AWS_CONFIG_FILE": "/nonexistent"}
+
+
+def test_anon_reads_a_store_of_a_public_bucket_without_credentials(bucket: str) -> None:
+    url = make_store(f"s3://{bucket}/s.zarr", _signal())
+    import boto3
+
+    client = boto3.client("s3")  # public objects (moto grants anonymous reads by ACL)
+    client.put_bucket_acl(Bucket=bucket, ACL="public-read")
+    for key in s3fs_client().find(bucket):
+        client.put_object_acl(Bucket=bucket, Key=key.split("/", 1)[1], ACL="public-read")
+    result = subprocess.run(cli_command("--anon", "info", url, "--json"), env=_without_credentials(),
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["samples"] == 3000
+
+
+def test_no_credentials_without_anon_is_one_line(bucket: str) -> None:
+    url = make_store(f"s3://{bucket}/s.zarr", _signal())
+    result = subprocess.run(cli_command("info", url), env=_without_credentials(), capture_output=True, text=True,
+                            check=False)
+    assert error_line(result) == (
+        f"chunkfit: error: {url}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY, or pass --anon for a public bucket (nothing was read)"
+    )

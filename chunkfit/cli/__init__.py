@@ -20,6 +20,15 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _options(
+    anon: bool = typer.Option(False, "--anon", help="Read s3:// stores and runs of public buckets without credentials"),
+) -> None:
+    """Train Keras models on sensor signals far larger than memory."""
+    if anon:
+        os.environ["CHUNKFIT_S3_ANON"] = "1"  # chunkfit.store.remote.storage_options
+
+
 def _register() -> None:
     # Each command lives in its own module and adds itself to ``app`` on import.
     from . import commands  # noqa: F401

@@ -80,6 +80,11 @@ def translate(url: str, err: BaseException, kept: str) -> BaseException:
     bucket = url[len(SCHEME) :].split("/", 1)[0]
     if isinstance(err, FileNotFoundError) and "bucket" in text.lower():
         return StoreNotFoundError(f"{url}: bucket {bucket!r} does not exist at {_endpoint()}; create it or check the URL")
+    if type(err).__name__ in {"NoCredentialsError", "PartialCredentialsError"}:
+        return ReadOnlyError(
+            f"{url}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            f"or pass --anon for a public bucket ({kept})"
+        )
     if isinstance(err, PermissionError):
         return ReadOnlyError(
             f"{url}: access denied by {_endpoint()}; check the credentials (AWS_PROFILE or AWS_ACCESS_KEY_ID) "
