@@ -96,12 +96,18 @@ def _predict_to_remote(run: str | os.PathLike[str], store: str | os.PathLike[str
         with tempfile.TemporaryDirectory(prefix="chunkfit-scores-") as stage:
             local = Path(stage) / remote.url.name
             report = predict(run, store, local, events_out=events_out, **settings)
-            if overwrite:  # the old scores disappear first (their root document), then their chunks
-                guarded(remote.url, kept, lambda: (remote.delete([ROOT]), remote.clear(keep=LEASE)))
+            if overwrite:
+                guarded(remote.url, kept, lambda: _remove_scores(remote))
             guarded(remote.url, "no scores were written there", lambda: upload_tree(local, remote))
         return dataclasses.replace(report, scores=out)
     finally:
         lease.release()
+
+
+def _remove_scores(remote: Remote) -> None:
+    """The old scores disappear first (their root document), then their chunks."""
+    remote.delete([ROOT])
+    remote.clear(keep=LEASE)
 
 
 def _predict(run: str | os.PathLike[str], s: Store, out_path: Path, ev_path: Path | None, given: float | None,

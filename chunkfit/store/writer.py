@@ -53,7 +53,7 @@ def clean_stale_temporaries(target: Path) -> None:
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 
-def _write_error(err: OSError, path: Path, append: bool) -> Exception:
+def _write_error(err: OSError, path: Path | str, append: bool) -> Exception:
     """A failed write as the user's problem to act on (full disk, read-only place), or as it was."""
     if isinstance(err, ChunkfitError) or isinstance(path, str):
         return err  # an s3:// store's failures are translated by ``remote.guarded``
@@ -78,6 +78,8 @@ def _write_error(err: OSError, path: Path, append: bool) -> Exception:
 
 class StoreWriter:
     """Adds samples, labels, events, segments and source records to a store in one transaction."""
+
+    b: Backend
 
     def __init__(
         self,
@@ -205,7 +207,7 @@ class StoreWriter:
     def _create_new(self, has_labels: bool, chunk: int, codec: str) -> None:
         assert self._tmp is not None or self.remote is not None
         try:
-            self.b: Backend = open_backend(self._tmp or Path("."), self.kind, writable=True, create=True, remote=self.remote)
+            self.b = open_backend(self._tmp or Path("."), self.kind, writable=True, create=True, remote=self.remote)
             c = len(self.channels)
             self.b.create("signal", (0, c), "float32", (chunk, c), codec)
             if has_labels:
