@@ -1,6 +1,6 @@
 """Object storage against local disk: training windows/s and ingest MB/s, side by side in one run.
 
-    python benchmarks/storage.py [--rows 1000000] [--samples 400000] [--delay-ms 20]
+    python benchmarks/storage.py [--rows 1000000] [--samples 400000] [--chunk 65536] [--delay-ms 20]
 
 Starts moto's S3 server on loopback and a small proxy in front of it that holds each request for
 ``--delay-ms`` before passing it on (a far endpoint's round trip). Then, for each place (local disk,
@@ -81,6 +81,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000, help="CSV rows (4 channels) to ingest")
     ap.add_argument("--samples", type=int, default=400_000, help="samples of the training store")
+    ap.add_argument("--chunk", type=int, default=65_536, help="train --chunk (samples per block)")
     ap.add_argument("--delay-ms", type=float, default=20.0)
     opts = ap.parse_args()
 
@@ -117,7 +118,7 @@ def main() -> None:
             store = f"{root}/train.zarr"
             os.environ["AWS_ENDPOINT_URL"] = env["AWS_ENDPOINT_URL"]
             synth(store, spec)
-            _, out = chunkfit(["train", store, "--window", "16", "--epochs", "1", "--chunk", "65536",
+            _, out = chunkfit(["train", store, "--window", "16", "--epochs", "1", "--chunk", str(opts.chunk),
                                "--batch-size", "512", "--out", f"{OUT}/run-{len(rows)}"], env)
             wps = float(re.search(r"([\d,]+) windows/s", out).group(1).replace(",", ""))  # type: ignore[union-attr]
             rows.append((name, mb / seconds, wps))

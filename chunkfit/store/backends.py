@@ -133,9 +133,16 @@ class ZarrBackend(Backend):
         return self.group.attrs.get(ATTR_KEY)
 
     def set_attrs(self, attrs: dict[str, Any]) -> None:
+        if self.remote is not None:
+            self.remote.settle()  # every chunk is stored before the root document commits them
         self.group.attrs[ATTR_KEY] = attrs
 
     def settle(self) -> None:
+        if self.remote is not None:
+            try:
+                self.remote.settle()
+            except Exception:  # noqa: BLE001 - settle only waits; the failure was or will be reported
+                pass
         settle_zarr()
 
     def write_rows(self, name: str, start: int, rows: np.ndarray) -> None:
@@ -156,7 +163,7 @@ class ZarrBackend(Backend):
             arr[start:head] = rows[: head - start]
         if self.remote is not None:
             chunks = encode_chunks(head // step, rows[head - start :], step, encoder)
-            self.remote.put_many({f"{name}/{k}": v for k, v in chunks.items()})
+            self.remote.put_behind({f"{name}/{k}": v for k, v in chunks.items()})
             return
         write_chunks(self.path / name, head // step, rows[head - start :], step, encoder)
 
@@ -364,16 +371,24 @@ class NewZarrBackend(Backend):
         rows = np.concatenate([tail, rows.astype(tail.dtype, copy=False)]) if tail.shape[0] else rows
         if self.remote is not None:
             chunks = encode_chunks(first, rows, step, self._encoders[name])
-            self.remote.put_many({f"{name}/{k}": v for k, v in chunks.items()})
+            self.remote.put_behind({f"{name}/{k}": v for k, v in chunks.items()})
         else:
             write_chunks(self.path / name, first, rows, step, self._encoders[name])
         keep = rows.shape[0] % step
         self._tails[name] = rows[rows.shape[0] - keep :].copy() if keep else rows[:0]
         meta["shape"][0] = start + (rows.shape[0] - tail.shape[0])
 
+    def settle(self) -> None:
+        if self.remote is not None:
+            try:
+                self.remote.settle()
+            except Exception:  # noqa: BLE001 - settle only waits; the failure was or will be reported
+                pass
+
     def close(self) -> None:
         """Write the documents; the root ``zarr.json`` last (on object storage it is the commit)."""
         if self.remote is not None:
+            self.remote.settle()  # every chunk is stored before the documents that commit them
             self.remote.put_many({f"{n}/zarr.json": json.dumps(m, indent=2).encode() for n, m in self._meta.items()})
             self.remote.put("zarr.json", json.dumps(group_metadata(self._attrs), indent=2).encode())
             return

@@ -118,6 +118,8 @@ class Remote:
         self.url = Url(url.rstrip("/"))
         self.root = self.url[len(SCHEME) :]
         self._fs: Any = None
+        self._pool: Any = None
+        self._inflight: Any = None
 
     @property
     def fs(self) -> Any:
@@ -149,6 +151,22 @@ class Remote:
         """Write the objects concurrently (s3fs sends them on its event loop)."""
         if objects:
             self.fs.pipe({self.key(k): v for k, v in objects.items()})
+
+    def put_behind(self, objects: dict[str, bytes]) -> None:
+        """``put_many`` in a background thread, so the caller encodes the next chunks meanwhile; one
+        batch in flight at a time. Its failure is raised by the next ``put_behind`` or by ``settle``."""
+        self.settle()
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunkfit-upload")
+        self._inflight = self._pool.submit(self.put_many, objects)
+
+    def settle(self) -> None:
+        """Wait for the batch ``put_behind`` sent; raise its failure."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            inflight.result()
 
     def create(self, rel: str, data: bytes) -> bool:
         """Write ``rel`` only if no object has that key (a conditional put); False if one does."""
