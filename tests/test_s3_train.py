@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
-from s3support import s3fs_client
+from s3support import S3Server, make_bucket, s3fs_client, use_server
 from scoring_support import run_cli_many
 from support import cli_command, cli_env, run_cli
 
@@ -32,19 +34,40 @@ def s3_store(bucket: str) -> str:
     return url
 
 
+@dataclass(frozen=True)
+class Trained:
+    """A store and a finished run, both on the S3 server, and what training printed."""
+
+    bucket: str
+    store: str
+    run: str
+    result: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def trained_s3(s3_server: S3Server) -> Iterator[Trained]:
+    """Train once, for the tests that read the run: an s3 store into an s3 run folder, one epoch."""
+    env = use_server(s3_server)
+    next(env)
+    bucket = make_bucket()
+    store = f"s3://{bucket}/synth.zarr"
+    synth(store, SynthSpec(samples=SAMPLES, anomalies=balanced_anomalies(SAMPLES, WINDOW), seed=1))
+    run = f"s3://{bucket}/runs/a"
+    yield Trained(bucket, store, run, run_cli("train", store, *TRAIN, "--epochs", "1", "--out", run))
+    next(env, None)
+
+
 def _objects(prefix: str) -> list[str]:
     fs = s3fs_client()
     return sorted(k[len(prefix) + 1 :] for k in fs.find(prefix))
 
 
-def test_train_from_an_s3_store_into_an_s3_run_folder_writes_the_run_there(s3_store: str, bucket: str) -> None:
-    run = f"s3://{bucket}/runs/a"
-    result = run_cli("train", s3_store, *TRAIN, "--epochs", "1", "--out", run)
-    assert result.returncode == 0, result.stderr
-    assert f"run folder {run}:" in result.stdout
-    assert _objects(f"{bucket}/runs/a") == ["curves.png", "history.csv", "model.keras", "run.json"]
-    record = json.loads(s3fs_client().cat_file(f"{bucket}/runs/a/run.json"))
-    assert record["finished"] is True and record["store"]["path"] == s3_store
+def test_train_from_an_s3_store_into_an_s3_run_folder_writes_the_run_there(trained_s3: Trained) -> None:
+    assert trained_s3.result.returncode == 0, trained_s3.result.stderr
+    assert f"run folder {trained_s3.run}:" in trained_s3.result.stdout
+    assert _objects(f"{trained_s3.bucket}/runs/a") == ["curves.png", "history.csv", "model.keras", "run.json"]
+    record = json.loads(s3fs_client().cat_file(f"{trained_s3.bucket}/runs/a/run.json"))
+    assert record["finished"] is True and record["store"]["path"] == trained_s3.store
 
 
 def test_train_from_an_s3_store_into_a_local_run_folder(s3_store: str, tmp_path: Path) -> None:
@@ -78,11 +101,11 @@ def test_killed_s3_run_resumes_from_its_uploaded_checkpoint_in_a_fresh_process(s
 
 
 def test_predict_and_evaluate_with_an_s3_run_store_and_out_match_the_local_predict(
-        s3_store: str, bucket: str, tmp_path: Path) -> None:
-    run = f"s3://{bucket}/runs/p"
-    assert run_cli("train", s3_store, *TRAIN, "--epochs", "1", "--out", run).returncode == 0
+        trained_s3: Trained, tmp_path: Path) -> None:
+    bucket, s3_store, run = trained_s3.bucket, trained_s3.store, trained_s3.run
+    assert trained_s3.result.returncode == 0, trained_s3.result.stderr
     local_run = tmp_path / "p"
-    s3fs_client().get(f"{bucket}/runs/p", str(local_run), recursive=True)
+    s3fs_client().get(f"{bucket}/runs/a", str(local_run), recursive=True)
     local_store = tmp_path / "synth.zarr"
     s3fs_client().get(f"{bucket}/synth.zarr", str(local_store), recursive=True)
     scores = f"s3://{bucket}/scores/s.zarr"
