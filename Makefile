@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,formats]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,formats,s3]'
 	touch $(STAMP)
 
 demo: $(STAMP)

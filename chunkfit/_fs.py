@@ -14,14 +14,20 @@ from .errors import UsageError
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+-]+):/")
 
 
-def refuse_url(path: str | os.PathLike[str], what: str) -> None:
-    """A URL given where chunkfit takes a local path is refused, never taken for a folder named ``s3:``."""
+def refuse_url(path: str | os.PathLike[str], what: str, s3: bool = False) -> None:
+    """A URL given where chunkfit takes a local path is refused, never taken for a folder named ``s3:``.
+
+    ``s3=True`` where an ``s3://`` URL is supported (stores, run folders, outputs); other schemes and a
+    URL mangled into a ``Path`` (``s3:/bkt``) are still refused.
+    """
     text = os.fspath(path)
+    if s3 and isinstance(text, str) and text.startswith("s3://"):
+        return
     found = _URL.match(text) if isinstance(text, str) else None
     if found is not None:
         raise UsageError(
             f"{text}: {found.group(1)}:// URLs are not supported for {what}; give a local path "
-            "(copy the data from object storage first)"
+            + ("or an s3:// URL" if s3 else "(copy the data from object storage first)")
         )
 
 

@@ -72,6 +72,10 @@ class ReadOnlyError(ChunkfitError, PermissionError):
     """A store, run folder or output folder that cannot be written."""
 
 
+class RemoteError(ChunkfitError, ConnectionError):
+    """Object storage that cannot be reached, or a client library it needs that is missing."""
+
+
 class DiskFullError(ChunkfitError, OSError):
     """The disk filled up or a file-size limit was hit while writing."""
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import os
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 from hypothesis import settings
 from support import REPO, SUFFIX, write_csv
+
+if TYPE_CHECKING:
+    from s3support import S3Server
 
 # ``make test`` runs every property test on the same examples, run after run: a property that fails
 # on a rare input fails every time, not one run in twenty. ``HYPOTHESIS_PROFILE=explore`` draws new,
@@ -68,3 +71,24 @@ def ecg_csv() -> Path:
 @pytest.fixture
 def ecg_events() -> Path:
     return REPO / "data" / "ecg208_events.txt"
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """moto's S3 server on a free loopback port for the whole session (started on first use)."""
+    from s3support import start_server
+
+    server = start_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def bucket(s3_server: S3Server) -> Iterator[str]:
+    """A fresh bucket on the session's S3 server, with this process's S3 environment pointing at it."""
+    from s3support import make_bucket, use_server
+
+    env = use_server(s3_server)
+    next(env)
+    yield make_bucket()
+    next(env, None)

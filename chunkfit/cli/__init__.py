@@ -20,6 +20,15 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _options(
+    anon: bool = typer.Option(False, "--anon", help="Read s3:// stores and runs of public buckets without credentials"),
+) -> None:
+    """Train Keras models on sensor signals far larger than memory."""
+    if anon:
+        os.environ["CHUNKFIT_S3_ANON"] = "1"  # chunkfit.store.remote.storage_options
+
+
 def _register() -> None:
     # Each command lives in its own module and adds itself to ``app`` on import.
     from . import commands  # noqa: F401
@@ -31,6 +40,11 @@ def main(argv: list[str] | None = None) -> None:
     from .._quiet import install
 
     install()  # TensorFlow stays unimported until a command needs it, then starts quietly
+    # A request to an object store cut short (the endpoint gone) leaves aiohttp tasks whose errors
+    # asyncio logs at exit, after chunkfit's one line has said it all.
+    import logging
+
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     _register()
     from ..errors import ChunkfitError
 

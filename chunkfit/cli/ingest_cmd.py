@@ -33,6 +33,7 @@ def ingest(
     symbols: Annotated[Optional[str], typer.Option(help="WFDB annotation symbols to keep, comma-separated (e.g. V,A) [default: all]")] = None,
     label_from_annotations: Annotated[bool, typer.Option("--label-from-annotations", help="Annotations become per-sample labels (1 inside, 0 outside) instead of events")] = False,
     append: Annotated[bool, typer.Option("--append", help="Add the sources to an existing store as new segments")] = False,
+    repair: Annotated[bool, typer.Option("--repair", help="Remove what a killed ingest left (an s3:// store's unfinished objects, an interrupted append) and exit")] = False,
     chunk_samples: Annotated[int, typer.Option(help="Samples per stored chunk")] = 65_536,
     codec: Annotated[str, typer.Option(help="Compression: lz4 (fast), zstd (smaller) or none")] = "lz4",
     commit_every: Annotated[Optional[float], typer.Option(help="Seconds between commits of a stream on standard input, so readers see the store grow (zarr stores) [default: 1]")] = None,
@@ -48,6 +49,14 @@ def ingest(
     from ..config import IngestOptions
     from ..ingest import IngestProgress, ingest as run_ingest
 
+    if repair:
+        from ..errors import UsageError
+        from ..store.repair import repair as run_repair
+
+        if sources or append:
+            raise UsageError("--repair takes only the store: drop the sources and --append")
+        typer.echo(run_repair(store))
+        return
     if delimiter == "\\t":
         delimiter = "\t"
     options = IngestOptions(

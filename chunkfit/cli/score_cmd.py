@@ -85,8 +85,12 @@ def evaluate(
     """Loss, accuracy, precision, recall, F1, ROC-AUC, PR-AUC and event-level figures, streamed block by block."""
     from ..score.evaluate import evaluate as run_evaluate
 
+    from ..store.remote import is_remote
+
     run_path = Path(run)
-    plot_path = plot or str((run_path if run_path.is_dir() else run_path.parent) / "eval.png")
+    plot_path: str | None = plot or str((run_path if run_path.is_dir() else run_path.parent) / "eval.png")
+    if is_remote(run) and plot is None:
+        plot_path = None  # an s3:// run folder is not written by evaluate: plot with --plot FILE
     result = run_evaluate(run, store, threshold=threshold, chunk=chunk, batch_size=batch_size, plot=plot_path,
                           unsafe=unsafe, split=split)
     if json_out:

@@ -69,6 +69,7 @@ def train(
     Running the same command again after a crash or a kill resumes the run in --out from its last checkpoint.
     """
     from .._fs import refuse_url
+    from ..store.remote import is_remote
     from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
     from ..errors import UsageError
     from ..project import default_store
@@ -98,10 +99,10 @@ def train(
     )
     for given, what in ((store, "stores"), (out, "run folders")):
         if given is not None:
-            refuse_url(given, what)
+            refuse_url(given, what, s3=True)
     check_model_spec(model, unsafe=unsafe)  # a wrong --model is refused before TensorFlow loads
-    path = Path(store) if store is not None else default_store()
-    run_dir = Path(out) if out is not None else Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    path: str | Path = (store if is_remote(store) else Path(store)) if store is not None else default_store()
+    run_dir: str | Path = (out if is_remote(out) else Path(out)) if out is not None else Path("runs") / time.strftime("%Y%m%d-%H%M%S")
     with bar("train", 1.0, unit="") as update:
 
         def progress(p: TrainProgress) -> None:

@@ -34,6 +34,7 @@ from ..errors import (
     StoreChangedError,
     StoreFormatError,
     StoreNotFoundError,
+    UsageError,
 )
 from ..store import Store
 from ..store.layout import suffix_backend
@@ -225,6 +226,12 @@ def follow(
     """
     options = options or FollowOptions()
     check_settings(threshold=threshold, chunk=1, batch_size=batch_size)
+    from ..store.remote import is_remote
+
+    remote = [str(p) for p in (run, store, out, events_out) if is_remote(p)]
+    if remote:
+        raise UsageError(f"{remote[0]}: predict --follow watches local stores and writes local outputs only; "
+                         "drop --follow to score an s3:// store as it is now")
     store_path, out_path = Path(store), Path(out)
     ev_path = Path(events_out) if events_out is not None else None
     with _Stop() as stop:

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import ChunkfitError
+from .._fs import refuse_url
+from ..errors import BusyError, ChunkfitError, StoreExistsError, UsageError
 from ..store import Store, open_store
+from ..store.layout import suffix_backend
+from ..store.remote import LEASE, ROOT, Lease, Remote, guarded, is_remote, upload_tree
 from .detect import RunMerger
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
 from .runs import check_settings, check_store, load_run, locate_run, run_threshold, score_attrs
@@ -54,6 +58,9 @@ def predict(
     on its validation split, else 0.5.
     """
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
+    if is_remote(out):
+        return _predict_to_remote(run, store, str(out), events_out=events_out, threshold=threshold,
+                                  overwrite=overwrite, chunk=chunk, batch_size=batch_size, unsafe=unsafe)
     out_path = Path(out)
     ev_path = Path(events_out) if events_out is not None else None
     locks = OutputLocks(out_path, ev_path)
@@ -67,6 +74,40 @@ def predict(
             return _predict(run, s, out_path, ev_path, threshold, chunk, batch_size, unsafe)
     finally:
         locks.release()
+
+
+def _predict_to_remote(run: str | os.PathLike[str], store: str | os.PathLike[str] | Store, out: str, *,
+                       events_out: str | os.PathLike[str] | None, overwrite: bool, **settings: Any) -> PredictReport:
+    """Scores written to object storage: made in a local staging folder, then uploaded with the root
+    ``zarr.json`` last, so a reader sees the old scores, none, or the new ones whole (never a mix)."""
+    if events_out is not None:
+        refuse_url(events_out, "--events-out")
+    if suffix_backend(out) != "zarr":
+        raise UsageError(f"{out}: scores on object storage are a zarr store; end --out in .zarr")
+    if str(store.path if isinstance(store, Store) else store).rstrip("/") == out.rstrip("/"):
+        raise UsageError(f"{out}: is the store being scored; write the output elsewhere")
+    remote = Remote(out)
+    kept = "nothing was written"
+    lease = Lease(remote, doing="writing these scores", busy=BusyError)
+    guarded(remote.url, kept, lease.acquire)
+    try:
+        if not overwrite and guarded(remote.url, kept, lambda: remote.get(ROOT)) is not None:
+            raise StoreExistsError(f"{out}: already exists; pass --overwrite to replace it")
+        with tempfile.TemporaryDirectory(prefix="chunkfit-scores-") as stage:
+            local = Path(stage) / remote.url.name
+            report = predict(run, store, local, events_out=events_out, **settings)
+            if overwrite:
+                guarded(remote.url, kept, lambda: _remove_scores(remote))
+            guarded(remote.url, "no scores were written there", lambda: upload_tree(local, remote))
+        return dataclasses.replace(report, scores=out)
+    finally:
+        lease.release()
+
+
+def _remove_scores(remote: Remote) -> None:
+    """The old scores disappear first (their root document), then their chunks."""
+    remote.delete([ROOT])
+    remote.clear(keep=LEASE)
 
 
 def _predict(run: str | os.PathLike[str], s: Store, out_path: Path, ev_path: Path | None, given: float | None,

@@ -6,9 +6,13 @@ reused) or a bare ``.keras`` file (window and channels from its input shape, str
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import functools
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +22,7 @@ from .._fs import refuse_url
 from ..config import WindowSpec
 from ..errors import IncompatibleError, ModelError, RunError, UsageError, WindowError
 from ..store import Store
+from ..store.remote import Remote, fetch_files, guarded, is_remote
 from ..train.blocks import Labeller
 from ..train.models import BUILTINS, check_model_file, factory_objects, load_model_file
 from ..train.runfolder import MODEL_FILE, RUN_FILE
@@ -61,8 +66,13 @@ class RunFiles:
 
 
 def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles:
-    """Find and check a run's model file and run.json cheaply, so a wrong path fails in a blink."""
-    refuse_url(run, "runs")
+    """Find and check a run's model file and run.json cheaply, so a wrong path fails in a blink.
+
+    An ``s3://`` run folder's model.keras and run.json are downloaded once per process (``fetch_run``).
+    """
+    refuse_url(run, "runs", s3=True)
+    if is_remote(run):
+        run = fetch_run(str(run))
     path = Path(run)
     if path.is_dir():
         model_path, meta_path = path / MODEL_FILE, path / RUN_FILE
@@ -81,6 +91,19 @@ def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles
     if not isinstance(windows, dict):
         raise RunError(f"{path / RUN_FILE}: not a valid run.json (config.windows is not an object); pass the .keras file instead")
     return RunFiles(path, model_path, dict(windows), config, classes, channels, model_spec, meta)
+
+
+@functools.cache
+def fetch_run(url: str) -> Path:
+    """A local copy of an ``s3://`` run folder's model.keras and run.json (removed when the process ends)."""
+    remote = Remote(url)
+    folder = Path(tempfile.mkdtemp(prefix="chunkfit-run-"))
+    atexit.register(shutil.rmtree, folder, True)
+    local = folder / remote.url.name
+    got = guarded(remote.url, "nothing was written", lambda: fetch_files(remote, [MODEL_FILE, RUN_FILE], local))
+    if MODEL_FILE not in got:
+        raise RunError(f"{url}: the run folder has no {MODEL_FILE} (training did not finish?); pass a finished run")
+    return local
 
 
 def _read_meta(meta_path: Path) -> dict[str, Any]:

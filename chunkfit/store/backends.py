@@ -5,13 +5,23 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from ..errors import StoreFormatError
 from .layout import ATTR_KEY, DIMENSIONS
-from .zarrwrite import array_metadata, chunk_encoder, group_metadata, write_chunks, write_document
+from .zarrwrite import (
+    array_metadata,
+    chunk_encoder,
+    encode_chunks,
+    group_metadata,
+    write_chunks,
+    write_document,
+)
+
+if TYPE_CHECKING:
+    from .remote import Remote
 
 
 class Backend:
@@ -72,13 +82,15 @@ class Backend:
 class ZarrBackend(Backend):
     kind = "zarr"
 
-    def __init__(self, path: Path, writable: bool) -> None:
+    def __init__(self, path: Path, writable: bool, remote: Remote | None = None) -> None:
         super().__init__(path, writable)
         import zarr
 
+        self.remote = remote
         mode: Literal["r+", "r"] = "r+" if writable else "r"
+        where: Any = str(path) if remote is None else remote.zarr_store(read_only=not writable)
         try:
-            self.group = zarr.open_group(store=str(path), mode=mode, zarr_format=3)
+            self.group = zarr.open_group(store=where, mode=mode, zarr_format=3)
         except PermissionError:
             raise  # the writer names the folder that cannot be written
         except (FileNotFoundError, zarr.errors.GroupNotFoundError) as err:  # type: ignore[attr-defined]
@@ -121,9 +133,16 @@ class ZarrBackend(Backend):
         return self.group.attrs.get(ATTR_KEY)
 
     def set_attrs(self, attrs: dict[str, Any]) -> None:
+        if self.remote is not None:
+            self.remote.settle()  # every chunk is stored before the root document commits them
         self.group.attrs[ATTR_KEY] = attrs
 
     def settle(self) -> None:
+        if self.remote is not None:
+            try:
+                self.remote.settle()
+            except Exception:  # noqa: BLE001 - settle only waits; the failure was or will be reported
+                pass
         settle_zarr()
 
     def write_rows(self, name: str, start: int, rows: np.ndarray) -> None:
@@ -142,6 +161,10 @@ class ZarrBackend(Backend):
         arr.resize((end,) + tuple(arr.shape[1:]))
         if head > start:
             arr[start:head] = rows[: head - start]
+        if self.remote is not None:
+            chunks = encode_chunks(head // step, rows[head - start :], step, encoder)
+            self.remote.put_behind({f"{name}/{k}": v for k, v in chunks.items()})
+            return
         write_chunks(self.path / name, head // step, rows[head - start :], step, encoder)
 
     def codec_name(self) -> str:
@@ -309,9 +332,11 @@ class NewZarrBackend(Backend):
 
     kind = "zarr"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, remote: Remote | None = None) -> None:
         super().__init__(path, writable=True)
-        path.mkdir()
+        self.remote = remote
+        if remote is None:
+            path.mkdir()
         self._meta: dict[str, dict[str, Any]] = {}
         self._encoders: dict[str, Any] = {}
         self._tails: dict[str, np.ndarray] = {}  # rows of each array's last, partial chunk
@@ -333,7 +358,8 @@ class NewZarrBackend(Backend):
         self._meta[name] = meta
         self._encoders[name] = chunk_encoder(meta)
         self._tails[name] = np.zeros((0,) + tuple(shape[1:]), dtype=dtype)
-        (self.path / name).mkdir()
+        if self.remote is None:
+            (self.path / name).mkdir()
 
     def write_rows(self, name: str, start: int, rows: np.ndarray) -> None:
         meta = self._meta[name]
@@ -343,20 +369,37 @@ class NewZarrBackend(Backend):
         tail = self._tails[name]
         first = (start - tail.shape[0]) // step
         rows = np.concatenate([tail, rows.astype(tail.dtype, copy=False)]) if tail.shape[0] else rows
-        write_chunks(self.path / name, first, rows, step, self._encoders[name])
+        if self.remote is not None:
+            chunks = encode_chunks(first, rows, step, self._encoders[name])
+            self.remote.put_behind({f"{name}/{k}": v for k, v in chunks.items()})
+        else:
+            write_chunks(self.path / name, first, rows, step, self._encoders[name])
         keep = rows.shape[0] % step
         self._tails[name] = rows[rows.shape[0] - keep :].copy() if keep else rows[:0]
         meta["shape"][0] = start + (rows.shape[0] - tail.shape[0])
 
+    def settle(self) -> None:
+        if self.remote is not None:
+            try:
+                self.remote.settle()
+            except Exception:  # noqa: BLE001 - settle only waits; the failure was or will be reported
+                pass
+
     def close(self) -> None:
+        """Write the documents; the root ``zarr.json`` last (on object storage it is the commit)."""
+        if self.remote is not None:
+            self.remote.settle()  # every chunk is stored before the documents that commit them
+            self.remote.put_many({f"{n}/zarr.json": json.dumps(m, indent=2).encode() for n, m in self._meta.items()})
+            self.remote.put("zarr.json", json.dumps(group_metadata(self._attrs), indent=2).encode())
+            return
         for name, meta in self._meta.items():
             write_document(self.path / name / "zarr.json", meta)
         write_document(self.path / "zarr.json", group_metadata(self._attrs))
 
 
-def open_backend(path: Path, kind: str, writable: bool = False, create: bool = False) -> Backend:
+def open_backend(path: Path, kind: str, writable: bool = False, create: bool = False, remote: Remote | None = None) -> Backend:
     if kind == "hdf5":
         return Hdf5Backend(path, writable, create)
     if create:
-        return NewZarrBackend(path)
-    return ZarrBackend(path, writable)
+        return NewZarrBackend(path, remote)
+    return ZarrBackend(path, writable, remote)

@@ -35,7 +35,7 @@ def suffix_backend(path: str) -> str:
 
 def check_store_path(path: str) -> None:
     """Refuse a store path without a store suffix: the suffix picks the backend."""
-    refuse_url(path, "stores")
+    refuse_url(path, "stores", s3=True)
     lower = str(path).rstrip("/").lower()
     if not lower.endswith((".zarr", ".h5", ".hdf5")):
         raise UsageError(
@@ -144,6 +144,25 @@ def validate(where: str, attrs: Any, shapes: dict[str, tuple[int, ...]], dtypes:
     lab = shapes.get("labels")
     if lab is not None and (lab != (sig[0],) or not dtypes["labels"].startswith("int")):
         raise bad(f"labels must be integers of shape ({sig[0]},) (found {lab}, {dtypes['labels']})")
+
+
+def committed_lengths(where: str, attrs: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, int] | None:
+    """The committed length of each array (stores on object storage), or None for a local store.
+
+    Arrays may hold rows past it (an append cut short); never fewer.
+    """
+    committed = attrs.get("committed") if isinstance(attrs, dict) else None
+    if committed is None:
+        return None
+    if not isinstance(committed, dict) or not all(_is_count(committed.get(n)) for n in shapes):
+        raise StoreFormatError(f"{where}: not a valid chunkfit store: attribute committed must give every array's length")
+    for name, shape in shapes.items():
+        if shape[0] < committed[name]:
+            raise StoreFormatError(
+                f"{where}: not a valid chunkfit store: array '{name}' holds {shape[0]} rows, fewer than the "
+                f"{committed[name]} committed; the store is damaged: re-ingest the source"
+            )
+    return {n: int(committed[n]) for n in shapes}
 
 
 def _is_number(value: Any) -> bool:

@@ -15,7 +15,8 @@ from .._fs import refuse_url
 from ..errors import StoreFormatError, StoreNotFoundError, UsageError
 from . import journal
 from .backends import Backend, open_backend
-from .layout import suffix_backend, validate, validate_events, validate_segments
+from .layout import committed_lengths, suffix_backend, validate, validate_events, validate_segments
+from .remote import ROOT, Remote, guarded, is_remote, translate
 
 
 def _dir_size(path: Path) -> int:
@@ -39,9 +40,14 @@ class Store:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        refuse_url(path, "stores")
-        self.path = Path(path)
+        refuse_url(path, "stores", s3=True)
         self.backend_kind = suffix_backend(str(path))
+        self.remote: Remote | None = None
+        self._listed: dict[str, set[str]] = {}
+        if is_remote(path):
+            self._open_remote(str(path))
+            return
+        self.path: Any = Path(path)
         if not self.path.exists():
             raise StoreNotFoundError(
                 f"{self.path}: store not found; create it with `chunkfit ingest {self.path} SOURCE`"
@@ -69,6 +75,28 @@ class Store:
             raise
         self._stamp = self._disk_stamp()
 
+    def _open_remote(self, url: str) -> None:
+        """Open a zarr store on object storage: only what its root ``zarr.json`` commits is read."""
+        remote = self.remote = Remote(url)
+        self.path = remote.url
+        if self.backend_kind != "zarr":
+            raise UsageError(f"{url}: HDF5 stores are not supported on object storage; ingest into a .zarr store instead")
+        kept = "nothing was read"
+        if guarded(url, kept, lambda: remote.get(ROOT)) is None:
+            if guarded(url, kept, remote.keys):
+                raise StoreNotFoundError(
+                    f"{url}: store not found: it holds objects of an unfinished ingest, but no committed store; "
+                    f"remove them with `chunkfit ingest --repair {url}`"
+                )
+            raise StoreNotFoundError(f"{url}: store not found; create it with `chunkfit ingest {url} SOURCE`")
+        self._backend = guarded(url, kept, lambda: open_backend(Path("."), "zarr", remote=remote))
+        try:
+            guarded(url, kept, self._load)
+        except BaseException:
+            self._backend.close()
+            raise
+        self._stamp = self._disk_stamp()
+
     def _load(self) -> None:
         b = self._backend
         where = str(self.path)
@@ -88,6 +116,9 @@ class Store:
                 dtypes[name] = str(np.dtype(arr.dtype))
             except (KeyError, ValueError, TypeError, OSError) as err:
                 raise StoreFormatError(f"{where}: not a valid chunkfit store: array '{name}' is unreadable ({err})") from None
+        self.committed: dict[str, int] | None = committed_lengths(where, attrs, shapes)
+        if self.committed is not None:
+            shapes = {n: (self.committed.get(n, s[0]), *s[1:]) for n, s in shapes.items()}
         validate(where, attrs, shapes, dtypes)
         self.attrs: dict[str, Any] = attrs
         self.channels: list[str] = list(attrs["channels"])
@@ -109,6 +140,8 @@ class Store:
 
     def _read_all(self, name: str) -> np.ndarray:
         try:
+            if self.committed is not None:
+                return np.asarray(self._backend.array(name)[: self.committed[name]])
             return np.asarray(self._backend.array(name)[...])
         except (OSError, ValueError, KeyError, RuntimeError) as err:
             raise StoreFormatError(f"{self.path}: array '{name}' cannot be read: {err}") from None
@@ -125,6 +158,7 @@ class Store:
         try:
             out = np.asarray(self._signal[a:b], dtype=np.float32)
         except Exception as err:  # noqa: BLE001 - zarr/numcodecs/h5py raise many types for damaged chunks
+            self._unreachable(err)
             raise self._damaged("signal", a, b, err) from None
         if out.shape != (b - a, self.n_channels):
             raise StoreFormatError(f"{self.path}: signal read [{a}, {b}) returned shape {out.shape}")
@@ -141,11 +175,20 @@ class Store:
         for i in range(a // step, (b - 1) // step + 1):
             for rest in itertools.product(*across):
                 key = arr.metadata.encode_chunk_key((i, *rest))
-                if not (self.path / name / key).is_file():
+                if not self._chunk_exists(name, key):
                     raise StoreFormatError(
                         f"{self.path}: chunk {name}/{key} (samples [{i * step}, "
                         f"{min((i + 1) * step, self.n_samples)})) is missing; the store is damaged: re-ingest the source"
                     )
+
+    def _chunk_exists(self, name: str, key: str) -> bool:
+        if self.remote is None:
+            return (self.path / name / key).is_file()
+        listed = self._listed.get(name)
+        if listed is None or key not in listed:  # listed once, again only for a chunk not seen yet
+            remote = self.remote
+            listed = self._listed[name] = set(guarded(remote.url, "nothing was written", lambda: remote.keys(name)))
+        return f"{name}/{key}" in listed
 
     def check_chunks(self) -> None:
         """Refuse a zarr store with any signal or label chunk file missing (a listing, no reads)."""
@@ -162,7 +205,15 @@ class Store:
         try:
             return np.asarray(self._labels[a:b], dtype=np.int64)
         except Exception as err:  # noqa: BLE001 - as for the signal
+            self._unreachable(err)
             raise self._damaged("labels", a, b, err) from None
+
+    def _unreachable(self, err: Exception) -> None:
+        """Raise an object store's failure (endpoint gone, access denied) as itself, not as damage."""
+        if self.remote is not None:
+            out = translate(self.remote.url, err, "the store is unchanged")
+            if out is not err:
+                raise out from None
 
     def _damaged(self, name: str, a: int, b: int, err: Exception) -> StoreFormatError:
         """Name the first chunk of [a, b) that cannot be decoded (read one by one, only on failure)."""
@@ -213,7 +264,11 @@ class Store:
 
     # -- modification -------------------------------------------------------------------------
     def _disk_stamp(self) -> tuple[int, ...]:
-        """Inode, size and mtime of the files an append or a rewrite changes (the signal's metadata)."""
+        """Inode, size and mtime of the files an append or a rewrite changes (the signal's metadata);
+        on object storage, a hash of the root ``zarr.json`` (the commit point)."""
+        if self.remote is not None:
+            raw = self._root_document()
+            return (hash(raw),) if raw is not None else (-1,)
         files = [self.path / "zarr.json", self.path / "signal" / "zarr.json"] if self.backend_kind == "zarr" else [self.path]
         out: list[int] = []
         for f in files:
@@ -227,7 +282,7 @@ class Store:
     def changed(self) -> str | None:
         """How the store changed on disk since it was opened ("its signal had 4,000 samples and now has
         4,500"), or None: a few ``stat`` calls, no data read."""
-        if self.backend_kind == "zarr" and journal.pending(self.path):
+        if self.remote is None and self.backend_kind == "zarr" and journal.pending(self.path):
             return "an append to it is in progress"
         if self._disk_stamp() == self._stamp:
             return None
@@ -238,6 +293,9 @@ class Store:
 
     def _length_on_disk(self) -> int | None:
         try:
+            if self.remote is not None:
+                raw = self._root_document()
+                return int(json.loads(raw or b"")["attributes"]["chunkfit"]["committed"]["signal"])
             if self.backend_kind == "zarr":
                 return int(json.loads((self.path / "signal" / "zarr.json").read_text())["shape"][0])
             import h5py
@@ -246,6 +304,11 @@ class Store:
                 return int(f["signal"].shape[0])
         except Exception:  # noqa: BLE001 - unreadable now: reported as changed, without a length
             return None
+
+    def _root_document(self) -> bytes | None:
+        remote = self.remote
+        assert remote is not None
+        return guarded(remote.url, "the store is unchanged", lambda: remote.get(ROOT))
 
     # -- summary ------------------------------------------------------------------------------
     @property
@@ -268,7 +331,7 @@ class Store:
         }
 
     def info(self) -> dict[str, Any]:
-        size = _dir_size(self.path)
+        size = self.remote.size() if self.remote is not None else _dir_size(self.path)
         raw = self.n_samples * self.n_channels * 4
         rate = self.sample_rate
         out: dict[str, Any] = {

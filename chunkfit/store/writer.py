@@ -30,7 +30,7 @@ from ..errors import (
     UsageError,
 )
 from . import journal
-from .backends import Backend, open_backend
+from .backends import Backend, NewZarrBackend, open_backend
 from .layout import (
     FORMAT_VERSION,
     empty_stats,
@@ -39,6 +39,7 @@ from .layout import (
     restore_stats,
     suffix_backend,
 )
+from .remote import LEASE, ROOT, Lease, Remote, guarded, is_remote, translate
 
 TMP_MARK = ".chunkfit-tmp-"
 
@@ -52,10 +53,10 @@ def clean_stale_temporaries(target: Path) -> None:
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 
-def _write_error(err: OSError, path: Path, append: bool) -> Exception:
+def _write_error(err: OSError, path: Path | str, append: bool) -> Exception:
     """A failed write as the user's problem to act on (full disk, read-only place), or as it was."""
-    if isinstance(err, ChunkfitError):
-        return err
+    if isinstance(err, ChunkfitError) or isinstance(path, str):
+        return err  # an s3:// store's failures are translated by ``remote.guarded``
     outcome = "the store is unchanged" if append else "no store was created"
     if err.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
         return DiskFullError(
@@ -78,6 +79,8 @@ def _write_error(err: OSError, path: Path, append: bool) -> Exception:
 class StoreWriter:
     """Adds samples, labels, events, segments and source records to a store in one transaction."""
 
+    b: Backend
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -89,9 +92,11 @@ class StoreWriter:
         chunk_samples: int = 65_536,
         codec: str = "lz4",
     ) -> None:
-        self.path = Path(path)
+        self.remote: Remote | None = Remote(str(path)) if is_remote(path) else None
+        self.path: Any = self.remote.url if self.remote is not None else Path(path)
         self.kind = suffix_backend(str(path))
         self.append = append
+        self._lease: Lease | None = None
         self.channels = list(channels)
         self._committed = False
         self._closed = False
@@ -111,13 +116,15 @@ class StoreWriter:
         self._queued = 0
         self._journal_begun = False
         try:
-            if append:
+            if self.remote is not None:
+                guarded(self.remote.url, "nothing was written", lambda: self._begin_remote(append, sample_rate))
+            elif append:
                 self._begin_append()
             else:
                 self._prepare_new(sample_rate)
         except BaseException as err:
             self._discard()
-            if isinstance(err, OSError):
+            if isinstance(err, OSError) and not isinstance(err, ChunkfitError):
                 raise _write_error(err, self.path, append) from None
             raise
         if append:
@@ -135,6 +142,9 @@ class StoreWriter:
     # -- transaction ------------------------------------------------------------------------------
     def _prepare_new(self, rate: float | None) -> None:
         """Check the target path and name the temporary; the store itself is made by ``_create_new``."""
+        if self.remote is not None:
+            self._new_attrs(rate)
+            return
         if self.path.exists():
             raise StoreExistsError(f"{self.path}: already exists; use --append to add to it or pick a new name")
         for folder in self.path.parents:
@@ -151,6 +161,9 @@ class StoreWriter:
         self._tmp = self.path.parent / f".{self.path.name}{TMP_MARK}{os.getpid()}"
         if self._tmp.exists():
             shutil.rmtree(self._tmp) if self._tmp.is_dir() else self._tmp.unlink()
+        self._new_attrs(rate)
+
+    def _new_attrs(self, rate: float | None) -> None:
         self.attrs: dict[str, Any] = {
             "format_version": FORMAT_VERSION,
             "sample_rate": rate,
@@ -161,10 +174,40 @@ class StoreWriter:
         }
         self.stats = empty_stats(self.channels)
 
+    def _begin_remote(self, append: bool, rate: float | None) -> None:
+        """Take the store's lease; a new store's leftovers (a killed ingest's objects) are removed, an
+        existing store's arrays are cut back to their committed lengths (an append cut short)."""
+        assert self.remote is not None
+        if self.kind != "zarr":
+            raise UsageError(f"{self.path}: HDF5 stores are not supported on object storage; ingest into a .zarr store instead")
+        if not append and self.remote.get(ROOT) is not None:
+            raise StoreExistsError(f"{self.path}: already exists; use --append to add to it or pick a new name")
+        self._lease = Lease(self.remote)
+        self._lease.acquire()
+        if not append:
+            if self.remote.get(ROOT) is not None:
+                raise StoreExistsError(f"{self.path}: already exists; use --append to add to it or pick a new name")
+            self.remote.clear(keep=LEASE)
+            self._prepare_new(rate)
+            return
+        from .reader import Store
+
+        with Store(self.path) as existing:
+            self.attrs = dict(existing.attrs)
+            committed = dict(existing.committed or {})
+        self.b = open_backend(Path("."), "zarr", writable=True, remote=self.remote)
+        for name in self.b.names():
+            arr = self.b.array(name)
+            if name in committed and arr.shape[0] != committed[name]:
+                arr.resize((committed[name], *arr.shape[1:]))
+        self.stats = restore_stats(self.attrs.get("stats", {})) or empty_stats(self.channels)
+        for k, v in (self.attrs.get("label_counts") or {}).items():
+            self._label_counts[int(k)] = int(v)
+
     def _create_new(self, has_labels: bool, chunk: int, codec: str) -> None:
-        assert self._tmp is not None
+        assert self._tmp is not None or self.remote is not None
         try:
-            self.b: Backend = open_backend(self._tmp, self.kind, writable=True, create=True)
+            self.b = open_backend(self._tmp or Path("."), self.kind, writable=True, create=True, remote=self.remote)
             c = len(self.channels)
             self.b.create("signal", (0, c), "float32", (chunk, c), codec)
             if has_labels:
@@ -194,6 +237,15 @@ class StoreWriter:
 
     def commit(self) -> None:
         """Write what is buffered and make the whole transaction visible at once."""
+        if self.remote is not None:
+            kept = "the store is unchanged" if self.append else "no store was created"
+            try:
+                guarded(self.remote.url, kept, self._commit_remote)
+            except BaseException:
+                self.abort()
+                raise
+            self._committed = True
+            return
         try:
             self._drain()
             self._flush(final=True)
@@ -219,6 +271,52 @@ class StoreWriter:
             raise _write_error(err, self.path, self.append) from None
         self._committed = True
 
+    def _commit_remote(self) -> None:
+        """As ``commit``; the root ``zarr.json``, holding every array's committed length, is written last."""
+        self._drain()
+        self._flush(final=True)
+        self._write_small()
+        self.attrs["stats"] = json_safe_stats(self.stats)
+        self.attrs["sources"] = list(self.attrs.get("sources", [])) + self._sources
+        if self._labelled:
+            self.attrs["label_counts"] = {str(k): v for k, v in sorted(self._label_counts.items())}
+            self.attrs["label_classes"] = sorted(self._label_counts)
+        self.attrs["committed"] = {n: self.b.length(n) for n in self.b.names()}
+        if isinstance(self.b, NewZarrBackend):
+            self.b.set_attrs(self.attrs)
+            self.b.close()  # array documents, then the root one: the commit
+        else:
+            self.b.set_attrs(self.attrs)  # the root document: the commit
+            self.b.close()
+        self._closed = True
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
+
+    def _abort_remote(self) -> None:
+        """A new store's objects are removed; an append's arrays are cut back to the committed lengths.
+        Best effort: whatever stays is past what the root ``zarr.json`` commits, so no reader sees it."""
+        assert self.remote is not None
+        remote = self.remote
+        try:
+            if not self.append:
+                remote.clear(keep=LEASE)
+            else:
+                from .reader import Store
+
+                with Store(self.path) as existing:
+                    committed = dict(existing.committed or {})
+                b = open_backend(Path("."), "zarr", writable=True, remote=remote)
+                for name in b.names():
+                    arr = b.array(name)
+                    if name in committed and arr.shape[0] != committed[name]:
+                        arr.resize((committed[name], *arr.shape[1:]))
+        except Exception:
+            pass
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
+
     def _check_backend(self) -> None:
         """Raise a write the backend held back (HDF5 never sees its own failed writes)."""
         held = self.b.write_error()
@@ -232,6 +330,11 @@ class StoreWriter:
             with contextlib.suppress(Exception):  # a half-opened store fails to close in many ways; it is dropped
                 backend.close()
         self._closed = True
+        if self.remote is not None:
+            if self._lease is not None:
+                self._lease.release()
+                self._lease = None
+            return
         if self._journal_begun and journal.pending(self.path):
             journal.rollback(self.path)
         if self._tmp is not None and self._tmp.exists():
@@ -259,6 +362,9 @@ class StoreWriter:
             except Exception:
                 pass
         self._closed = True
+        if self.remote is not None:
+            self._abort_remote()
+            return
         if self.kind == "zarr" and self.append:
             if journal.pending(self.path):
                 journal.rollback(self.path)
@@ -328,6 +434,8 @@ class StoreWriter:
         if self._worker_error is not None:
             err, self._worker_error = self._worker_error, None
             self._failed = True
+            if self.remote is not None and isinstance(err, Exception):
+                raise translate(self.remote.url, err, "the store is unchanged" if self.append else "no store was created")
             raise err
 
     def _drain(self) -> None:

@@ -105,6 +105,15 @@ def write_chunks(folder: Path, first: int, rows: np.ndarray, step: int, encode: 
     zarr pads a chunk that runs past the end of the array.
     """
     keys = folder / "c"
+    for rel, data in encode_chunks(first, rows, step, encode).items():
+        key = keys.joinpath(*rel.split("/")[1:])
+        key.parent.mkdir(parents=True, exist_ok=True)
+        key.write_bytes(data)
+
+
+def encode_chunks(first: int, rows: np.ndarray, step: int, encode: Callable[[np.ndarray], bytes]) -> dict[str, bytes]:
+    """``rows`` as chunk objects from chunk index ``first`` on, keyed ``c/i`` or ``c/i/0`` (as ``write_chunks``)."""
+    out: dict[str, bytes] = {}
     for at in range(0, rows.shape[0], step):
         chunk = rows[at : at + step]
         if chunk.shape[0] < step:
@@ -112,6 +121,5 @@ def write_chunks(folder: Path, first: int, rows: np.ndarray, step: int, encode: 
             padded[: chunk.shape[0]] = chunk
             chunk = padded
         # One chunk spans the other axes, so the key of chunk i is c/i (1-D) or c/i/0 (2-D).
-        key = keys.joinpath(str(first + at // step), *["0"] * (chunk.ndim - 1))
-        key.parent.mkdir(parents=True, exist_ok=True)
-        key.write_bytes(encode(chunk))
+        out["/".join(["c", str(first + at // step), *["0"] * (chunk.ndim - 1)])] = encode(chunk)
+    return out

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
-from ..errors import ChunkfitError, StoreChangedError, UsageError
+from ..errors import ChunkfitError, RemoteError, StoreChangedError, UsageError
 from ..store import Store, open_store
 from .blocks import Block, prefetched, read_group, window_order
 from .budget import chunk_in_budget
@@ -38,7 +38,7 @@ from .plan import SplitPlan, TrainPlan
 from .progress import Tick, TrainProgress
 from .record import RunLog
 from .resume import Checkpointer, Position
-from .runfolder import HISTORY_FILE, WRITE_ERRORS, RunFolder
+from .runfolder import HISTORY_FILE, WRITE_ERRORS, RunFolder, open_run_folder
 from .tensorflow.engine import Shapes, TensorFlowEngine
 from .weights import class_weights
 
@@ -132,7 +132,7 @@ def fit(
             store = stack.enter_context(open_store(store))
         split = SplitPlan.of(store, opts)  # most mistakes are refused here, before TensorFlow loads
         identity = run_identity(opts, model, store)
-        folder = RunFolder(out, resume, identity) if out is not None else None
+        folder = open_run_folder(out, resume, identity) if out is not None else None
         try:
             trainer = Trainer(model, store, opts, split, list(callbacks or []), folder, progress,
                               checkpoint_every, identity)
@@ -212,6 +212,8 @@ class Trainer:
     def train(self, tensorboard: str | os.PathLike[str] | None = None) -> keras.callbacks.History:
         try:
             return self._train(tensorboard)
+        except RemoteError as err:
+            raise RemoteError(f"{err}{self._kept()}") from None  # what of the run was kept
         except OSError as err:
             if isinstance(err, ChunkfitError) or self.folder is None or err.errno not in WRITE_ERRORS:
                 raise

@@ -113,7 +113,7 @@ class Checkpointer:
         """
         from . import keras_state
 
-        where = str(self.folder.path)
+        where = self.folder.shown
         state, arrays = resumed.state, resumed.arrays()
         keras_state.build(model, *shapes)
         keras_state.set_model_arrays(model, arrays, where)
@@ -143,4 +143,4 @@ class Checkpointer:
         epochs, blocks = self.shape
         where = (f"after epoch {c.epoch}" if c.position == 0 else
                  f"in epoch {c.epoch + 1}/{epochs} after {c.position} of {blocks} blocks")
-        return f"; the checkpoint made {where} is intact in {self.folder.path}"
+        return f"; the checkpoint made {where} is intact in {self.folder.shown}"

@@ -39,7 +39,7 @@ DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 WRITE_ERRORS = (*DISK_FULL, errno.EACCES, errno.EPERM, errno.EROFS)
 
 
-def busy_message(path: Path, what: str, pid: int) -> str:
+def busy_message(path: Path | str, what: str, pid: int) -> str:
     """"PATH: WHAT in use by process PID; wait for it or stop it", for a lock held elsewhere."""
     holder = f"process {pid}" if pid else "another process"
     return f"{path}: {what} in use by {holder}; wait for it or stop it"
@@ -58,8 +58,9 @@ class RunFolder:
     """
 
     def __init__(self, path: str | os.PathLike[str], resume: str = "auto", run: dict[str, Any] | None = None) -> None:
-        refuse_url(path, "run folders")
+        refuse_url(path, "run folders", s3=True)
         self.path = Path(path)
+        self.shown = getattr(self, "shown", str(self.path))  # the folder in messages (an s3:// run's URL)
         if resume not in RESUME_MODES:
             raise UsageError(f"resume must be one of {', '.join(RESUME_MODES)} (received {resume!r})")
         self.restart = resume == "restart"
@@ -68,7 +69,7 @@ class RunFolder:
         self.ready = False  # create() ran: what the folder holds from here on is this run's
         self.checkpoint: checkpoint.Checkpoint | None = None
         if self.path.exists() and not self.path.is_dir():
-            raise RunError(f"{self.path}: the run folder is a file; use another --out")
+            raise RunError(f"{self.shown}: the run folder is a file; use another --out")
         self._check_writable()
         self.created = not self.path.exists()
         self._lock = FileLock(self.path / LOCK_FILE)
@@ -76,10 +77,10 @@ class RunFolder:
             self.path.mkdir(parents=True, exist_ok=True)
             self._lock.acquire()
         except Locked as held:
-            raise BusyError(busy_message(self.path, "run", held.pid)) from None
+            raise BusyError(busy_message(self.shown, "run", held.pid)) from None
         except OSError as err:
             self._remove_if_created()
-            raise RunError(f"{self.path}: the run folder cannot be written ({err.strerror or err}); use another --out") from None
+            raise RunError(f"{self.shown}: the run folder cannot be written ({err.strerror or err}); use another --out") from None
         try:
             self.checkpoint = self._check_state()
             if run is not None:
@@ -98,7 +99,7 @@ class RunFolder:
         if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
             reason = "Not a directory" if not parent.is_dir() else "Permission denied"
             hint = "make it writable to resume the run, or use another --out" if found else "use another --out"
-            raise RunError(f"{self.path}: the run folder cannot be written ({reason}); {hint}")
+            raise RunError(f"{self.shown}: the run folder cannot be written ({reason}); {hint}")
 
     def _check_state(self) -> checkpoint.Checkpoint | None:
         """The checkpoint to resume from, read under the lock; refuses a folder this run cannot use."""
@@ -107,20 +108,20 @@ class RunFolder:
         found = checkpoint.latest(self.path)
         if _finished(self.path / RUN_FILE):
             raise RunError(
-                f"{self.path}: the folder holds a finished run; pass --restart to delete it and train again, "
+                f"{self.shown}: the folder holds a finished run; pass --restart to delete it and train again, "
                 "or use another --out"
             )
         if found is None:
             taken = [f for f in (RUN_FILE, MODEL_FILE) if (self.path / f).exists()]
             if taken:
                 raise RunError(
-                    f"{self.path}: the folder already holds a run ({taken[0]}) with no checkpoint to resume from; "
+                    f"{self.shown}: the folder already holds a run ({taken[0]}) with no checkpoint to resume from; "
                     "pass --restart to delete it and start over, or use another --out"
                 )
             if self.resume_only:
                 where = "the folder does not exist" if self.created else "no checkpoint in the folder"
                 raise RunError(
-                    f"{self.path}: there is no run to resume ({where}); leave out --resume to start a new run"
+                    f"{self.shown}: there is no run to resume ({where}); leave out --resume to start a new run"
                 )
         return found
 
@@ -142,16 +143,16 @@ class RunFolder:
         if settings:
             key, old, new = settings[0]
             raise IncompatibleError(
-                f"{self.path}: the run was made with --{key.rpartition('.')[2].replace('_', '-')} {_shown(old)}, "
+                f"{self.shown}: the run was made with --{key.rpartition('.')[2].replace('_', '-')} {_shown(old)}, "
                 f"not {_shown(new)}; {fix}"
             )
         if made["model"] != run["model"]:
-            raise IncompatibleError(f"{self.path}: the run was made with --model {made['model']}, not {run['model']}; {fix}")
+            raise IncompatibleError(f"{self.shown}: the run was made with --model {made['model']}, not {run['model']}; {fix}")
         stores = _differences(made["store"], run["store"])
         if stores:
             key, old, new = stores[0]
             raise IncompatibleError(
-                f"{self.path}: the run was made on another store ({key} {_shown(old)} there, {_shown(new)} in this one); "
+                f"{self.shown}: the run was made on another store ({key} {_shown(old)} there, {_shown(new)} in this one); "
                 f"{fix}"
             )
 
@@ -169,7 +170,7 @@ class RunFolder:
             self.ready = True
         except OSError as err:
             raise RunError(
-                f"{self.path}: the run folder cannot be written ({err.strerror or err}); use another --out"
+                f"{self.shown}: the run folder cannot be written ({err.strerror or err}); use another --out"
             ) from None
 
     def write_checkpoint(self, state: dict[str, Any], arrays: dict[str, Any]) -> None:
@@ -209,9 +210,9 @@ class RunFolder:
         reason = err.strerror or str(err)
         again = "run the same command to resume" if kept else "run the same command to start again"
         if err.errno in DISK_FULL:
-            return DiskFullError(f"{self.path}: {what} cannot be written ({reason}: the disk is full or a "
+            return DiskFullError(f"{self.shown}: {what} cannot be written ({reason}: the disk is full or a "
                                  f"file-size limit was hit){kept}; free some space and {again}")
-        return RunError(f"{self.path}: {what} cannot be written ({reason}){kept}; fix that and {again}")
+        return RunError(f"{self.shown}: {what} cannot be written ({reason}){kept}; fix that and {again}")
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -297,3 +298,14 @@ def plot_curves(history: dict[str, list[float]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def open_run_folder(path: str | os.PathLike[str], resume: str = "auto", run: dict[str, Any] | None = None) -> RunFolder:
+    """A local run folder, or one on object storage (``s3://``, chunkfit.train.remotefolder)."""
+    from ..store.remote import is_remote
+
+    if is_remote(path):
+        from .remotefolder import RemoteRunFolder
+
+        return RemoteRunFolder(str(path), resume, run)
+    return RunFolder(path, resume, run)

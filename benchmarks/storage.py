@@ -1,0 +1,135 @@
+"""Object storage against local disk: training windows/s and ingest MB/s, side by side in one run.
+
+    python benchmarks/storage.py [--rows 1000000] [--samples 400000] [--chunk 65536] [--delay-ms 20]
+
+Starts moto's S3 server on loopback and a small proxy in front of it that holds each request for
+``--delay-ms`` before passing it on (a far endpoint's round trip). Then, for each place (local disk,
+the S3 server, the S3 server through the delaying proxy): ``chunkfit ingest`` of one CSV (MB of CSV
+per second) and ``chunkfit train`` for one epoch on the same synthetic store (windows/s, from the
+epoch line), each in its own subprocess. Prints the ratios to local disk.
+
+moto is a Python server: its own cost per request is part of what is measured, so a real S3
+endpoint (or MinIO) is not slower than this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+OUT = Path("bench-out") / "storage"
+
+
+def start_proxy(target_port: int, delay: float) -> int:
+    """A TCP proxy on a free loopback port: the first bytes of each request wait ``delay`` seconds."""
+    ready: list[int] = []
+    started = threading.Event()
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: dict[str, bool],
+                   upstream: bool) -> None:
+        try:
+            while data := await reader.read(1 << 16):
+                if upstream and state["idle"]:
+                    state["idle"] = False
+                    await asyncio.sleep(delay)  # a new request: one round trip's delay
+                if not upstream:
+                    state["idle"] = True  # the response came: the next bytes up start a request
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        server_r, server_w = await asyncio.open_connection("127.0.0.1", target_port)
+        state = {"idle": True}
+        await asyncio.gather(pipe(client_r, server_w, state, True), pipe(server_r, client_w, state, False))
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        ready.append(server.sockets[0].getsockname()[1])
+        started.set()
+        await server.serve_forever()
+
+    threading.Thread(target=lambda: asyncio.run(main()), daemon=True).start()
+    started.wait()
+    return ready[0]
+
+
+def chunkfit(args: list[str], env: dict[str, str]) -> tuple[float, str]:
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "chunkfit", *args], env=env, capture_output=True, text=True,
+                            check=False)
+    seconds = time.perf_counter() - started
+    if result.returncode != 0:
+        raise SystemExit(f"chunkfit {' '.join(args)} failed:\n{result.stderr}")
+    return seconds, result.stdout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000, help="CSV rows (4 channels) to ingest")
+    ap.add_argument("--samples", type=int, default=400_000, help="samples of the training store")
+    ap.add_argument("--chunk", type=int, default=65_536, help="train --chunk (samples per block)")
+    ap.add_argument("--delay-ms", type=float, default=20.0)
+    opts = ap.parse_args()
+
+    import numpy as np
+    from s3support import make_bucket, start_server
+
+    from chunkfit.synth import SynthSpec, balanced_anomalies, synth
+
+    shutil.rmtree(OUT, ignore_errors=True)
+    OUT.mkdir(parents=True)
+    csv = OUT / "ingest.csv"
+    rng = np.random.default_rng(0)
+    with open(csv, "w") as f:
+        f.write("a,b,c,d\n")
+        np.savetxt(f, np.round(rng.normal(size=(opts.rows, 4)), 5), fmt="%.5f", delimiter=",")
+    mb = csv.stat().st_size / 1e6
+
+    server = start_server()
+    proxy = start_proxy(server.port, opts.delay_ms / 1000)
+    base = {**os.environ, **server.env(), "PYTHONPATH": str(REPO)}
+    os.environ.update(server.env())
+    bucket = make_bucket()
+    places = {
+        "local disk": (str(OUT), base),
+        "S3 (moto, loopback)": (f"s3://{bucket}/direct", base),
+        f"S3 + {opts.delay_ms:g} ms per request": (f"s3://{bucket}/delayed",
+                                                    {**base, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy}"}),
+    }
+    spec = SynthSpec(samples=opts.samples, anomalies=balanced_anomalies(opts.samples, 16), seed=1)
+    rows = []
+    try:
+        for name, (root, env) in places.items():
+            seconds, _ = chunkfit(["ingest", f"{root}/ingest.zarr", str(csv), "--rate", "100"], env)
+            store = f"{root}/train.zarr"
+            os.environ["AWS_ENDPOINT_URL"] = env["AWS_ENDPOINT_URL"]
+            synth(store, spec)
+            _, out = chunkfit(["train", store, "--window", "16", "--epochs", "1", "--chunk", str(opts.chunk),
+                               "--batch-size", "512", "--out", f"{OUT}/run-{len(rows)}"], env)
+            wps = float(re.search(r"([\d,]+) windows/s", out).group(1).replace(",", ""))  # type: ignore[union-attr]
+            rows.append((name, mb / seconds, wps))
+            print(f"{name}: ingest {mb / seconds:.1f} MB/s, train {wps:,.0f} windows/s", flush=True)
+    finally:
+        server.stop()
+    local = rows[0]
+    print("\n| where | ingest MB/s | vs local | training windows/s | vs local |\n|---|---:|---:|---:|---:|")
+    for name, ingest, train in rows:
+        print(f"| {name} | {ingest:.1f} | {ingest / local[1]:.2f}x | {train:,.0f} | {train / local[2]:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

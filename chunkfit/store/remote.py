@@ -1,0 +1,293 @@
+"""Stores on object storage (``s3://bucket/prefix.zarr``): the objects of one store, and its lease.
+
+Object stores have no rename, so a store's transaction is committed by one small object written
+last: the root ``zarr.json``, whose ``chunkfit`` attribute holds the committed length of every array
+(``committed``). Readers clip every array to it; chunks past it are an unfinished write's and are
+never read. A new store is invisible until its root ``zarr.json`` exists. One writer at a time holds
+the store's lease object (``.chunkfit-lease``), made by a conditional put (``If-None-Match: *``), renewed
+while it writes, and taken over only when it expired or its process on this host is gone.
+
+Credentials and endpoint come the standard way (AWS environment variables and profiles,
+``AWS_ENDPOINT_URL``); ``CHUNKFIT_S3_ANON=1`` (the CLI's ``--anon``) reads public buckets unsigned.
+zarr reads through ``zarr.storage.FsspecStore`` over s3fs: the same filesystem xarray and dask use
+with ``storage_options``, so what chunkfit writes opens there unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .._fs import pid_alive
+from ..errors import ChunkfitError, ReadOnlyError, RemoteError, StoreBusyError, StoreNotFoundError
+
+SCHEME = "s3://"
+LEASE = ".chunkfit-lease"
+ROOT = "zarr.json"
+T = TypeVar("T")
+
+
+def is_remote(path: object) -> bool:
+    """Whether ``path`` names a store or run on object storage (``s3://``)."""
+    return isinstance(path, str) and path.startswith(SCHEME)
+
+
+class Url(str):
+    """An ``s3://`` location where chunkfit otherwise holds a ``Path``: ``str()`` is the URL."""
+
+    def resolve(self) -> Url:
+        return self
+
+    def __truediv__(self, other: str) -> Url:
+        return Url(self.rstrip("/") + "/" + other)
+
+    @property
+    def name(self) -> str:
+        return self.rstrip("/").rsplit("/", 1)[-1]
+
+
+def storage_options() -> dict[str, Any]:
+    """The s3fs options chunkfit uses, also for xarray (``storage_options=``): no secrets, only
+    behaviour; credentials are found by botocore."""
+    opts: dict[str, Any] = {
+        "anon": os.environ.get("CHUNKFIT_S3_ANON") == "1",
+        "config_kwargs": {
+            "connect_timeout": 3,
+            "read_timeout": 30,
+            "retries": {"max_attempts": int(os.environ.get("CHUNKFIT_S3_RETRIES", "4")), "mode": "standard"},
+        },
+    }
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        opts["endpoint_url"] = endpoint
+    return opts
+
+
+def _endpoint() -> str:
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "AWS S3"
+
+
+def translate(url: str, err: BaseException, kept: str) -> BaseException:
+    """An object-storage failure as one line naming the URL and what was kept; other errors as they are."""
+    text = " ".join(str(err).split())
+    bucket = url[len(SCHEME) :].split("/", 1)[0]
+    if isinstance(err, FileNotFoundError) and "bucket" in text.lower():
+        return StoreNotFoundError(f"{url}: bucket {bucket!r} does not exist at {_endpoint()}; create it or check the URL")
+    if type(err).__name__ in {"NoCredentialsError", "PartialCredentialsError"}:
+        return ReadOnlyError(
+            f"{url}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            f"or pass --anon for a public bucket ({kept})"
+        )
+    if isinstance(err, PermissionError):
+        return ReadOnlyError(
+            f"{url}: access denied by {_endpoint()}; check the credentials (AWS_PROFILE or AWS_ACCESS_KEY_ID) "
+            f"and the bucket policy ({kept})"
+        )
+    if isinstance(err, (ConnectionError, TimeoutError)) or type(err).__name__ in {
+        "EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ClientConnectorError",
+        "ServerDisconnectedError", "ClientOSError", "ConnectionClosedError",
+    } or (isinstance(err, OSError) and "connect" in text.lower()):
+        return RemoteError(f"{url}: the endpoint {_endpoint()} cannot be reached after retries ({type(err).__name__}); {kept}")
+    return err
+
+
+def guarded(url: str, kept: str, call: Callable[[], T]) -> T:
+    """Run ``call``; an object-storage failure becomes the one-line error of ``translate``."""
+    try:
+        return call()
+    except ChunkfitError:
+        raise
+    except Exception as err:
+        out = translate(url, err, kept)
+        if out is err:
+            raise
+        raise out from None
+
+
+class Remote:
+    """The objects under one ``s3://`` prefix, addressed by keys relative to it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = Url(url.rstrip("/"))
+        self.root = self.url[len(SCHEME) :]
+        self._fs: Any = None
+        self._pool: Any = None
+        self._inflight: Any = None
+
+    @property
+    def fs(self) -> Any:
+        if self._fs is None:
+            try:
+                import s3fs
+            except ImportError:
+                raise RemoteError(
+                    f"{self.url}: s3:// stores need s3fs; install it with `pip install 'chunkfit[s3]'`"
+                ) from None
+            self._fs = s3fs.S3FileSystem(**storage_options())
+        return self._fs
+
+    def key(self, rel: str) -> str:
+        return f"{self.root}/{rel}"
+
+    def get(self, rel: str) -> bytes | None:
+        try:
+            return bytes(self.fs.cat_file(self.key(rel)))
+        except FileNotFoundError as err:
+            if "bucket" in str(err).lower():
+                raise
+            return None
+
+    def put(self, rel: str, data: bytes) -> None:
+        self.fs.pipe_file(self.key(rel), data)
+
+    def put_many(self, objects: dict[str, bytes]) -> None:
+        """Write the objects concurrently (s3fs sends them on its event loop)."""
+        if objects:
+            self.fs.pipe({self.key(k): v for k, v in objects.items()})
+
+    def put_behind(self, objects: dict[str, bytes]) -> None:
+        """``put_many`` in a background thread, so the caller encodes the next chunks meanwhile; one
+        batch in flight at a time. Its failure is raised by the next ``put_behind`` or by ``settle``."""
+        self.settle()
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunkfit-upload")
+        self._inflight = self._pool.submit(self.put_many, objects)
+
+    def settle(self) -> None:
+        """Wait for the batch ``put_behind`` sent; raise its failure."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            inflight.result()
+
+    def create(self, rel: str, data: bytes) -> bool:
+        """Write ``rel`` only if no object has that key (a conditional put); False if one does."""
+        try:
+            self.fs.pipe_file(self.key(rel), data, mode="create")
+        except FileExistsError:
+            return False
+        return True
+
+    def keys(self, rel: str = "") -> list[str]:
+        """Keys under ``rel`` (relative to the prefix), listed fresh."""
+        base = self.key(rel).rstrip("/")
+        try:
+            found = self.fs.find(base, detail=False)
+        except FileNotFoundError as err:
+            if "bucket" in str(err).lower():
+                raise
+            return []
+        self.fs.invalidate_cache()
+        start = len(self.root) + 1
+        return [k[start:] for k in found if k.startswith(self.root + "/")]
+
+    def delete(self, keys: Iterable[str]) -> None:
+        paths = [self.key(k) for k in keys]
+        if paths:
+            self.fs.rm(paths)
+
+    def clear(self, keep: str | None = None) -> None:
+        """Delete every object under the prefix but ``keep``."""
+        self.delete([k for k in self.keys() if k != keep])
+
+    def size(self) -> int:
+        return int(self.fs.du(self.root))
+
+    def zarr_store(self, read_only: bool) -> Any:
+        from zarr.storage import FsspecStore
+
+        return FsspecStore.from_url(str(self.url), storage_options=storage_options(), read_only=read_only)
+
+
+def upload_tree(local: Path, remote: Remote) -> None:
+    """Upload the zarr folder ``local`` to ``remote``, its root ``zarr.json`` last (the commit)."""
+    files = {str(p.relative_to(local)): p for p in local.rglob("*") if p.is_file()}
+    remote.put_many({k: p.read_bytes() for k, p in files.items() if k != ROOT})
+    if ROOT in files:
+        remote.put(ROOT, files[ROOT].read_bytes())
+
+
+def fetch_files(remote: Remote, names: Iterable[str], local: Path) -> list[str]:
+    """Download the objects ``names`` (those that exist) into folder ``local``; returns their names."""
+    got = []
+    local.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        data = remote.get(name)
+        if data is not None:
+            (local / name).write_bytes(data)
+            got.append(name)
+    return got
+
+
+class Lease:
+    """The one writer of a store on object storage, as an object that expires unless renewed."""
+
+    def __init__(self, remote: Remote, seconds: float | None = None, doing: str = "writing this store",
+                 busy: type[Exception] = StoreBusyError) -> None:
+        self.remote = remote
+        self.doing, self.busy = doing, busy
+        self.seconds = float(seconds if seconds is not None else os.environ.get("CHUNKFIT_LEASE_SECONDS", "60"))
+        self.owner = uuid.uuid4().hex
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _body(self) -> bytes:
+        return json.dumps({"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(),
+                           "expires": time.time() + self.seconds}).encode()
+
+    def holder(self) -> dict[str, Any] | None:
+        """The live lease's record, or None when there is none or it is stale."""
+        raw = self.remote.get(LEASE)
+        if raw is None:
+            return None
+        try:
+            rec = json.loads(raw)
+            expired = float(rec["expires"]) < time.time()
+            gone = rec.get("host") == socket.gethostname() and not pid_alive(int(rec["pid"]))
+        except (ValueError, KeyError, TypeError):
+            return None  # unreadable: a write cut short, not a writer
+        return None if expired or gone else rec
+
+    def acquire(self) -> None:
+        """Take the lease, or raise ``StoreBusyError`` naming the writer that holds it."""
+        for _ in range(3):
+            if self.remote.create(LEASE, self._body()):
+                self._thread = threading.Thread(target=self._renew, name="chunkfit-lease", daemon=True)
+                self._thread.start()
+                return
+            rec = self.holder()
+            if rec is not None:
+                left = max(0, round(float(rec["expires"]) - time.time()))
+                raise self.busy(
+                    f"{self.remote.url}: another process (pid {rec.get('pid')} on {rec.get('host')}) is {self.doing}; "
+                    f"run the command again when it has finished (its lease expires in {left} s)"
+                )
+            self.remote.delete([LEASE])  # stale: its writer was killed
+        raise self.busy(f"{self.remote.url}: the lease keeps changing hands; run the command again")
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.seconds / 3):
+            try:
+                self.remote.put(LEASE, self._body())
+            except Exception:
+                pass
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        try:
+            raw = self.remote.get(LEASE)
+            if raw is not None and json.loads(raw).get("owner") == self.owner:
+                self.remote.delete([LEASE])
+        except Exception:
+            pass

@@ -1,0 +1,128 @@
+"""A run folder on object storage (``s3://bucket/runs/a``): the local run folder's logic on a staging
+folder, mirrored to the bucket at each point where the local folder is made consistent.
+
+Objects: ``run.json``, ``model.keras``, ``history.csv``, ``curves.png``; each checkpoint under
+``checkpoints/<sequence>/`` (``arrays.npz``, ``history.csv``, ``state.json``), and ``checkpoint.json``,
+the pointer to the current one, written only once every object of that checkpoint is stored; the
+previous checkpoint is deleted after the pointer moved. A kill at any moment leaves the pointer on a
+complete checkpoint, and any process (on any machine) resumes from it. One process at a time holds
+the run's lease object (as a store's, chunkfit.store.remote).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import BusyError
+from ..store.remote import LEASE, Lease, Remote, guarded
+from . import checkpoint
+from .runfolder import _RUN_FILES, CURVES_FILE, HISTORY_FILE, MODEL_FILE, RUN_FILE, RunFolder
+
+POINTER = "checkpoint.json"
+T = TypeVar("T")
+
+
+class RemoteRunFolder(RunFolder):
+    """``RunFolder`` for an ``s3://`` URL; see the module docstring."""
+
+    def __init__(self, url: str, resume: str = "auto", run: dict[str, Any] | None = None) -> None:
+        self.remote = Remote(url)
+        self.shown = str(self.remote.url)
+        self._lease = Lease(self.remote, doing="training into this run folder", busy=BusyError)
+        self._call("nothing was changed", self._lease.acquire)
+        self._stage = Path(tempfile.mkdtemp(prefix="chunkfit-run-"))
+        self._current: str | None = None  # the prefix checkpoint.json names
+        try:
+            local = self._stage / "run"
+            self._call("nothing was changed", lambda: self._download(local))
+            super().__init__(local, resume, run)
+        except BaseException:
+            self._lease.release()
+            shutil.rmtree(self._stage, ignore_errors=True)
+            raise
+
+    def _call(self, kept: str, call: Callable[[], T]) -> T:
+        return guarded(self.remote.url, kept, call)
+
+    def _download(self, local: Path) -> None:
+        """The run's files and its current checkpoint into ``local`` (left absent for a new run)."""
+        keys = set(self.remote.keys())
+        wanted = {name: self.remote.get(name) for name in _RUN_FILES if name in keys}
+        pointer = self.remote.get(POINTER) if POINTER in keys else None
+        if not wanted and pointer is None:
+            return
+        local.mkdir()
+        for name, data in wanted.items():
+            if data is not None:
+                (local / name).write_bytes(data)
+        if pointer is not None:
+            prefix = json.loads(pointer)["prefix"]
+            folder = local / checkpoint.CHECKPOINT
+            folder.mkdir()
+            for key in keys:
+                if key.startswith(prefix + "/"):
+                    (folder / key[len(prefix) + 1 :]).write_bytes(self.remote.get(key) or b"")
+            self._current = prefix
+
+    def _upload(self, names: list[str]) -> None:
+        kept = "the run's objects uploaded before it are intact; run the same command to resume"
+        files = {n: (self.path / n).read_bytes() for n in names if (self.path / n).is_file()}
+        self._call(kept, lambda: self.remote.put_many(files))
+
+    # -- the points where the local folder is consistent --------------------------------------------
+    def write_checkpoint(self, state: dict[str, Any], arrays: dict[str, Any]) -> None:
+        super().write_checkpoint(state, arrays)
+        folder = self.path / checkpoint.CHECKPOINT
+        prefix = f"checkpoints/{int(state['sequence']):08d}"
+        objects = {f"{prefix}/{p.name}": p.read_bytes() for p in folder.iterdir() if p.is_file()}
+        kept = "the previous checkpoint is intact there; run the same command to resume"
+        self._call(kept, lambda: self.remote.put_many(objects))
+        pointer = json.dumps({"sequence": int(state["sequence"]), "prefix": prefix}).encode()
+        self._call(kept, lambda: self.remote.put(POINTER, pointer))  # the checkpoint is complete: point at it
+        old, self._current = self._current, prefix
+        if old is not None and old != prefix:
+            self._call("the new checkpoint is intact there", lambda: self._delete_prefix(old))
+
+    def _delete_prefix(self, prefix: str) -> None:
+        self.remote.delete(k for k in self.remote.keys(prefix))
+
+    def remove_checkpoint(self) -> None:
+        super().remove_checkpoint()
+        self._call("the run's files are intact there", self._remove_remote_checkpoints)
+
+    def _remove_remote_checkpoints(self) -> None:
+        self.remote.delete([POINTER])
+        self._delete_prefix("checkpoints")
+        self._current = None
+
+    def write_json(self, record: dict[str, Any]) -> None:
+        super().write_json(record)
+        self._upload([HISTORY_FILE, RUN_FILE])
+
+    def save_model(self, model: Any) -> None:
+        super().save_model(model)
+        self._upload([MODEL_FILE])
+
+    def plot(self, history: dict[str, list[float]]) -> None:
+        super().plot(history)
+        self._upload([CURVES_FILE])
+
+    def _remove_run(self) -> None:
+        super()._remove_run()
+        self._call("nothing was changed", lambda: self.remote.clear(keep=LEASE))
+        self._current = None
+
+    def close(self, *, failed: bool = False) -> None:
+        try:
+            super().close(failed=failed)
+        except Exception:
+            if not failed:
+                raise  # after a failure the first error is the one to report; leftovers are a new run's to clear
+        finally:
+            self._lease.release()
+            shutil.rmtree(self._stage, ignore_errors=True)

@@ -1,0 +1,97 @@
+"""Object-storage faults as one line each: the endpoint going away mid-ingest or mid-training (after
+bounded retries, naming the URL and what was kept), access denied, a missing bucket."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from s3support import S3Server, make_bucket, s3fs_client, start_server, use_server
+from support import cli_command, cli_env, error_line, run_cli, write_csv
+
+from chunkfit.synth import SynthSpec, balanced_anomalies, synth
+
+ROWS = 200_000
+
+
+@pytest.fixture
+def own_server() -> Iterator[S3Server]:
+    """A server of this test's own, to stop in the middle of a command."""
+    server = start_server()
+    env = use_server(server)
+    next(env)
+    yield server
+    server.stop()
+    next(env, None)
+
+
+def _stop_when(server: S3Server, args: list[str], ready: Callable[[], bool]) -> subprocess.CompletedProcess[str]:
+    """Run ``chunkfit ARGS``; once ``ready()`` holds, stop the server."""
+    proc = subprocess.Popen(cli_command(*args), env={**cli_env(), "CHUNKFIT_S3_RETRIES": "2"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline and not ready():
+        time.sleep(0.05)
+    server.stop()
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(), err.decode())
+
+
+def test_endpoint_gone_mid_ingest_is_one_line_naming_the_url_and_that_no_store_was_created(
+        own_server: S3Server, tmp_path: Path) -> None:
+    bucket = make_bucket()
+    csv = write_csv(tmp_path / "big.csv", np.random.default_rng(0).normal(size=(ROWS, 2)), names=["a", "b"])
+    url = f"s3://{bucket}/k.zarr"
+    started = time.monotonic()
+    fs = s3fs_client()
+
+    def chunks_written() -> bool:
+        fs.invalidate_cache()
+        return bool(fs.find(f"{bucket}/k.zarr/signal"))
+
+    result = _stop_when(own_server, ["ingest", url, str(csv), "--rate", "10", "--chunk-samples", "256"], chunks_written)
+    assert error_line(result) == (
+        f"chunkfit: error: {url}: the endpoint {own_server.endpoint} cannot be reached after retries "
+        "(EndpointConnectionError); no store was created"
+    )
+    assert time.monotonic() - started < 60
+
+
+def test_endpoint_gone_mid_training_is_one_line_naming_the_url_and_the_kept_checkpoint(
+        own_server: S3Server, tmp_path: Path) -> None:
+    bucket = make_bucket()
+    store = f"s3://{bucket}/synth.zarr"
+    synth(store, SynthSpec(samples=2000, anomalies=balanced_anomalies(2000, 16), seed=1))
+    args = ["train", store, "--window", "16", "--chunk", "64", "--batch-size", "32", "--mix", "1", "--epochs", "3",
+            "--checkpoint-every", "1", "--out", str(tmp_path / "run")]
+    line = error_line(_stop_when(own_server, args, (tmp_path / "run" / "checkpoint" / "state.json").is_file))
+    assert line.startswith(f"chunkfit: error: {store}: the endpoint {own_server.endpoint} cannot be reached after retries (")
+    assert "; the store is unchanged; the checkpoint made " in line
+    assert line.endswith(f"is intact in {tmp_path / 'run'}")
+
+
+def test_missing_bucket_is_one_line(bucket: str) -> None:
+    assert error_line(run_cli("info", "s3://no-such-bucket-here/s.zarr")) == (
+        f"chunkfit: error: s3://no-such-bucket-here/s.zarr: bucket 'no-such-bucket-here' does not exist at "
+        f"{os.environ['AWS_ENDPOINT_URL']}; create it or check the URL"
+    )
+
+
+def test_access_denied_is_one_line() -> None:
+    server = start_server(authenticate=True)
+    try:
+        env = use_server(server)
+        next(env)
+        result = run_cli("info", "s3://bkt/s.zarr")
+        next(env, None)
+    finally:
+        server.stop()
+    assert error_line(result) == (
+        f"chunkfit: error: s3://bkt/s.zarr: access denied by {server.endpoint}; check the credentials (AWS_PROFILE "
+        "or AWS_ACCESS_KEY_ID) and the bucket policy (nothing was read)"
+    )

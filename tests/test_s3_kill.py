@@ -1,0 +1,80 @@
+"""``kill -9`` of a real ingest into an ``s3://`` store: a new store stays invisible and ``--repair``
+removes its objects; a killed append leaves the committed store, and the next append takes over."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from s3support import s3fs_client
+from support import cli_command, cli_env, error_line, make_store, run_cli, write_csv
+
+import chunkfit
+
+ROWS = 200_000
+
+
+@pytest.fixture(scope="module")
+def csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rng = np.random.default_rng(3)
+    return write_csv(tmp_path_factory.mktemp("s3kill") / "big.csv", rng.normal(size=(ROWS, 2)), names=["a", "b"])
+
+
+def _kill_once_chunks_are_written(args: list[str], bucket: str, prefix: str) -> None:
+    """Start ``chunkfit ARGS``, wait until its first signal chunks are on the server, ``kill -9`` it."""
+    fs = s3fs_client()
+    proc = subprocess.Popen(cli_command(*args), env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            fs.invalidate_cache()
+            if any("/signal/c/" in k for k in fs.find(f"{bucket}/{prefix}")):
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, "the ingest ended before it could be killed"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_killed_new_s3_ingest_leaves_no_store_and_repair_removes_its_objects(bucket: str, csv: Path) -> None:
+    url = f"s3://{bucket}/k.zarr"
+    _kill_once_chunks_are_written(["ingest", url, str(csv), "--rate", "10", "--chunk-samples", "256"], bucket, "k.zarr")
+    assert error_line(run_cli("info", url)) == (
+        f"chunkfit: error: {url}: store not found: it holds objects of an unfinished ingest, but no committed "
+        f"store; remove them with `chunkfit ingest --repair {url}`"
+    )
+    result = run_cli("ingest", "--repair", url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{url}: removed ") and result.stdout.rstrip().endswith("no store was there")
+    assert s3fs_client().find(f"{bucket}/k.zarr") == []
+
+
+def test_new_s3_ingest_after_a_killed_one_replaces_its_leftovers(bucket: str, csv: Path) -> None:
+    url = f"s3://{bucket}/k.zarr"
+    args = ["ingest", url, str(csv), "--rate", "10", "--chunk-samples", "256"]
+    _kill_once_chunks_are_written(args, bucket, "k.zarr")
+    result = run_cli("ingest", url, str(csv), "--rate", "10", "--chunk-samples", "65536")
+    assert result.returncode == 0, result.stderr
+    with chunkfit.open_store(url) as s:
+        assert (s.n_samples, s.chunk_samples) == (ROWS, 65536)
+    chunks = s3fs_client().find(f"{bucket}/k.zarr/signal/c")
+    assert len(chunks) == -(-ROWS // 65536)  # the killed ingest's 256-sample chunks are gone
+
+
+def test_killed_s3_append_leaves_the_committed_store_and_the_next_append_succeeds(bucket: str, csv: Path) -> None:
+    url = f"s3://{bucket}/a.zarr"
+    sig = np.random.default_rng(0).normal(size=(1000, 2)).astype(np.float32)
+    make_store(url, sig, channels=["a", "b"], rate=10.0, chunk=4096)
+    _kill_once_chunks_are_written(["ingest", "--append", url, str(csv), "--rate", "10"], bucket, "a.zarr/signal/c/1")
+    with chunkfit.open_store(url) as s:
+        assert s.n_samples == 1000
+        np.testing.assert_array_equal(s.read(0, 1000), sig)
+    result = run_cli("ingest", "--append", url, str(csv), "--rate", "10")
+    assert result.returncode == 0, result.stderr
+    with chunkfit.open_store(url) as s:
+        assert s.n_samples == 1000 + ROWS
+        np.testing.assert_array_equal(s.read(0, 1000), sig)

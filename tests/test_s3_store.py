@@ -1,0 +1,184 @@
+"""Stores on object storage (``s3://``) against a real S3-protocol server on loopback (moto): a store
+written there reads back as the same store written locally, through chunkfit, zarr and xarray; an
+append commits whole or not at all; one writer at a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from s3support import s3fs_client
+from support import REPO, assert_same_contents, cli_command, cli_env, contents, error_line, make_store, run_cli
+
+import chunkfit
+from chunkfit.errors import StoreBusyError, StoreNotFoundError, UsageError
+from chunkfit.store.remote import Lease, Remote
+
+CSV = REPO / "data" / "ecg208.csv"
+
+
+def _signal(n: int = 3000, c: int = 2, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=(n, c)).astype(np.float32)
+
+
+def _store_args() -> dict[str, object]:
+    return {"segments": [(0, 1200), (1500, 3000)], "events": [5, 700, 2999], "labels": np.arange(3000) % 3}
+
+
+def test_store_written_to_s3_reads_back_equal_to_the_same_store_written_locally(bucket: str, tmp_path: Path) -> None:
+    sig = _signal()
+    local = make_store(tmp_path / "l.zarr", sig, **_store_args())  # type: ignore[arg-type]
+    url = make_store(f"s3://{bucket}/s.zarr", sig, **_store_args())  # type: ignore[arg-type]
+    here, there = contents(local), contents(url)
+    assert there["attrs"].pop("committed") == {"signal": 3000, "labels": 3000, "events": 3, "segments": 2}
+    assert_same_contents(here, there)
+
+
+def test_info_of_an_s3_store_names_the_url_and_its_samples(bucket: str) -> None:
+    url = make_store(f"s3://{bucket}/s.zarr", _signal())
+    result = run_cli("info", url, "--json")
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert (info["path"], info["samples"], info["backend"]) == (url, 3000, "zarr")
+    assert info["bytes_on_disk"] > 0
+
+
+def test_xarray_opens_an_s3_store_with_chunkfits_storage_options(bucket: str) -> None:
+    xr = pytest.importorskip("xarray")
+    from chunkfit.store.remote import storage_options
+
+    sig = _signal()
+    url = make_store(f"s3://{bucket}/s.zarr", sig)
+    ds = xr.open_zarr(url, storage_options=storage_options(), consolidated=False)
+    np.testing.assert_array_equal(ds["signal"].values, sig)
+    assert ds["signal"].dims == ("time", "channel")
+
+
+def test_missing_s3_store_is_refused_in_one_line(bucket: str) -> None:
+    line = error_line(run_cli("info", f"s3://{bucket}/none.zarr"))
+    assert line == (f"chunkfit: error: s3://{bucket}/none.zarr: store not found; create it with "
+                    f"`chunkfit ingest s3://{bucket}/none.zarr SOURCE`")
+
+
+def test_hdf5_store_on_s3_is_refused_in_one_line(bucket: str) -> None:
+    with pytest.raises(UsageError, match=r"HDF5 stores are not supported on object storage; ingest into a \.zarr"):
+        chunkfit.open_store(f"s3://{bucket}/s.h5")
+
+
+def test_ingest_cli_to_s3_then_append_reads_back_as_two_local_ingests(bucket: str, tmp_path: Path) -> None:
+    url = f"s3://{bucket}/ecg.zarr"
+    for args in ([url, CSV], ["--append", url, CSV]):
+        result = run_cli("ingest", *args, "--rate", "360", "--chunk-samples", "4096")
+        assert result.returncode == 0, result.stderr
+    local = tmp_path / "ecg.zarr"
+    for args in ([local, CSV], ["--append", local, CSV]):
+        assert run_cli("ingest", *args, "--rate", "360", "--chunk-samples", "4096").returncode == 0
+    here, there = contents(local), contents(url)
+    committed = there["attrs"].pop("committed")
+    assert committed["signal"] == here["signal"].shape[0]
+    for h, t in zip(here["attrs"]["sources"], there["attrs"]["sources"], strict=True):
+        t["ingested_at"] = h.get("ingested_at")
+    here["attrs"]["sources"] = there["attrs"]["sources"]
+    assert_same_contents(here, there)
+
+
+def test_rows_past_the_committed_length_are_not_read(bucket: str) -> None:
+    sig = _signal()
+    url = make_store(f"s3://{bucket}/s.zarr", sig)
+    import zarr
+
+    arr = zarr.open_array(Remote(url).zarr_store(read_only=False), path="signal", mode="r+")
+    arr.resize((3500, 2))
+    arr[3000:] = 9.0  # an append cut short before its commit
+    with chunkfit.open_store(url) as s:
+        assert s.n_samples == 3000
+        np.testing.assert_array_equal(s.read(0, 3000), sig)
+
+
+def test_append_after_an_append_cut_short_overwrites_its_rows(bucket: str) -> None:
+    url = make_store(f"s3://{bucket}/s.zarr", _signal())
+    import zarr
+
+    arr = zarr.open_array(Remote(url).zarr_store(read_only=False), path="signal", mode="r+")
+    arr.resize((3500, 2))
+    arr[3000:] = 9.0
+    more = _signal(100, seed=1)
+    with chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True) as w:
+        w.write(more)
+        w.add_segment(3000, 3100)
+        w.commit()
+    with chunkfit.open_store(url) as s:
+        assert s.n_samples == 3100
+        np.testing.assert_array_equal(s.read(3000, 3100), more)
+
+
+def test_second_writer_while_one_holds_the_lease_is_refused(bucket: str) -> None:
+    url = make_store(f"s3://{bucket}/s.zarr", _signal())
+    holder = Lease(Remote(url))
+    holder.acquire()
+    try:
+        with pytest.raises(StoreBusyError, match=r"another process \(pid \d+ on .*\) is writing this store"):
+            chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True)
+    finally:
+        holder.release()
+    with chunkfit.open_store(url) as s:
+        assert s.n_samples == 3000
+
+
+def test_failed_new_s3_store_leaves_no_object(bucket: str) -> None:
+    url = f"s3://{bucket}/s.zarr"
+    writer = chunkfit.StoreWriter(url, channels=["a"], sample_rate=1.0, has_labels=False, append=False)
+    with pytest.raises(RuntimeError, match="boom"), writer as w:
+        w.write(np.zeros((200_000, 1), dtype=np.float32))
+        raise RuntimeError("boom")
+    assert s3fs_client().find(f"{bucket}/") == []
+    with pytest.raises(StoreNotFoundError):
+        chunkfit.open_store(url)
+
+
+def test_cli_append_while_another_process_appends_is_refused_in_one_line(bucket: str) -> None:
+    url = make_store(f"s3://{bucket}/s.zarr", _signal(), channels=["time_s", "mlii_mv"])
+    holder = Lease(Remote(url))
+    holder.acquire()
+    try:
+        line = error_line(run_cli("ingest", "--append", url, CSV, "--rate", "100"))
+    finally:
+        holder.release()
+    assert re.fullmatch(
+        rf"chunkfit: error: {url}: another process \(pid {os.getpid()} on .+\) is writing this store; run the "
+        r"command again when it has finished \(its lease expires in \d+ s\)", line), line
+
+
+def _without_credentials() -> dict[str, str]:
+    env = {k: v for k, v in cli_env().items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    return {**env, "AWS_EC2_METADATA_DISABLED": "true", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+            "AWS_CONFIG_FILE": "/nonexistent"}
+
+
+def test_anon_reads_a_store_of_a_public_bucket_without_credentials(bucket: str) -> None:
+    url = make_store(f"s3://{bucket}/s.zarr", _signal())
+    import boto3
+
+    client = boto3.client("s3")  # public objects (moto grants anonymous reads by ACL)
+    client.put_bucket_acl(Bucket=bucket, ACL="public-read")
+    for key in s3fs_client().find(bucket):
+        client.put_object_acl(Bucket=bucket, Key=key.split("/", 1)[1], ACL="public-read")
+    result = subprocess.run(cli_command("--anon", "info", url, "--json"), env=_without_credentials(),
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["samples"] == 3000
+
+
+def test_no_credentials_without_anon_is_one_line(bucket: str) -> None:
+    url = make_store(f"s3://{bucket}/s.zarr", _signal())
+    result = subprocess.run(cli_command("info", url), env=_without_credentials(), capture_output=True, text=True,
+                            check=False)
+    assert error_line(result) == (
+        f"chunkfit: error: {url}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY, or pass --anon for a public bucket (nothing was read)"
+    )
