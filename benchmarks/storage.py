@@ -8,8 +8,9 @@ the S3 server, the S3 server through the delaying proxy): ``chunkfit ingest`` of
 per second) and ``chunkfit train`` for one epoch on the same synthetic store (windows/s, from the
 epoch line), each in its own subprocess. Prints the ratios to local disk.
 
-moto is a Python server: its own cost per request is part of what is measured, so a real S3
-endpoint (or MinIO) is not slower than this.
+moto is a Python server on the same cores: its own CPU per request is part of what is measured,
+so a real S3 endpoint (or MinIO elsewhere) is not slower than this. The table gives the server's CPU
+seconds during each ingest, and the ingest's wall time beside them.
 """
 
 from __future__ import annotations
@@ -99,7 +100,15 @@ def main() -> None:
         np.savetxt(f, np.round(rng.normal(size=(opts.rows, 4)), 5), fmt="%.5f", delimiter=",")
     mb = csv.stat().st_size / 1e6
 
+    import psutil
+
     server = start_server()
+    moto = psutil.Process(server.process.pid)
+
+    def server_cpu() -> float:
+        t = moto.cpu_times()
+        return t.user + t.system
+
     proxy = start_proxy(server.port, opts.delay_ms / 1000)
     base = {**os.environ, **server.env(), "PYTHONPATH": str(REPO)}
     os.environ.update(server.env())
@@ -114,21 +123,26 @@ def main() -> None:
     rows = []
     try:
         for name, (root, env) in places.items():
+            cpu0 = server_cpu()
             seconds, _ = chunkfit(["ingest", f"{root}/ingest.zarr", str(csv), "--rate", "100"], env)
+            moto_cpu = server_cpu() - cpu0
             store = f"{root}/train.zarr"
             os.environ["AWS_ENDPOINT_URL"] = env["AWS_ENDPOINT_URL"]
             synth(store, spec)
             _, out = chunkfit(["train", store, "--window", "16", "--epochs", "1", "--chunk", str(opts.chunk),
                                "--batch-size", "512", "--out", f"{OUT}/run-{len(rows)}"], env)
             wps = float(re.search(r"([\d,]+) windows/s", out).group(1).replace(",", ""))  # type: ignore[union-attr]
-            rows.append((name, mb / seconds, wps))
-            print(f"{name}: ingest {mb / seconds:.1f} MB/s, train {wps:,.0f} windows/s", flush=True)
+            rows.append((name, mb / seconds, wps, seconds, moto_cpu))
+            print(f"{name}: ingest {mb / seconds:.1f} MB/s ({seconds:.1f} s, server CPU {moto_cpu:.1f} s), "
+                  f"train {wps:,.0f} windows/s", flush=True)
     finally:
         server.stop()
     local = rows[0]
-    print("\n| where | ingest MB/s | vs local | training windows/s | vs local |\n|---|---:|---:|---:|---:|")
-    for name, ingest, train in rows:
-        print(f"| {name} | {ingest:.1f} | {ingest / local[1]:.2f}x | {train:,.0f} | {train / local[2]:.2f}x |")
+    print("\n| where | ingest MB/s | vs local | ingest wall s | S3 server CPU s | training windows/s | vs local |\n"
+          "|---|---:|---:|---:|---:|---:|---:|")
+    for name, ingest, train, seconds, moto_cpu in rows:
+        print(f"| {name} | {ingest:.1f} | {ingest / local[1]:.2f}x | {seconds:.1f} | {moto_cpu:.1f} | {train:,.0f} | "
+              f"{train / local[2]:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -130,6 +130,59 @@ def test_second_writer_while_one_holds_the_lease_is_refused(bucket: str) -> None
         assert s.n_samples == 3000
 
 
+def _stale_lease(url: str) -> None:
+    """The lease of a writer on another host that stopped renewing it a minute ago."""
+    record = {"owner": "gone", "host": "elsewhere", "pid": 1, "expires": 0}
+    Remote(url).put(".chunkfit-lease", json.dumps(record).encode())
+
+
+def test_of_two_takers_of_one_stale_lease_only_the_first_gets_it(bucket: str) -> None:
+    url = make_store(f"s3://{bucket}/s.zarr", _signal())
+    _stale_lease(url)
+    remote = Remote(url)
+    found = remote.get_tagged(".chunkfit-lease")
+    assert found is not None
+    seen = found[1]  # both takers found the lease stale with this ETag
+    assert remote.put_if(".chunkfit-lease", b"first", etag=seen) is not None
+    assert remote.put_if(".chunkfit-lease", b"second", etag=seen) is None
+    assert remote.get(".chunkfit-lease") == b"first"
+
+
+def test_stale_lease_is_taken_over_and_the_next_writer_is_refused(bucket: str) -> None:
+    url = make_store(f"s3://{bucket}/s.zarr", _signal())
+    _stale_lease(url)
+    first = Lease(Remote(url))
+    first.acquire()
+    try:
+        with pytest.raises(StoreBusyError, match=rf"another process \(pid {os.getpid()} on .*\) is writing this store"):
+            Lease(Remote(url)).acquire()
+    finally:
+        first.release()
+    assert Remote(url).get(".chunkfit-lease") is None
+
+
+def test_holder_whose_lease_was_taken_over_commits_nothing_and_leaves_the_new_lease(bucket: str) -> None:
+    url = make_store(f"s3://{bucket}/s.zarr", _signal())
+    writer = chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True)
+    writer.write(_signal(100, seed=1))
+    lease = writer._lease
+    assert lease is not None
+    lease._stop.set()  # the writer stalls: its lease goes unrenewed past its expiry
+    lease._thread.join()  # type: ignore[union-attr]
+    _stale_lease(url)  # (expired, as it would be after a minute without renewal)
+    taker = Lease(Remote(url))
+    taker.acquire()
+    try:
+        with pytest.raises(StoreBusyError, match=r"lease expired unrenewed and another process took it over, so "
+                                                 r"nothing was committed"):
+            writer.commit()
+        assert json.loads(Remote(url).get(".chunkfit-lease") or b"{}")["owner"] == taker.owner
+    finally:
+        taker.release()
+    with chunkfit.open_store(url) as s:
+        assert s.n_samples == 3000
+
+
 def test_failed_new_s3_store_leaves_no_object(bucket: str) -> None:
     url = f"s3://{bucket}/s.zarr"
     writer = chunkfit.StoreWriter(url, channels=["a"], sample_rate=1.0, has_labels=False, append=False)

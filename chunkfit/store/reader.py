@@ -187,7 +187,7 @@ class Store:
         listed = self._listed.get(name)
         if listed is None or key not in listed:  # listed once, again only for a chunk not seen yet
             remote = self.remote
-            listed = self._listed[name] = set(guarded(remote.url, "nothing was written", lambda: remote.keys(name)))
+            listed = self._listed[name] = set(guarded(remote.url, "the store is unchanged", lambda: remote.keys(name)))
         return f"{name}/{key}" in listed
 
     def check_chunks(self) -> None:

@@ -168,6 +168,55 @@ class Remote:
         if inflight is not None:
             inflight.result()
 
+    def _bucket_key(self, rel: str) -> tuple[str, str]:
+        bucket, _, key = self.key(rel).partition("/")
+        return bucket, key
+
+    def get_tagged(self, rel: str) -> tuple[bytes, str] | None:
+        """The object's bytes and ETag, from one response (so the two belong together), or None."""
+        from fsspec.asyn import sync
+
+        bucket, key = self._bucket_key(rel)
+
+        async def fetch() -> tuple[bytes, str]:
+            reply = await self.fs._call_s3("get_object", Bucket=bucket, Key=key)
+            return bytes(await reply["Body"].read()), str(reply["ETag"])
+
+        try:
+            return sync(self.fs.loop, fetch)
+        except FileNotFoundError as err:
+            if "bucket" in str(err).lower():
+                raise
+            return None
+
+    def put_if(self, rel: str, data: bytes, etag: str | None = None) -> str | None:
+        """A conditional put: only while no object has the key (``etag`` None) or while the object is
+        still the one with ``etag``. The new ETag, or None when the condition did not hold."""
+        bucket, key = self._bucket_key(rel)
+        condition = {"IfNoneMatch": "*"} if etag is None else {"IfMatch": etag}
+        try:
+            reply = self.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, **condition)
+        except OSError as err:
+            if _precondition_failed(err):
+                return None
+            raise
+        self.fs.invalidate_cache(self.key(rel))
+        return str(reply["ETag"])
+
+    def delete_if(self, rel: str, etag: str) -> bool:
+        """Delete the object only while it is the one with ``etag``; False when it is not."""
+        bucket, key = self._bucket_key(rel)
+        try:
+            self.fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=etag)
+        except FileNotFoundError:
+            return False
+        except OSError as err:
+            if _precondition_failed(err):
+                return False
+            raise
+        self.fs.invalidate_cache(self.key(rel))
+        return True
+
     def create(self, rel: str, data: bytes) -> bool:
         """Write ``rel`` only if no object has that key (a conditional put); False if one does."""
         try:
@@ -227,8 +276,23 @@ def fetch_files(remote: Remote, names: Iterable[str], local: Path) -> list[str]:
     return got
 
 
+def _precondition_failed(err: BaseException) -> bool:
+    """Whether a request failed because its condition (If-Match, If-None-Match) did not hold (412)."""
+    cause = err.__cause__ or err.__context__
+    code = getattr(cause, "response", {}).get("Error", {}).get("Code") if cause is not None else None
+    return code in ("PreconditionFailed", "412") or "pre-condition" in str(err).lower()
+
+
 class Lease:
-    """The one writer of a store on object storage, as an object that expires unless renewed."""
+    """The one writer of a store on object storage, as an object that expires unless renewed.
+
+    Every write of the lease is conditional, so that of two processes only one can hold it: it is
+    created only where none exists (If-None-Match), a stale one is taken over only while it is still
+    the object that was found stale (If-Match on its ETag), and it is renewed and deleted only while
+    it is still the holder's own (If-Match on the ETag of its last write). A holder whose lease was
+    taken over (it went unrenewed past its expiry) finds out at its next renewal, and ``confirm``
+    refuses to let it commit.
+    """
 
     def __init__(self, remote: Remote, seconds: float | None = None, doing: str = "writing this store",
                  busy: type[Exception] = StoreBusyError) -> None:
@@ -236,8 +300,11 @@ class Lease:
         self.doing, self.busy = doing, busy
         self.seconds = float(seconds if seconds is not None else os.environ.get("CHUNKFIT_LEASE_SECONDS", "60"))
         self.owner = uuid.uuid4().hex
+        self.etag: str | None = None  # of this holder's last write of the lease
+        self.lost = False  # another process took the lease over
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._writing = threading.Lock()
 
     def _body(self) -> bytes:
         return json.dumps({"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(),
@@ -246,8 +313,9 @@ class Lease:
     def holder(self) -> dict[str, Any] | None:
         """The live lease's record, or None when there is none or it is stale."""
         raw = self.remote.get(LEASE)
-        if raw is None:
-            return None
+        return None if raw is None else self._live(raw)
+
+    def _live(self, raw: bytes) -> dict[str, Any] | None:
         try:
             rec = json.loads(raw)
             expired = float(rec["expires"]) < time.time()
@@ -259,25 +327,52 @@ class Lease:
     def acquire(self) -> None:
         """Take the lease, or raise ``StoreBusyError`` naming the writer that holds it."""
         for _ in range(3):
-            if self.remote.create(LEASE, self._body()):
+            tag = self.remote.put_if(LEASE, self._body())
+            if tag is None:
+                found = self.remote.get_tagged(LEASE)
+                if found is None:
+                    continue  # released meanwhile: try to create it again
+                raw, etag = found
+                rec = self._live(raw)
+                if rec is not None:
+                    left = max(0, round(float(rec["expires"]) - time.time()))
+                    raise self.busy(
+                        f"{self.remote.url}: another process (pid {rec.get('pid')} on {rec.get('host')}) is "
+                        f"{self.doing}; run the command again when it has finished (its lease expires in {left} s)"
+                    )
+                tag = self.remote.put_if(LEASE, self._body(), etag=etag)  # stale: of its takers, one wins
+            if tag is not None:
+                self.etag = tag
                 self._thread = threading.Thread(target=self._renew, name="chunkfit-lease", daemon=True)
                 self._thread.start()
                 return
-            rec = self.holder()
-            if rec is not None:
-                left = max(0, round(float(rec["expires"]) - time.time()))
-                raise self.busy(
-                    f"{self.remote.url}: another process (pid {rec.get('pid')} on {rec.get('host')}) is {self.doing}; "
-                    f"run the command again when it has finished (its lease expires in {left} s)"
-                )
-            self.remote.delete([LEASE])  # stale: its writer was killed
         raise self.busy(f"{self.remote.url}: the lease keeps changing hands; run the command again")
+
+    def renew(self) -> None:
+        """Extend the lease, if it is still this holder's (else mark it ``lost``)."""
+        with self._writing:
+            if self.lost or self.etag is None:
+                return
+            tag = self.remote.put_if(LEASE, self._body(), etag=self.etag)
+            if tag is None:
+                self.lost = True
+            else:
+                self.etag = tag
+
+    def confirm(self) -> None:
+        """Renew now, before a commit; refuse the commit if another process took the lease over."""
+        self.renew()
+        if self.lost:
+            raise self.busy(
+                f"{self.remote.url}: this process's lease expired unrenewed and another process took it over, "
+                "so nothing was committed; run the command again"
+            )
 
     def _renew(self) -> None:
         while not self._stop.wait(self.seconds / 3):
             try:
-                self.remote.put(LEASE, self._body())
-            except Exception:
+                self.renew()
+            except Exception:  # noqa: BLE001 - the endpoint may be away a moment; the next renewal tries again
                 pass
 
     def release(self) -> None:
@@ -285,9 +380,10 @@ class Lease:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        try:
-            raw = self.remote.get(LEASE)
-            if raw is not None and json.loads(raw).get("owner") == self.owner:
-                self.remote.delete([LEASE])
-        except Exception:
-            pass
+        with self._writing:
+            try:
+                if self.etag is not None and not self.lost:
+                    self.remote.delete_if(LEASE, self.etag)
+            except Exception:  # noqa: BLE001 - an undeleted lease expires by itself
+                pass
+            self.etag = None

@@ -282,6 +282,8 @@ class StoreWriter:
             self.attrs["label_counts"] = {str(k): v for k, v in sorted(self._label_counts.items())}
             self.attrs["label_classes"] = sorted(self._label_counts)
         self.attrs["committed"] = {n: self.b.length(n) for n in self.b.names()}
+        if self._lease is not None:
+            self._lease.confirm()  # still the store's one writer: no other process took the lease over
         if isinstance(self.b, NewZarrBackend):
             self.b.set_attrs(self.attrs)
             self.b.close()  # array documents, then the root one: the commit

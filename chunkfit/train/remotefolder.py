@@ -83,6 +83,7 @@ class RemoteRunFolder(RunFolder):
         kept = "the previous checkpoint is intact there; run the same command to resume"
         self._call(kept, lambda: self.remote.put_many(objects))
         pointer = json.dumps({"sequence": int(state["sequence"]), "prefix": prefix}).encode()
+        self._lease.confirm()  # still the run's one process: no other took its lease over
         self._call(kept, lambda: self.remote.put(POINTER, pointer))  # the checkpoint is complete: point at it
         old, self._current = self._current, prefix
         if old is not None and old != prefix:
