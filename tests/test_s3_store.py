@@ -13,7 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from s3support import s3fs_client
-from support import REPO, assert_same_contents, cli_command, cli_env, contents, error_line, make_store, run_cli
+from support import (
+    REPO,
+    assert_same_contents,
+    cli_command,
+    cli_env,
+    contents,
+    error_line,
+    make_store,
+    run_cli,
+)
 
 import chunkfit
 from chunkfit.errors import StoreBusyError, StoreNotFoundError, UsageError
