@@ -30,7 +30,7 @@ from ..errors import (
     UsageError,
 )
 from . import journal
-from .backends import Backend, NewZarrBackend, open_backend
+from .backends import Backend, open_backend
 from .layout import (
     FORMAT_VERSION,
     empty_stats,
@@ -247,14 +247,7 @@ class StoreWriter:
             self._committed = True
             return
         try:
-            self._drain()
-            self._flush(final=True)
-            self._write_small()
-            self.attrs["stats"] = json_safe_stats(self.stats)
-            self.attrs["sources"] = list(self.attrs.get("sources", [])) + self._sources
-            if self._labelled:
-                self.attrs["label_counts"] = {str(k): v for k, v in sorted(self._label_counts.items())}
-                self.attrs["label_classes"] = sorted(self._label_counts)
+            self._finish_arrays()
             self.b.set_attrs(self.attrs)
             self.b.close()
             self._closed = True
@@ -271,8 +264,8 @@ class StoreWriter:
             raise _write_error(err, self.path, self.append) from None
         self._committed = True
 
-    def _commit_remote(self) -> None:
-        """As ``commit``; the root ``zarr.json``, holding every array's committed length, is written last."""
+    def _finish_arrays(self) -> None:
+        """Write every buffered row and the small arrays; bring the attributes up to date for the commit."""
         self._drain()
         self._flush(final=True)
         self._write_small()
@@ -281,15 +274,15 @@ class StoreWriter:
         if self._labelled:
             self.attrs["label_counts"] = {str(k): v for k, v in sorted(self._label_counts.items())}
             self.attrs["label_classes"] = sorted(self._label_counts)
+
+    def _commit_remote(self) -> None:
+        """As ``commit``; the root ``zarr.json``, holding every array's committed length, is written last."""
+        self._finish_arrays()
         self.attrs["committed"] = {n: self.b.length(n) for n in self.b.names()}
         if self._lease is not None:
             self._lease.confirm()  # still the store's one writer: no other process took the lease over
-        if isinstance(self.b, NewZarrBackend):
-            self.b.set_attrs(self.attrs)
-            self.b.close()  # array documents, then the root one: the commit
-        else:
-            self.b.set_attrs(self.attrs)  # the root document: the commit
-            self.b.close()
+        self.b.set_attrs(self.attrs)
+        self.b.close()  # a new store writes its array documents here, then the root one: the commit
         self._closed = True
         if self._lease is not None:
             self._lease.release()
