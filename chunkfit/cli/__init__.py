@@ -45,6 +45,11 @@ def main(argv: list[str] | None = None) -> None:
     import logging
 
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    args = sys.argv[1:] if argv is None else argv
+    if any(a.startswith("s3://") for a in args):
+        from ..store.remote import warm_up
+
+        warm_up()  # s3fs's import and client overlap the command's own start-up
     _register()
     from ..errors import ChunkfitError
 

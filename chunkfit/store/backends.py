@@ -61,6 +61,12 @@ class Backend:
     def settle(self) -> None:
         """Wait until no write started by this process is still running."""
 
+    def commit_documents(self, attrs: dict[str, Any]) -> tuple[dict[str, bytes], bytes]:
+        """On object storage: the array documents to store before the commit (keyed as objects), and
+        the root ``zarr.json`` that commits them, holding ``attrs`` and every array's document at its
+        committed shape (consolidated metadata: what zarr and xarray read)."""
+        raise NotImplementedError
+
     def length(self, name: str) -> int:
         """Length of array ``name`` along its first axis."""
         return int(self.array(name).shape[0])
@@ -90,7 +96,11 @@ class ZarrBackend(Backend):
         mode: Literal["r+", "r"] = "r+" if writable else "r"
         where: Any = str(path) if remote is None else remote.zarr_store(read_only=not writable)
         try:
-            self.group = zarr.open_group(store=where, mode=mode, zarr_format=3)
+            # A reader takes the arrays' shapes from the root document's consolidated metadata where
+            # there is one (the committed ones); a writer reads each array's own document, which an
+            # append cut short may have grown past them.
+            self.group = zarr.open_group(store=where, mode=mode, zarr_format=3,
+                                         use_consolidated=False if writable else None)
         except PermissionError:
             raise  # the writer names the folder that cannot be written
         except (FileNotFoundError, zarr.errors.GroupNotFoundError) as err:  # type: ignore[attr-defined]
@@ -101,6 +111,8 @@ class ZarrBackend(Backend):
             raise StoreFormatError(f"{path}: cannot open as a zarr v3 store: {err}") from None
         self._arrays: dict[str, Any] = {}
         self._encoders: dict[str, Any] = {}
+        self._lengths: dict[str, int] = {}  # on object storage: each array's length as written so far
+        self._tails: dict[str, np.ndarray] = {}  # and the rows of its last, partial chunk
 
     def names(self) -> list[str]:
         import zarr
@@ -133,8 +145,6 @@ class ZarrBackend(Backend):
         return self.group.attrs.get(ATTR_KEY)
 
     def set_attrs(self, attrs: dict[str, Any]) -> None:
-        if self.remote is not None:
-            self.remote.settle()  # every chunk is stored before the root document commits them
         self.group.attrs[ATTR_KEY] = attrs
 
     def settle(self) -> None:
@@ -145,27 +155,59 @@ class ZarrBackend(Backend):
                 pass
         settle_zarr()
 
+    def length(self, name: str) -> int:
+        return self._lengths[name] if name in self._lengths else int(self.array(name).shape[0])
+
     def write_rows(self, name: str, start: int, rows: np.ndarray) -> None:
         """As ``Backend.write_rows``, with whole chunks encoded and written by ``zarrwrite``: zarr's
         own path costs more CPU than the compression itself. A head that starts inside a chunk (the
-        store's last chunk was partial) goes through zarr."""
+        store's last chunk was partial) goes through zarr; on object storage that chunk is rewritten
+        whole instead, and the array's document is left as it is until ``commit_documents``."""
         arr = self.array(name)
         if name not in self._encoders:
             self._encoders[name] = chunk_encoder(arr.metadata.to_dict())
         encoder = self._encoders[name]
         if encoder is None:
             return super().write_rows(name, start, rows)
+        if self.remote is not None:
+            return self._write_remote(name, start, rows, encoder)
         end = start + rows.shape[0]
         step = int(arr.chunks[0])
         head = min(end, -(-start // step) * step)
         arr.resize((end,) + tuple(arr.shape[1:]))
         if head > start:
             arr[start:head] = rows[: head - start]
-        if self.remote is not None:
-            chunks = encode_chunks(head // step, rows[head - start :], step, encoder)
-            self.remote.put_behind({f"{name}/{k}": v for k, v in chunks.items()})
-            return
         write_chunks(self.path / name, head // step, rows[head - start :], step, encoder)
+
+    def _write_remote(self, name: str, start: int, rows: np.ndarray, encoder: Any) -> None:
+        arr = self.array(name)
+        if start != self.length(name):
+            raise ValueError(f"{name}: an append grows the array at its end ({self.length(name)}), not at {start}")
+        step = int(arr.chunks[0])
+        tail = self._tails.get(name)
+        if tail is None:  # the committed rows of the array's last, partial chunk
+            tail = np.asarray(arr[(start // step) * step : start])
+        rows = np.concatenate([tail, rows.astype(tail.dtype, copy=False)]) if tail.shape[0] else rows
+        chunks = encode_chunks((start - tail.shape[0]) // step, rows, step, encoder)
+        assert self.remote is not None
+        self.remote.put_behind({f"{name}/{k}": v for k, v in chunks.items()})
+        keep = rows.shape[0] % step
+        self._tails[name] = rows[rows.shape[0] - keep :].copy() if keep else rows[:0]
+        self._lengths[name] = start + (rows.shape[0] - tail.shape[0])
+
+    def commit_documents(self, attrs: dict[str, Any]) -> tuple[dict[str, bytes], bytes]:
+        from zarr.core.buffer import default_buffer_prototype
+
+        metas, docs = {}, {}
+        for name in self.names():
+            arr = self.array(name)
+            meta = json.loads(arr.metadata.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes())
+            meta["shape"][0] = self.length(name)
+            metas[name] = meta
+            if self.length(name) != int(arr.shape[0]):
+                docs[f"{name}/zarr.json"] = json.dumps(meta, indent=2).encode()
+        group_attrs = {**self.group.attrs.asdict(), ATTR_KEY: attrs}
+        return docs, json.dumps(group_metadata(group_attrs, metas), indent=2).encode()
 
     def codec_name(self) -> str:
         comps = getattr(self.array("signal"), "compressors", ())
@@ -385,12 +427,14 @@ class NewZarrBackend(Backend):
             except Exception:  # noqa: BLE001 - settle only waits; the failure was or will be reported
                 pass
 
+    def commit_documents(self, attrs: dict[str, Any]) -> tuple[dict[str, bytes], bytes]:
+        docs = {f"{n}/zarr.json": json.dumps(m, indent=2).encode() for n, m in self._meta.items()}
+        return docs, json.dumps(group_metadata({ATTR_KEY: attrs}, self._meta), indent=2).encode()
+
     def close(self) -> None:
-        """Write the documents; the root ``zarr.json`` last (on object storage it is the commit)."""
+        """Write the documents, the root ``zarr.json`` last. On object storage the writer stores
+        ``commit_documents`` instead, so closing commits nothing there (an aborted store stays unseen)."""
         if self.remote is not None:
-            self.remote.settle()  # every chunk is stored before the documents that commit them
-            self.remote.put_many({f"{n}/zarr.json": json.dumps(m, indent=2).encode() for n, m in self._meta.items()})
-            self.remote.put("zarr.json", json.dumps(group_metadata(self._attrs), indent=2).encode())
             return
         for name, meta in self._meta.items():
             write_document(self.path / name / "zarr.json", meta)

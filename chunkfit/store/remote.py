@@ -31,6 +31,8 @@ from ..errors import ChunkfitError, ReadOnlyError, RemoteError, StoreBusyError, 
 SCHEME = "s3://"
 LEASE = ".chunkfit-lease"
 ROOT = "zarr.json"
+DEPTH = 2  # batches of chunk objects in flight at once (each sent concurrently by s3fs)
+BACKLOG = 16  # batches held while the writer's lease is being taken (s3fs's import): parsing goes on
 T = TypeVar("T")
 
 
@@ -68,6 +70,31 @@ def storage_options() -> dict[str, Any]:
     if endpoint:
         opts["endpoint_url"] = endpoint
     return opts
+
+
+_warming: Any = None  # a Future: s3fs imported and its client made, by ``warm_up``
+
+
+def warm_up() -> None:
+    """Import s3fs and make its client in a background thread (about 1 s of CPU), for a command
+    that is about to use object storage: its own start-up and the first parsing run meanwhile."""
+    global _warming
+    if _warming is not None:
+        return
+    from concurrent.futures import Future
+
+    _warming = done = Future()
+
+    def run() -> None:
+        try:
+            import s3fs
+
+            s3fs.S3FileSystem(**storage_options()).connect()
+        except BaseException:  # noqa: BLE001 - whoever needs s3fs meets the failure and reports it
+            pass
+        done.set_result(None)
+
+    threading.Thread(target=run, name="chunkfit-s3-warm-up", daemon=True).start()
 
 
 def _endpoint() -> str:
@@ -119,11 +146,14 @@ class Remote:
         self.root = self.url[len(SCHEME) :]
         self._fs: Any = None
         self._pool: Any = None
-        self._inflight: Any = None
+        self._inflight: list[Any] = []
+        self.gate: Any = None  # a Future: batches sent by ``put_behind`` wait for it (the writer's lease)
 
     @property
     def fs(self) -> Any:
         if self._fs is None:
+            if _warming is not None:
+                _warming.result()  # the same filesystem (s3fs keeps one per set of options), made once
             try:
                 import s3fs
             except ImportError:
@@ -137,12 +167,10 @@ class Remote:
         return f"{self.root}/{rel}"
 
     def get(self, rel: str) -> bytes | None:
-        try:
-            return bytes(self.fs.cat_file(self.key(rel)))
-        except FileNotFoundError as err:
-            if "bucket" in str(err).lower():
-                raise
-            return None
+        """The object's bytes, or None when there is none: one GET (s3fs's ``cat_file`` of a missing
+        key costs two more round trips to tell a missing key from a folder)."""
+        found = self.get_tagged(rel)
+        return None if found is None else found[0]
 
     def put(self, rel: str, data: bytes) -> None:
         self.fs.pipe_file(self.key(rel), data)
@@ -153,20 +181,34 @@ class Remote:
             self.fs.pipe({self.key(k): v for k, v in objects.items()})
 
     def put_behind(self, objects: dict[str, bytes]) -> None:
-        """``put_many`` in a background thread, so the caller encodes the next chunks meanwhile; one
-        batch in flight at a time. Its failure is raised by the next ``put_behind`` or by ``settle``."""
-        self.settle()
+        """``put_many`` in a background thread, so the caller encodes the next chunks meanwhile; up to
+        ``DEPTH`` batches in flight (``BACKLOG`` while ``gate`` is still closed), the caller waiting on
+        the oldest beyond that. A failure is raised by a later ``put_behind`` or by ``settle``."""
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunkfit-upload")
-        self._inflight = self._pool.submit(self.put_many, objects)
+            self._pool = ThreadPoolExecutor(max_workers=DEPTH, thread_name_prefix="chunkfit-upload")
+            self._inflight = []
+        while len(self._inflight) >= (BACKLOG if self.gate is not None and not self.gate.done() else DEPTH):
+            self._inflight.pop(0).result()
+        self._inflight.append(self._pool.submit(self._put_after_gate, objects))
+
+    def _put_after_gate(self, objects: dict[str, bytes]) -> None:
+        if self.gate is not None:
+            self.gate.result()  # its failure fails the batch, unsent
+        self.put_many(objects)
 
     def settle(self) -> None:
-        """Wait for the batch ``put_behind`` sent; raise its failure."""
-        inflight, self._inflight = self._inflight, None
-        if inflight is not None:
-            inflight.result()
+        """Wait for every batch ``put_behind`` sent; raise the first failure."""
+        inflight, self._inflight = self._inflight or [], []
+        failure: BaseException | None = None
+        for future in inflight:
+            try:
+                future.result()
+            except BaseException as err:  # noqa: BLE001 - the first is raised once all are done
+                failure = failure or err
+        if failure is not None:
+            raise failure
 
     def _bucket_key(self, rel: str) -> tuple[str, str]:
         bucket, _, key = self.key(rel).partition("/")

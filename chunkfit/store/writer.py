@@ -115,8 +115,12 @@ class StoreWriter:
         self._failed = False
         self._queued = 0
         self._journal_begun = False
+        self._begun = False  # on object storage: this writer holds the lease and may delete what it wrote
         try:
-            if self.remote is not None:
+            if self.remote is not None and not append:
+                self._refuse_hdf5_remote()
+                self._new_attrs(sample_rate)
+            elif self.remote is not None:
                 guarded(self.remote.url, "nothing was written", lambda: self._begin_remote(append, sample_rate))
             elif append:
                 self._begin_append()
@@ -134,17 +138,19 @@ class StoreWriter:
         else:
             # The new store is created by the writer thread, so that importing numcodecs or
             # h5py (0.05-0.1 s) overlaps the caller's parsing of the first block; a failure
-            # there is raised by the next ``write`` or by ``commit``.
+            # there is raised by the next ``write`` or by ``commit``. On object storage the lease,
+            # the check that no store is there and the removal of a killed ingest's objects run in a
+            # thread of their own, with s3fs's import (about 1 s), while the caller parses and the
+            # writer thread encodes; chunk uploads wait for them.
             self.length, self._labelled, self.chunk = 0, has_labels, chunk_samples
+            if self.remote is not None:
+                self._begin_behind(lambda: self._begin_remote(False, sample_rate))
             self._submit(lambda: self._create_new(has_labels, chunk_samples, codec))
         self.start = self.length
 
     # -- transaction ------------------------------------------------------------------------------
     def _prepare_new(self, rate: float | None) -> None:
         """Check the target path and name the temporary; the store itself is made by ``_create_new``."""
-        if self.remote is not None:
-            self._new_attrs(rate)
-            return
         if self.path.exists():
             raise StoreExistsError(f"{self.path}: already exists; use --append to add to it or pick a new name")
         for folder in self.path.parents:
@@ -174,27 +180,55 @@ class StoreWriter:
         }
         self.stats = empty_stats(self.channels)
 
+    def _begin_behind(self, job: Callable[[], None]) -> None:
+        """Run ``job`` in a thread of its own; the remote's uploads, the commit and an abort wait for it."""
+        from concurrent.futures import Future
+
+        assert self.remote is not None
+        done: Future[None] = Future()
+
+        def run() -> None:
+            try:
+                job()
+            except BaseException as err:  # raised by the next write, the commit or the uploads
+                done.set_exception(err)
+            else:
+                done.set_result(None)
+
+        self.remote.gate = done
+        threading.Thread(target=run, name="chunkfit-begin", daemon=True).start()
+
+    def _wait_begun(self) -> None:
+        """Wait for ``_begin_behind``'s job; raise its failure."""
+        if self.remote is not None and self.remote.gate is not None:
+            self.remote.gate.result()
+
+    def _refuse_hdf5_remote(self) -> None:
+        if self.kind != "zarr":
+            raise UsageError(f"{self.path}: HDF5 stores are not supported on object storage; ingest into a .zarr store instead")
+
     def _begin_remote(self, append: bool, rate: float | None) -> None:
         """Take the store's lease; a new store's leftovers (a killed ingest's objects) are removed, an
         existing store's arrays are cut back to their committed lengths (an append cut short)."""
         assert self.remote is not None
-        if self.kind != "zarr":
-            raise UsageError(f"{self.path}: HDF5 stores are not supported on object storage; ingest into a .zarr store instead")
+        self._refuse_hdf5_remote()
+        exists = f"{self.path}: already exists; use --append to add to it or pick a new name"
         if not append and self.remote.get(ROOT) is not None:
-            raise StoreExistsError(f"{self.path}: already exists; use --append to add to it or pick a new name")
+            raise StoreExistsError(exists)  # before the lease, so the message is not "busy"
         self._lease = Lease(self.remote)
         self._lease.acquire()
         if not append:
-            if self.remote.get(ROOT) is not None:
-                raise StoreExistsError(f"{self.path}: already exists; use --append to add to it or pick a new name")
+            if self.remote.get(ROOT) is not None:  # committed meanwhile by the lease's last holder
+                raise StoreExistsError(exists)
+            self._begun = True
             self.remote.clear(keep=LEASE)
-            self._prepare_new(rate)
             return
         from .reader import Store
 
         with Store(self.path) as existing:
             self.attrs = dict(existing.attrs)
             committed = dict(existing.committed or {})
+        self._begun = True
         self.b = open_backend(Path("."), "zarr", writable=True, remote=self.remote)
         for name in self.b.names():
             arr = self.b.array(name)
@@ -276,13 +310,20 @@ class StoreWriter:
             self.attrs["label_classes"] = sorted(self._label_counts)
 
     def _commit_remote(self) -> None:
-        """As ``commit``; the root ``zarr.json``, holding every array's committed length, is written last."""
+        """As ``commit``, in three round trips one after another: the last chunks and the array
+        documents (stored beside them, while the lease is renewed: still the one writer?), then the root
+        ``zarr.json`` that commits them (every array's committed length, and every array's document at
+        that length as consolidated metadata, which xarray reads), then the lease's deletion."""
+        assert self.remote is not None
+        self._wait_begun()
         self._finish_arrays()
         self.attrs["committed"] = {n: self.b.length(n) for n in self.b.names()}
+        documents, root = self.b.commit_documents(self.attrs)
+        self.remote.put_behind(documents)
         if self._lease is not None:
-            self._lease.confirm()  # still the store's one writer: no other process took the lease over
-        self.b.set_attrs(self.attrs)
-        self.b.close()  # a new store writes its array documents here, then the root one: the commit
+            self._lease.confirm()  # no other process took the lease over
+        self.remote.settle()  # every chunk and document is stored before the root commits them
+        self.remote.put(ROOT, root)
         self._closed = True
         if self._lease is not None:
             self._lease.release()
@@ -293,8 +334,12 @@ class StoreWriter:
         Best effort: whatever stays is past what the root ``zarr.json`` commits, so no reader sees it."""
         assert self.remote is not None
         remote = self.remote
+        with contextlib.suppress(BaseException):  # its failure was reported, or is no matter now
+            self._wait_begun()
         try:
-            if not self.append:
+            if not self._begun:
+                pass  # the lease was not taken, or the store was found there: nothing of it is this writer's
+            elif not self.append:
                 remote.clear(keep=LEASE)
             else:
                 from .reader import Store
@@ -426,6 +471,9 @@ class StoreWriter:
                 self._worker_error = err
 
     def _raise_worker_error(self) -> None:
+        gate = self.remote.gate if self.remote is not None else None
+        if self._worker_error is None and gate is not None and gate.done() and gate.exception() is not None:
+            self._worker_error = gate.exception()  # the lease or the check that no store is there failed
         if self._worker_error is not None:
             err, self._worker_error = self._worker_error, None
             self._failed = True

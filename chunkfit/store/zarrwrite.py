@@ -60,8 +60,13 @@ def array_metadata(
     }
 
 
-def group_metadata(attributes: dict[str, Any]) -> dict[str, Any]:
-    return {"attributes": attributes, "zarr_format": 3, "node_type": "group"}
+def group_metadata(attributes: dict[str, Any], arrays: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The group's ``zarr.json``; with ``arrays``, their documents inline as zarr's consolidated
+    metadata, which zarr and xarray then read instead of each array's own ``zarr.json``."""
+    doc: dict[str, Any] = {"attributes": attributes, "zarr_format": 3, "node_type": "group"}
+    if arrays is not None:
+        doc["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": arrays}
+    return doc
 
 
 def write_document(path: Path, doc: dict[str, Any]) -> None:
