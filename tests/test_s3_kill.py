@@ -65,6 +65,19 @@ def test_new_s3_ingest_after_a_killed_one_replaces_its_leftovers(bucket: str, cs
     assert len(chunks) == -(-ROWS // 65536)  # the killed ingest's 256-sample chunks are gone
 
 
+def test_xarray_sees_only_the_committed_rows_after_a_killed_s3_append(bucket: str, csv: Path) -> None:
+    xr = pytest.importorskip("xarray")
+    from chunkfit.store.remote import storage_options
+
+    url = f"s3://{bucket}/x.zarr"
+    sig = np.random.default_rng(0).normal(size=(1000, 2)).astype(np.float32)
+    make_store(url, sig, channels=["a", "b"], rate=10.0, chunk=4096)
+    _kill_once_chunks_are_written(["ingest", "--append", url, str(csv), "--rate", "10"], bucket, "x.zarr/signal/c/1")
+    ds = xr.open_zarr(url, storage_options=storage_options())
+    assert ds["signal"].shape == (1000, 2)
+    np.testing.assert_array_equal(ds["signal"].values, sig)
+
+
 def test_killed_s3_append_leaves_the_committed_store_and_the_next_append_succeeds(bucket: str, csv: Path) -> None:
     url = f"s3://{bucket}/a.zarr"
     sig = np.random.default_rng(0).normal(size=(1000, 2)).astype(np.float32)

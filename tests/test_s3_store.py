@@ -68,6 +68,36 @@ def test_xarray_opens_an_s3_store_with_chunkfits_storage_options(bucket: str) ->
     assert ds["signal"].dims == ("time", "channel")
 
 
+def test_xarray_sees_the_appended_rows_once_an_s3_append_is_committed(bucket: str) -> None:
+    xr = pytest.importorskip("xarray")
+    from chunkfit.store.remote import storage_options
+
+    sig, more = _signal(), _signal(100, seed=1)
+    url = make_store(f"s3://{bucket}/s.zarr", sig)
+    with chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True) as w:
+        w.write(more)
+        w.add_segment(3000, 3100)
+        w.commit()
+    ds = xr.open_zarr(url, storage_options=storage_options())
+    np.testing.assert_array_equal(ds["signal"].values, np.concatenate([sig, more]))
+    np.testing.assert_array_equal(ds["segments"].values, [[0, 3000], [3000, 3100]])
+
+
+def test_xarray_sees_only_the_committed_rows_when_an_array_document_was_grown_past_them(bucket: str) -> None:
+    xr = pytest.importorskip("xarray")
+    from chunkfit.store.remote import storage_options
+
+    sig = _signal()
+    url = make_store(f"s3://{bucket}/s.zarr", sig)
+    import zarr
+
+    arr = zarr.open_array(Remote(url).zarr_store(read_only=False), path="signal", mode="r+")
+    arr.resize((3500, 2))  # an append killed after its array documents, before its root commit
+    arr[3000:] = 9.0
+    ds = xr.open_zarr(url, storage_options=storage_options())
+    np.testing.assert_array_equal(ds["signal"].values, sig)
+
+
 def test_missing_s3_store_is_refused_in_one_line(bucket: str) -> None:
     line = error_line(run_cli("info", f"s3://{bucket}/none.zarr"))
     assert line == (f"chunkfit: error: s3://{bucket}/none.zarr: store not found; create it with "
