@@ -89,12 +89,29 @@ def warm_up() -> None:
         try:
             import s3fs
 
-            s3fs.S3FileSystem(**storage_options()).connect()
+            _without_continue(s3fs.S3FileSystem(**storage_options()))
         except BaseException:  # noqa: BLE001 - whoever needs s3fs meets the failure and reports it
             pass
         done.set_result(None)
 
     threading.Thread(target=run, name="chunkfit-s3-warm-up", daemon=True).start()
+
+
+def _without_continue(fs: Any) -> Any:
+    """``fs``, connected, its uploads sent without ``Expect: 100-continue``: botocore asks for it on every
+    upload of a body it wraps, and the wait costs a round trip per object; chunkfit's objects are a few
+    MB at most, so being refused after sending one is no waste worth it."""
+    client = fs.connect()
+    if not getattr(client, "_chunkfit_no_continue", False):
+        for op in ("PutObject", "UploadPart"):
+            client.meta.events.register(f"before-send.s3.{op}", _drop_continue)  # signed without it
+        client._chunkfit_no_continue = True
+    return fs
+
+
+def _drop_continue(request: Any, **_: Any) -> None:
+    if "Expect" in request.headers:
+        del request.headers["Expect"]
 
 
 def _endpoint() -> str:
@@ -160,7 +177,7 @@ class Remote:
                 raise RemoteError(
                     f"{self.url}: s3:// stores need s3fs; install it with `pip install 'chunkfit[s3]'`"
                 ) from None
-            self._fs = s3fs.S3FileSystem(**storage_options())
+            self._fs = _without_continue(s3fs.S3FileSystem(**storage_options()))
         return self._fs
 
     def key(self, rel: str) -> str:
