@@ -311,9 +311,9 @@ class StoreWriter:
 
     def _commit_remote(self) -> None:
         """As ``commit``, in three round trips one after another: the last chunks and the array
-        documents (stored beside them, while the lease is renewed: still the one writer?), then the root
-        ``zarr.json`` that commits them (every array's committed length, and every array's document at
-        that length as consolidated metadata, which xarray reads), then the lease's deletion."""
+        documents, sent beside the lease's renewal (which checks this is still the one writer); then the
+        root ``zarr.json`` that commits them (every array's committed length, and every array's document
+        at that length as consolidated metadata, which zarr and xarray read); then the lease's deletion."""
         assert self.remote is not None
         self._wait_begun()
         self._finish_arrays()
