@@ -10,7 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import cli_command, cli_env, error_line, run_cli, tree
@@ -25,6 +29,7 @@ pytestmark = pytest.mark.slow
 WINDOW = 16
 TRAIN = ["--window", str(WINDOW), "--chunk", "64", "--batch-size", "32", "--mix", "1", "--epochs", "1",
          "--checkpoint-every", "1"]
+STALE_PIDS = ["999999999", str(os.getpid()), "", "not a pid"]  # what a lock file nobody holds may say
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +37,32 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("lock") / "s.zarr"
     synth(path, SynthSpec(samples=1_000, anomalies=balanced_anomalies(1_000, WINDOW), seed=3))
     return path
+
+
+def train_over_a_stale_lock_file(store: Path, pid: str, base: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """A trainer on a folder holding a lock file that says ``pid`` and that no process holds."""
+    run = base / "run"
+    run.mkdir()
+    (run / LOCK_FILE).write_text(pid)
+    return run_cli("train", store, *TRAIN, "--out", run, timeout=300), run
+
+
+def train_to_the_end(store: Path, base: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    run = base / "run"
+    return run_cli("train", store, *TRAIN, "--out", run, timeout=300), run
+
+
+@pytest.fixture(scope="module", autouse=True)
+def launched(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Any]]]:
+    """The module's trainers that need no other process beside them, started with the module one after
+    another in a thread: they train on one core while the tests below hold, kill and restart their own
+    trainers on the other (as many of those processes as of these, about 20 s of CPU each)."""
+    jobs: dict[str, Callable[[Path], Any]] = {
+        **{f"stale-{pid}": partial(train_over_a_stale_lock_file, store, pid) for pid in STALE_PIDS},
+        "finished": partial(train_to_the_end, store),  # the predict tests at the end of the module
+    }
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        yield {name: pool.submit(job, tmp_path_factory.mktemp("launched")) for name, job in jobs.items()}
 
 
 def start_held(store: Path, run: Path) -> subprocess.Popen[bytes]:
@@ -96,12 +127,9 @@ def test_the_same_command_resumes_at_once_after_kill_9(store: Path, tmp_path: Pa
     assert "resuming the run" in again.stdout
 
 
-@pytest.mark.parametrize("pid", ["999999999", str(os.getpid()), "", "not a pid"])
-def test_a_lock_file_nobody_holds_is_no_obstacle(store: Path, tmp_path: Path, pid: str) -> None:
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / LOCK_FILE).write_text(pid)
-    result = run_cli("train", store, *TRAIN, "--out", run, timeout=300)
+@pytest.mark.parametrize("pid", STALE_PIDS)
+def test_a_lock_file_nobody_holds_is_no_obstacle(launched: dict[str, Future[Any]], pid: str) -> None:
+    result, run = launched[f"stale-{pid}"].result()
     assert result.returncode == 0, result.stderr
     assert (run / "model.keras").is_file()
 
@@ -152,11 +180,10 @@ def test_taking_and_releasing_a_lock_file_made_by_someone_else_leaves_it_as_it_w
 
 
 @pytest.fixture(scope="module")
-def finished_run(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    run = tmp_path_factory.mktemp("finished") / "run"
-    result = run_cli("train", store, *TRAIN, "--out", run, timeout=300)
+def finished_run(launched: dict[str, Future[Any]]) -> Path:
+    result, run = launched["finished"].result()
     assert result.returncode == 0, result.stderr
-    return run
+    return run  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("flag", ["--out", "--events-out"])

@@ -7,6 +7,9 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,11 +33,65 @@ def ecg_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return store
 
 
+Ran = tuple[subprocess.CompletedProcess[str], Path]
+
+
+def ecg_training(store: Path, base: Path) -> Ran:
+    out = base / "ecg-run"
+    return run_cli("train", store, "--epochs", "2", "--chunk", "20000", "--stride", "2", "--out", out, timeout=300), out
+
+
+def training_without_a_store(store: Path, base: Path) -> Ran:
+    shutil.copytree(store, base / "sensor.zarr")
+    return run_cli("train", "--epochs", "1", "--stride", "16", "--out", "r", cwd=base), base
+
+
+def training_on_the_store_in_chunkfit_toml(store: Path, base: Path) -> Ran:
+    shutil.copytree(store, base / "data" / "heart.zarr")
+    (base / "chunkfit.toml").write_text('store = "data/heart.zarr"\n')
+    return run_cli("train", "--epochs", "1", "--stride", "16", "--out", "r", cwd=base), base
+
+
+def training_a_model_with_three_outputs(store: Path, base: Path) -> Ran:
+    (base / "three.py").write_text(
+        "import keras\n"
+        "def model(window, n_channels):\n"
+        "    return keras.Sequential([keras.Input((window, n_channels)), keras.layers.Flatten(),\n"
+        "                             keras.layers.Dense(3, activation='softmax')], name='three')\n"
+    )
+    return run_cli("train", store, "--model", "three:model", "--out", "r", cwd=base), base
+
+
+def training_on_every_core(store: Path, base: Path) -> Ran:
+    out = base / "run"
+    return run_cli("train", store, "--epochs", "1", "--chunk", "20000", "--stride", "8", "--compute-threads", "0",
+                   "--out", out, timeout=300), out
+
+
+def training_with_tensorboard(store: Path, base: Path) -> Ran:
+    return run_cli("train", store, "--epochs", "2", "--chunk", "5000", "--stride", "4", "--out", base / "run",
+                   "--tensorboard", base / "tb", timeout=300), base
+
+
 @pytest.fixture(scope="module")
-def ecg_run(ecg_store: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    out = tmp_path_factory.mktemp("runs") / "ecg-run"
-    result = run_cli("train", ecg_store, "--epochs", "2", "--chunk", "20000", "--stride", "2", "--out", out, timeout=300)
-    return result, out
+def launched(ecg_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Ran]]]:
+    """Every command of the module that loads TensorFlow, each in a folder of its own, two at a time in
+    threads (a TensorFlow import and a small model's training keep about one core busy each)."""
+    jobs: dict[str, Callable[[Path, Path], Ran]] = {
+        "ecg": ecg_training,
+        "sensor-zarr": training_without_a_store,
+        "chunkfit-toml": training_on_the_store_in_chunkfit_toml,
+        "three-outputs": training_a_model_with_three_outputs,
+        "every-core": training_on_every_core,
+        "tensorboard": training_with_tensorboard,
+    }
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        yield {name: pool.submit(partial(job, ecg_store), tmp_path_factory.mktemp(name)) for name, job in jobs.items()}
+
+
+@pytest.fixture(scope="module")
+def ecg_run(launched: dict[str, Future[Ran]]) -> Ran:
+    return launched["ecg"].result()
 
 
 def test_train_on_the_ecg_log_succeeds_quietly(ecg_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
@@ -84,19 +141,16 @@ def test_run_json_describes_the_ecg_run(ecg_run: tuple[subprocess.CompletedProce
     assert run["mmap_threshold"] == (4 << 20 if sys.platform.startswith("linux") else None)
 
 
-def test_train_without_a_store_uses_sensor_zarr_in_the_current_directory(ecg_store: Path, tmp_path: Path) -> None:
-    shutil.copytree(ecg_store, tmp_path / "sensor.zarr")
-    result = run_cli("train", "--epochs", "1", "--stride", "16", "--out", "r", cwd=tmp_path)
+def test_train_without_a_store_uses_sensor_zarr_in_the_current_directory(launched: dict[str, Future[Ran]]) -> None:
+    result, where = launched["sensor-zarr"].result()
     assert result.returncode == 0, result.stderr
-    assert json.loads((tmp_path / "r" / "run.json").read_text())["store"]["path"] == str(tmp_path / "sensor.zarr")
+    assert json.loads((where / "r" / "run.json").read_text())["store"]["path"] == str(where / "sensor.zarr")
 
 
-def test_train_without_a_store_uses_the_store_named_in_chunkfit_toml(ecg_store: Path, tmp_path: Path) -> None:
-    shutil.copytree(ecg_store, tmp_path / "data" / "heart.zarr")
-    (tmp_path / "chunkfit.toml").write_text('store = "data/heart.zarr"\n')
-    result = run_cli("train", "--epochs", "1", "--stride", "16", "--out", "r", cwd=tmp_path)
+def test_train_without_a_store_uses_the_store_named_in_chunkfit_toml(launched: dict[str, Future[Ran]]) -> None:
+    result, where = launched["chunkfit-toml"].result()
     assert result.returncode == 0, result.stderr
-    assert json.loads((tmp_path / "r" / "run.json").read_text())["store"]["path"] == str(tmp_path / "data" / "heart.zarr")
+    assert json.loads((where / "r" / "run.json").read_text())["store"]["path"] == str(where / "data" / "heart.zarr")
 
 
 # -- one clear line before any training ------------------------------------------------------------
@@ -135,19 +189,13 @@ def test_store_with_neither_events_nor_labels_is_one_error_line(tmp_path: Path) 
     )
 
 
-def test_model_with_the_wrong_output_size_is_one_error_line(ecg_store: Path, tmp_path: Path) -> None:
-    (tmp_path / "three.py").write_text(
-        "import keras\n"
-        "def model(window, n_channels):\n"
-        "    return keras.Sequential([keras.Input((window, n_channels)), keras.layers.Flatten(),\n"
-        "                             keras.layers.Dense(3, activation='softmax')], name='three')\n"
-    )
-    result = run_cli("train", ecg_store, "--model", "three:model", "--out", "r", cwd=tmp_path)
+def test_model_with_the_wrong_output_size_is_one_error_line(launched: dict[str, Future[Ran]]) -> None:
+    result, where = launched["three-outputs"].result()
     assert error_line(result) == (
         "chunkfit: error: model 'three' outputs shape (3) per window, but the labels have 2 classes; "
         "its last layer needs 2 units"
     )
-    assert not (tmp_path / "r").exists()
+    assert not (where / "r").exists()
 
 
 def test_unwritable_run_folder_is_one_error_line(ecg_store: Path, tmp_path: Path) -> None:
@@ -164,27 +212,24 @@ def test_nonsense_memory_budget_is_one_error_line(ecg_store: Path) -> None:
     assert error_line(result) == "chunkfit: error: memory size must look like 1.5GB, 800MB or 2G (received 'lots')"
 
 
-def test_compute_threads_zero_leaves_tensorflow_its_default_of_every_core(ecg_store: Path, tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    result = run_cli("train", ecg_store, "--epochs", "1", "--chunk", "20000", "--stride", "8", "--compute-threads", "0",
-                     "--out", out, timeout=300)
+def test_compute_threads_zero_leaves_tensorflow_its_default_of_every_core(launched: dict[str, Future[Ran]]) -> None:
+    result, out = launched["every-core"].result()
     assert result.returncode == 0, result.stderr
     assert json.loads((out / "run.json").read_text())["threads"] == {"intra_op": 0, "inter_op": 0,
                                                                       "by": "--compute-threads"}
 
 
-def test_tensorboard_logs_every_epoch_with_steps_running_on_across_blocks(ecg_store: Path, tmp_path: Path) -> None:
+def test_tensorboard_logs_every_epoch_with_steps_running_on_across_blocks(launched: dict[str, Future[Ran]]) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    result = run_cli("train", ecg_store, "--epochs", "2", "--chunk", "5000", "--stride", "4", "--out", tmp_path / "run",
-                     "--tensorboard", tmp_path / "tb", timeout=300)
+    result, where = launched["tensorboard"].result()
     assert result.returncode == 0, result.stderr
-    train = EventAccumulator(str(tmp_path / "tb" / "train"), size_guidance={"tensors": 0})
+    train = EventAccumulator(str(where / "tb" / "train"), size_guidance={"tensors": 0})
     train.Reload()
     assert [e.step for e in train.Tensors("epoch_loss")] == [0, 1]
-    validation = EventAccumulator(str(tmp_path / "tb" / "validation"), size_guidance={"tensors": 0})
+    validation = EventAccumulator(str(where / "tb" / "validation"), size_guidance={"tensors": 0})
     validation.Reload()
-    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    run = json.loads((where / "run" / "run.json").read_text())
     blocks = plan_blocks(np.asarray(run["split"]["train_ranges"]), 104, 4, 5000)
     assert len(blocks) > 4
     batches = []  # one optimizer step per batch; a group of --mix 4 blocks ends in one short batch

@@ -71,21 +71,25 @@ def test_early_stopping_really_stops_the_run(tiny_store: Path) -> None:
     assert history.epoch == [0, 1]
 
 
-def test_callbacks_see_real_epoch_numbers_once_each(tiny_store: Path) -> None:
+@pytest.fixture(scope="module")
+def recorded(tiny_store: Path) -> Recorder:
+    """What a callback saw of one quick fit of three epochs (the tests below only read it)."""
     rec = Recorder()
     chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=3), callbacks=[rec])
-    assert [k for k, _ in rec.events if k != "batch_end"] == [
+    return rec
+
+
+def test_callbacks_see_real_epoch_numbers_once_each(recorded: Recorder) -> None:
+    assert [k for k, _ in recorded.events if k != "batch_end"] == [
         "train_begin", "epoch_begin", "epoch_end", "epoch_begin", "epoch_end", "epoch_begin", "epoch_end", "train_end",
     ]
-    assert [e for e, _ in rec.kinds("epoch_end")] == [0, 1, 2]
+    assert [e for e, _ in recorded.kinds("epoch_end")] == [0, 1, 2]
 
 
-def test_epoch_logs_hold_training_and_validation_metrics(tiny_store: Path) -> None:
-    rec = Recorder()
-    chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1), callbacks=[rec])
+def test_epoch_logs_hold_training_and_validation_metrics(recorded: Recorder) -> None:
     lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
     events = ["val_threshold", "val_events_covered", "val_false_alarms_per_hour"]  # the store has event markers
-    assert set(rec.kinds("epoch_end")[0][1]) == {*lead, *(f"val_{n}" for n in lead), *events}
+    assert set(recorded.kinds("epoch_end")[0][1]) == {*lead, *(f"val_{n}" for n in lead), *events}
 
 
 def test_batch_numbers_run_on_across_blocks_of_an_epoch(tiny_store: Path) -> None:
@@ -123,25 +127,30 @@ def test_step_batches_group_full_batches_then_the_short_one(n: int, steps: int, 
     assert step_batches(n, 64, steps) == expected
 
 
-def test_csv_logger_in_the_run_folder_has_one_row_per_epoch(tiny_store: Path, tmp_path: Path) -> None:
-    chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=3), out=tmp_path / "run")
-    rows = (tmp_path / "run" / "history.csv").read_text().splitlines()
+@pytest.fixture(scope="module")
+def quick_run(tiny_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One quick fit (two epochs) into a run folder, which the tests below only read."""
+    out = tmp_path_factory.mktemp("quick") / "run"
+    chunkfit.fit("baseline-cnn", tiny_store, **quick(), out=out)
+    return out
+
+
+def test_csv_logger_in_the_run_folder_has_one_row_per_epoch(quick_run: Path) -> None:
+    rows = (quick_run / "history.csv").read_text().splitlines()
     lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
     events = ["val_threshold", "val_events_covered", "val_false_alarms_per_hour"]
     assert rows[0].split(",") == ["epoch", *lead, *(f"val_{n}" for n in lead[:4]), *events, "val_loss", "val_accuracy"]
-    assert [r.split(",")[0] for r in rows[1:]] == ["0", "1", "2"]
+    assert [r.split(",")[0] for r in rows[1:]] == ["0", "1"]
 
 
-def test_run_folder_holds_model_history_metadata_and_curves(tiny_store: Path, tmp_path: Path) -> None:
-    chunkfit.fit("baseline-cnn", tiny_store, **quick(), out=tmp_path / "run")
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
+def test_run_folder_holds_model_history_metadata_and_curves(quick_run: Path) -> None:
+    assert sorted(p.name for p in quick_run.iterdir()) == [
         "curves.png", "history.csv", "model.keras", "run.json",
     ]
 
 
-def test_run_json_records_config_split_and_per_epoch_figures(tiny_store: Path, tmp_path: Path) -> None:
-    chunkfit.fit("baseline-cnn", tiny_store, **quick(), out=tmp_path / "run")
-    run = json.loads((tmp_path / "run" / "run.json").read_text())
+def test_run_json_records_config_split_and_per_epoch_figures(quick_run: Path) -> None:
+    run = json.loads((quick_run / "run.json").read_text())
     used = {"chunk_used", "steps_per_execution_used"}
     assert FitOptions.from_dict({k: v for k, v in run["config"].items() if k not in used}).blocks.chunk == 512
     assert run["config"]["steps_per_execution"] is None and run["config"]["steps_per_execution_used"] == 256
@@ -202,9 +211,8 @@ def test_balanced_class_weights_are_n_over_k_times_the_class_count(tiny_store: P
     assert cw["weights"] == {str(c): pytest.approx(total / (2 * k)) for c, k in n.items()}
 
 
-def test_auto_class_weights_stay_off_when_no_class_is_rare(tiny_store: Path, tmp_path: Path) -> None:
-    chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1), out=tmp_path / "run")
-    assert json.loads((tmp_path / "run" / "run.json").read_text())["class_weight"]["weights"] is None
+def test_auto_class_weights_stay_off_when_no_class_is_rare(quick_run: Path) -> None:
+    assert json.loads((quick_run / "run.json").read_text())["class_weight"]["weights"] is None
 
 
 @pytest.mark.parametrize("text", ["heavy", "0:1,1", "1:-2", "a:b"])
