@@ -63,6 +63,7 @@ def train(
     resume: Annotated[bool, typer.Option("--resume", help="Refuse to start unless --out holds an unfinished run to resume")] = False,
     restart: Annotated[bool, typer.Option("--restart", help="Delete the run in --out (finished or not) and start over")] = False,
     tensorboard: Annotated[Optional[str], typer.Option(help="Folder for TensorBoard logs (Keras's TensorBoard callback; steps run on across blocks)")] = None,
+    devices: Annotated[Optional[str], typer.Option(help="Train on several devices of this machine: all (every GPU; tf.distribute MirroredStrategy) or cpu:N (N logical CPU devices, for trying it out); --batch-size is then the global batch. Several machines: set TF_CONFIG on each (see README)")] = None,
 ) -> None:
     """Train a Keras model on every window of a store, block by block, without materialising them.
 
@@ -123,7 +124,7 @@ def train(
         with unsafe_model_files(unsafe):
             history = fit(model, path, options=options, out=run_dir, progress=progress,
                           checkpoint_every=checkpoint_every, resume="resume" if resume else "restart" if restart else "auto",
-                          tensorboard=tensorboard)
+                          tensorboard=tensorboard, devices=devices)
     done = len(history.epoch)
     stopped = f" (stopped early after {done} of {epochs})" if done < epochs else ""
     typer.echo(f"trained {model} for {done} epoch(s){stopped}; run folder {run_dir}: "
