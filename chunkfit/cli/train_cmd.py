@@ -125,6 +125,12 @@ def train(
             history = fit(model, path, options=options, out=run_dir, progress=progress,
                           checkpoint_every=checkpoint_every, resume="resume" if resume else "restart" if restart else "auto",
                           tensorboard=tensorboard, devices=devices)
+    from ..train.tensorflow.distributed import cluster_from_env
+
+    cluster = cluster_from_env()
+    if cluster is not None and not cluster.chief:
+        typer.echo(f"{cluster.name(cluster.rank)} done; the chief, {cluster.name(0)}, wrote the run folder {run_dir}")
+        return
     done = len(history.epoch)
     stopped = f" (stopped early after {done} of {epochs})" if done < epochs else ""
     typer.echo(f"trained {model} for {done} epoch(s){stopped}; run folder {run_dir}: "

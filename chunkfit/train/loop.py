@@ -245,8 +245,10 @@ class Trainer:
 
     # -- the loop ---------------------------------------------------------------------------------
     def train(self, tensorboard: str | os.PathLike[str] | None = None) -> keras.callbacks.History:
+        lost = getattr(self.engine, "lost_worker", contextlib.nullcontext)  # a collective failed: one line
         try:
-            return self._train(tensorboard)
+            with lost():
+                return self._train(tensorboard)
         except RemoteError as err:
             raise RemoteError(f"{err}{self._kept()}") from None  # what of the run was kept
         except WorkerLostError as err:

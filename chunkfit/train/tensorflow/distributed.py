@@ -177,6 +177,7 @@ class DistributedEngine(TensorFlowEngine):
         self.stepper = _NoJit()  # type: ignore[assignment]
         self._train_fn: Any = None
         self._eval_fn: Any = None
+        self._exchange_fn: Any = None
 
     @classmethod
     def start_distributed(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes, normalizer: Normalizer,
@@ -189,16 +190,28 @@ class DistributedEngine(TensorFlowEngine):
 
         logical = check_devices(devices)
         heap = steady_heap()
-        threads = start_tensorflow(opts.compute_threads, model, cpu_devices=logical)
+        made: list[Any] = []
+
+        def before(tf: Any) -> None:
+            # Both must happen before TensorFlow's runtime starts (collective ops, logical devices).
+            if logical:
+                cpu = tf.config.list_physical_devices("CPU")[0]
+                tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * logical)
+            if cluster is not None:
+                # No collective timeout: a worker waits while the chief writes the run folder; a dead
+                # worker is found by TensorFlow's coordination service heartbeats (about 10 s).
+                made.append(tf.distribute.MultiWorkerMirroredStrategy())
+
+        try:
+            threads = start_tensorflow(opts.compute_threads, model, before=before)
+        except RuntimeError:
+            raise UsageError("several workers or devices need a process in which TensorFlow has not started yet "
+                             "(run chunkfit train, or call chunkfit.fit before anything else uses TensorFlow)") from None
         import keras
         import tensorflow as tf
 
-        if logical and len(tf.config.list_logical_devices("CPU")) != logical:
-            raise UsageError(f"--devices cpu:{logical} needs a process in which TensorFlow has not started yet")
-        if cluster is not None:
-            # No collective timeout: a worker waits while the chief writes the run folder; a dead
-            # worker is found by TensorFlow's coordination service heartbeats (about 10 s).
-            strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        if made:
+            strategy = made[0]
         elif logical:
             strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(logical)])
         else:
@@ -238,7 +251,7 @@ class DistributedEngine(TensorFlowEngine):
         """The run's distribution, for run.json."""
         c = self.cluster
         return {
-            "strategy": type(self.strategy).__name__,
+            "strategy": "MultiWorkerMirroredStrategy" if c is not None else "MirroredStrategy",
             "workers": len(c.addresses) if c is not None else 1,
             "addresses": list(c.addresses) if c is not None else None,
             "replicas": self.replicas,
@@ -293,16 +306,27 @@ class DistributedEngine(TensorFlowEngine):
             return super().metrics()
 
     def exchange(self, values: list[int]) -> np.ndarray:
-        """Every worker's ``values`` (int64), gathered in rank order: [workers, len(values)]."""
+        """Every worker's ``values`` (up to 3 int64), in rank order: [workers, 3] (by one all-reduce
+        of a matrix where each worker fills its own row, compiled once)."""
         import tensorflow as tf
 
-        local = tf.constant([values], tf.int64)
+        workers = len(self.cluster.addresses) if self.cluster is not None else 1
+        rank = self.cluster.rank if self.cluster is not None else 0
+        if self._exchange_fn is None:
+            strategy = self.strategy
+            local = self.replicas // workers
+
+            def replica(m: Any) -> Any:
+                ctx = tf.distribute.get_replica_context()
+                first = tf.cast(tf.equal(ctx.replica_id_in_sync_group % local, 0), tf.int64)  # one replica per worker
+                return ctx.all_reduce(tf.distribute.ReduceOp.SUM, m * first)
+
+            self._exchange_fn = tf.function(lambda m: strategy.experimental_local_results(strategy.run(replica, (m,)))[0],
+                                            input_signature=[tf.TensorSpec([workers, 3], tf.int64)], autograph=False)
+        mine = np.zeros((workers, 3), np.int64)
+        mine[rank, : len(values)] = values
         with self.lost_worker():
-            per = self.strategy.experimental_distribute_values_from_function(lambda _ctx: local)
-            gathered = self.strategy.gather(per, axis=0).numpy()
-        # one row per replica; with several replicas on a worker, each worker's first stands for it
-        per_worker = self.replicas // max(len(self.cluster.addresses) if self.cluster else 1, 1)
-        return gathered[::per_worker]  # type: ignore[no-any-return]
+            return np.asarray(self._exchange_fn(tf.constant(mine)))
 
     def meet(self, identity: dict[str, Any], folder: str | None, write: Callable[[str, str], None] | None) -> None:
         """Before training: every worker was started with the chief's settings (a hash of the run's
