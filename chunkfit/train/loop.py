@@ -224,7 +224,7 @@ class Trainer:
             "engine": self.engine.name,
             "threads": self.engine.threads_info(),
             "mmap_threshold": self.engine.mmap_threshold,
-            **({"distribution": self.engine.about()} if hasattr(self.engine, "about") else {}),
+            **({"distribution": about} if (about := self.engine.about()) is not None else {}),
         }
 
     def _meet(self, identity: dict[str, Any], folder: RunFolder | None, peer: Path | None) -> Any:
@@ -245,9 +245,8 @@ class Trainer:
 
     # -- the loop ---------------------------------------------------------------------------------
     def train(self, tensorboard: str | os.PathLike[str] | None = None) -> keras.callbacks.History:
-        lost = getattr(self.engine, "lost_worker", contextlib.nullcontext)  # a collective failed: one line
         try:
-            with lost():
+            with self.engine.lost_worker():  # a collective failed: one line
                 return self._train(tensorboard)
         except RemoteError as err:
             raise RemoteError(f"{err}{self._kept()}") from None  # what of the run was kept
@@ -312,9 +311,7 @@ class Trainer:
             folder.plot(history.history)
             self._write_record(finished=True)
             folder.remove_checkpoint()
-        finish = getattr(self.engine, "exchange", None)
-        if finish is not None and getattr(self.engine, "cluster", None) is not None:
-            finish([0])  # the peers leave once the chief has written the run
+        self.engine.finish()
         return history
 
     def _epoch(self, epoch: int, run_callbacks: keras.callbacks.CallbackList,
@@ -353,9 +350,10 @@ class Trainer:
             "windows_per_s": round(windows / train_seconds, 1) if train_seconds > 0 else None,
             "blocks": list(self.blocks_done),
         }
-        if hasattr(self.engine, "epoch_shares"):  # who trained which windows, for several replicas
-            sizes = [sum(plan.train_blocks[i].n_windows for i in g) for g in self._groups_done(epoch)]
-            record["replica_windows"] = self.engine.epoch_shares(sizes)
+        sizes = [sum(plan.train_blocks[i].n_windows for i in g) for g in self._groups_done(epoch)]
+        shares = self.engine.epoch_shares(sizes)
+        if shares is not None:  # who trained which windows, with several replicas
+            record["replica_windows"] = shares
         return logs, record
 
     def _groups_done(self, epoch: int) -> list[list[int]]:
@@ -438,8 +436,7 @@ class Trainer:
     def _restore(self, resumed: Any) -> Position:
         assert self.checkpoints is not None
         s = self.engine.shapes
-        scope = getattr(self.engine, "scope", contextlib.nullcontext)
-        with scope():
+        with self.engine.scope():
             at = self.checkpoints.restore(resumed, model=self.model, callbacks=self.user_callbacks,
                                           history=self.history, log=self.log, shapes=(s.window, s.channels, s.classes))
         if self.progress is not None:

@@ -247,7 +247,7 @@ class DistributedEngine(TensorFlowEngine):
     def compile_info(self) -> dict[str, Any]:
         return {"jit": False, "reason": "tf.distribute step (chunkfit.train.tensorflow.distributed), without XLA"}
 
-    def about(self) -> dict[str, Any]:
+    def about(self) -> dict[str, Any] | None:
         """The run's distribution, for run.json."""
         c = self.cluster
         return {
@@ -260,7 +260,11 @@ class DistributedEngine(TensorFlowEngine):
             "replica_batch": -(-self.opts.batch_size // self.replicas),
         }
 
-    def epoch_shares(self, groups: list[int]) -> list[list[dict[str, Any]]]:
+    def finish(self) -> None:
+        if self.cluster is not None:
+            self.exchange([0])  # the others leave once the chief has written the run
+
+    def epoch_shares(self, groups: list[int]) -> list[list[dict[str, Any]]] | None:
         """For each replica, its share of each trained group of ``groups`` windows (see ``share_ranges``)."""
         b = self.opts.batch_size
         return [[{"group": k, "windows": n, **share_ranges(n, b, self.replicas, r)} for k, n in enumerate(groups)]
