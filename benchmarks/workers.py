@@ -101,7 +101,7 @@ def train_windows_per_s(store: Path, model: str, workers: int, batch: int, strid
     ports = free_ports(workers)
     out = tmp / f"{model}-{workers}"
     args = [sys.executable, "-m", "chunkfit", "train", str(store), "--epochs", "1", "--stride", str(stride),
-            "--batch-size", str(batch), "--model", model, "--jit", "off", "--validation", "0.02", "--out", str(out),
+            "--batch-size", str(batch), "--model", model, "--jit", "off", "--validation", "0", "--out", str(out),
             "--restart"]
     if workers == 1:
         args += ["--devices", "cpu:1"]  # the same distributed step, on one replica

@@ -261,3 +261,23 @@ def test_a_run_folder_a_worker_cannot_read_is_one_line(store: Path, tmp_path: Pa
         assert f"worker 1 (127.0.0.1:{w.ports[1]}) cannot read the run folder" in error_line(stderr)
     assert not (tmp_path / "chief").exists()
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_run_resumes_on_another_number_of_replicas(store: Path, single: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = subprocess.Popen(cli_command("train", str(store), *ARGS, "--out", str(out)),
+                            env={**cli_env(), "CHUNKFIT_TEST_CHECKPOINT_PAUSE": "2:120"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not list(out.glob("*/PAUSED")):
+            assert time.monotonic() < deadline and proc.poll() is None, "the run never paused"
+            time.sleep(0.05)
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    result = run_single(store, out, "--devices", "cpu:2")
+    assert "resuming the run" in result.stdout.decode()
+    assert_same_run(single, out)
