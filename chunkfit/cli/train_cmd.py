@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -72,7 +74,7 @@ def train(
     from .._fs import refuse_url
     from ..store.remote import is_remote
     from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
-    from ..errors import UsageError
+    from ..errors import UsageError, WorkerLostError
     from ..project import default_store
     from ..train.budget import parse_bytes
     from ..train.loop import fit
@@ -122,9 +124,18 @@ def train(
             update(p.done, info=f"epoch {p.epoch + 1}/{p.epochs}  {what}  {p.windows_per_s:,.0f} windows/s{loss_text}")
 
         with unsafe_model_files(unsafe):
-            history = fit(model, path, options=options, out=run_dir, progress=progress,
-                          checkpoint_every=checkpoint_every, resume="resume" if resume else "restart" if restart else "auto",
-                          tensorboard=tensorboard, devices=devices)
+            try:
+                history = fit(model, path, options=options, out=run_dir, progress=progress,
+                              checkpoint_every=checkpoint_every,
+                              resume="resume" if resume else "restart" if restart else "auto",
+                              tensorboard=tensorboard, devices=devices)
+            except WorkerLostError as err:
+                # After aborted collectives TensorFlow's runtime may print or wait at interpreter exit
+                # (seen: a pool's finaliser failing): the one line, then out at once. The run folder
+                # was closed by fit.
+                print(f"chunkfit: error: {err}", file=sys.stderr, flush=True)
+                sys.stdout.flush()
+                os._exit(err.exit_code)
     from ..train.tensorflow.distributed import cluster_from_env
 
     cluster = cluster_from_env()
