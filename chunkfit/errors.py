@@ -83,3 +83,7 @@ class DiskFullError(ChunkfitError, OSError):
 def describe_path(path: object) -> str:
     """Format a path for messages."""
     return str(path)
+
+
+class WorkerLostError(ChunkfitError, ConnectionError):
+    """Another worker of a multi-worker run stopped (killed, crashed, unreachable)."""

@@ -6,3 +6,4 @@ from . import ingest_cmd  # noqa: F401
 from . import train_cmd  # noqa: F401
 from . import score_cmd  # noqa: F401
 from . import bench_cmd  # noqa: F401
+from . import launch_cmd  # noqa: F401

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -63,6 +65,7 @@ def train(
     resume: Annotated[bool, typer.Option("--resume", help="Refuse to start unless --out holds an unfinished run to resume")] = False,
     restart: Annotated[bool, typer.Option("--restart", help="Delete the run in --out (finished or not) and start over")] = False,
     tensorboard: Annotated[Optional[str], typer.Option(help="Folder for TensorBoard logs (Keras's TensorBoard callback; steps run on across blocks)")] = None,
+    devices: Annotated[Optional[str], typer.Option(help="Train on several devices of this machine: all (every GPU; tf.distribute MirroredStrategy) or cpu:N (N logical CPU devices, for trying it out); --batch-size is then the global batch. Several machines: set TF_CONFIG on each (see README)")] = None,
 ) -> None:
     """Train a Keras model on every window of a store, block by block, without materialising them.
 
@@ -71,7 +74,7 @@ def train(
     from .._fs import refuse_url
     from ..store.remote import is_remote
     from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
-    from ..errors import UsageError
+    from ..errors import UsageError, WorkerLostError
     from ..project import default_store
     from ..train.budget import parse_bytes
     from ..train.loop import fit
@@ -121,9 +124,24 @@ def train(
             update(p.done, info=f"epoch {p.epoch + 1}/{p.epochs}  {what}  {p.windows_per_s:,.0f} windows/s{loss_text}")
 
         with unsafe_model_files(unsafe):
-            history = fit(model, path, options=options, out=run_dir, progress=progress,
-                          checkpoint_every=checkpoint_every, resume="resume" if resume else "restart" if restart else "auto",
-                          tensorboard=tensorboard)
+            try:
+                history = fit(model, path, options=options, out=run_dir, progress=progress,
+                              checkpoint_every=checkpoint_every,
+                              resume="resume" if resume else "restart" if restart else "auto",
+                              tensorboard=tensorboard, devices=devices)
+            except WorkerLostError as err:
+                # After aborted collectives TensorFlow's runtime may print or wait at interpreter exit
+                # (seen: a pool's finaliser failing): the one line, then out at once. The run folder
+                # was closed by fit.
+                print(f"chunkfit: error: {err}", file=sys.stderr, flush=True)
+                sys.stdout.flush()
+                os._exit(err.exit_code)
+    from ..train.tensorflow.distributed import cluster_from_env
+
+    cluster = cluster_from_env()
+    if cluster is not None and not cluster.chief:
+        typer.echo(f"{cluster.name(cluster.rank)} done; the chief, {cluster.name(0)}, wrote the run folder {run_dir}")
+        return
     done = len(history.epoch)
     stopped = f" (stopped early after {done} of {epochs})" if done < epochs else ""
     typer.echo(f"trained {model} for {done} epoch(s){stopped}; run folder {run_dir}: "

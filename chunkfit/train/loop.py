@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
-from ..errors import ChunkfitError, RemoteError, StoreChangedError, UsageError
+from ..errors import ChunkfitError, RemoteError, RunError, StoreChangedError, UsageError, WorkerLostError
 from ..store import Store, open_store
 from .blocks import Block, prefetched, read_group, window_order
 from .budget import chunk_in_budget
@@ -82,6 +82,7 @@ def fit(
     checkpoint_every: int | None = None,
     resume: str = "auto",
     tensorboard: str | os.PathLike[str] | None = None,
+    devices: str | None = None,
 ) -> keras.callbacks.History:
     """Train ``model`` on every window of ``store``, block by block; returns the Keras History.
 
@@ -102,7 +103,10 @@ def fit(
     "off") is whether the train step runs under XLA; "auto" times both on this machine first
     (chunkfit.train.tensorflow.autotune; the choice goes to run.json). ``tensorboard`` is a folder for Keras's TensorBoard
     callback: epoch summaries, and evaluation figures against the optimizer's step count, which runs
-    on across blocks.
+    on across blocks. ``devices`` ("all", or "cpu:N" logical CPU devices for trying it out) trains on
+    several devices of this machine, and TF_CONFIG in the environment makes this process one worker of
+    a synchronous multi-worker run (chunkfit.train.tensorflow.distributed); ``batch_size`` is then the
+    global batch, and only the chief (rank 0) writes ``out``.
     """
     opts = options or FitOptions(
         windows=WindowSpec(window=window, stride=stride, label=label),
@@ -127,15 +131,17 @@ def fit(
         raise UsageError(f"--checkpoint-every must be a positive number of blocks (received {checkpoint_every!r})")
     if out is None and resume != "auto":
         raise UsageError(f"resume={resume!r} needs a run folder: pass out=RUN")
+    distribution = _distribution(devices, out)
     with contextlib.ExitStack() as stack:
         if not isinstance(store, Store):
             store = stack.enter_context(open_store(store))
         split = SplitPlan.of(store, opts)  # most mistakes are refused here, before TensorFlow loads
         identity = run_identity(opts, model, store)
-        folder = open_run_folder(out, resume, identity) if out is not None else None
+        peer = distribution is not None and distribution[0] is not None and not distribution[0].chief
+        folder = open_run_folder(out, resume, identity) if out is not None and not peer else None
         try:
             trainer = Trainer(model, store, opts, split, list(callbacks or []), folder, progress,
-                              checkpoint_every, identity)
+                              checkpoint_every, identity, distribution, Path(out) if peer and out is not None else None)
             history = trainer.train(tensorboard)
         except BaseException:
             if folder is not None:
@@ -156,7 +162,8 @@ class Trainer:
     def __init__(self, model: keras.Model | str, store: Store, opts: FitOptions, split: SplitPlan,
                  callbacks: list[keras.callbacks.Callback], folder: RunFolder | None,
                  progress: Callable[[TrainProgress], None] | None, checkpoint_every: int | None,
-                 identity: dict[str, Any]) -> None:
+                 identity: dict[str, Any], distribution: tuple[Any, str | None] | None = None,
+                 peer: Path | None = None) -> None:
         self.store, self.opts, self.user_callbacks, self.progress, self.folder = store, opts, callbacks, progress, folder
         self.model_spec = identity["model"]
         resumed = folder.checkpoint if folder is not None else None
@@ -166,8 +173,17 @@ class Trainer:
         self.weights = class_weights(opts.class_weight, split.labeller, split.split.train, w.window, w.stride)
         if self.weights.notice is not None and progress is not None:
             progress(TrainProgress("notice", 0, opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0, message=self.weights.notice))
-        self.engine = TensorFlowEngine.start(model, opts, shapes, self.normalizer, self.weights.weights,
-                                             opts.epochs * split.split.train_windows(), say=self._notice)
+        if distribution is None:
+            self.engine = TensorFlowEngine.start(model, opts, shapes, self.normalizer, self.weights.weights,
+                                                 opts.epochs * split.split.train_windows(), say=self._notice)
+        else:
+            from .tensorflow.distributed import DistributedEngine
+
+            self.engine = DistributedEngine.start_distributed(model, opts, shapes, self.normalizer,
+                                                              self.weights.weights, *distribution)
+            if folder is not None:
+                folder.create()  # before the workers meet: a resumed checkpoint has its settled name
+            resumed = self._meet(identity, folder, peer)
         self.model = self.engine.model
         # A resumed run keeps its blocks even when --memory-budget would pick another chunk now.
         if resumed is not None:
@@ -185,10 +201,12 @@ class Trainer:
         self._last_chosen: tuple[dict[str, Any] | None, list[Any]] | None = None  # last epoch's, and its weights
         self.log = RunLog(self._about(), opts.blocks.seed)
         self.checkpoints: Checkpointer | None = None
-        if folder is not None:
+        self.resumed = resumed
+        if folder is not None and not folder.ready:
             folder.create()
-            self.checkpoints = Checkpointer(folder, identity, chunk, checkpoint_every,
-                                            (opts.epochs, len(self.plan.train_blocks)))
+        if folder is not None or resumed is not None:  # a peer worker only restores from one
+            self.checkpoints = Checkpointer(folder if folder is not None else _Peer(str(peer), resumed), identity,
+                                            chunk, checkpoint_every, (opts.epochs, len(self.plan.train_blocks)))
         self.blocks_done: list[int] = []  # train blocks of the current epoch, in the order trained
 
     def _about(self) -> dict[str, Any]:
@@ -206,14 +224,34 @@ class Trainer:
             "engine": self.engine.name,
             "threads": self.engine.threads_info(),
             "mmap_threshold": self.engine.mmap_threshold,
+            **({"distribution": about} if (about := self.engine.about()) is not None else {}),
         }
+
+    def _meet(self, identity: dict[str, Any], folder: RunFolder | None, peer: Path | None) -> Any:
+        """The workers check each other (chunkfit.train.tensorflow.distributed); returns the checkpoint
+        this worker resumes from: the chief's, read by every worker after the chief settled it."""
+        from .checkpoint import latest
+
+        engine: Any = self.engine
+        where = str(folder.path) if folder is not None else str(peer) if peer is not None else None
+        engine.meet(identity, where, (lambda name, text: folder.file(name).write_text(text)) if folder else None)
+        resumed = folder.checkpoint if folder is not None else latest(peer) if peer is not None else None
+        if engine.cluster is not None:
+            sequence = engine.exchange([resumed.sequence if resumed is not None else -1])
+            if int(sequence[engine.cluster.rank][0]) != int(sequence[0][0]):
+                raise RunError(f"{where}: this worker found another checkpoint in the run folder than the chief; "
+                               "give every worker the same --out on storage they all reach")
+        return resumed
 
     # -- the loop ---------------------------------------------------------------------------------
     def train(self, tensorboard: str | os.PathLike[str] | None = None) -> keras.callbacks.History:
         try:
-            return self._train(tensorboard)
+            with self.engine.lost_worker():  # a collective failed: one line
+                return self._train(tensorboard)
         except RemoteError as err:
             raise RemoteError(f"{err}{self._kept()}") from None  # what of the run was kept
+        except WorkerLostError as err:
+            raise WorkerLostError(f"{err}{self._kept()}") from None
         except OSError as err:
             if isinstance(err, ChunkfitError) or self.folder is None or err.errno not in WRITE_ERRORS:
                 raise
@@ -226,7 +264,7 @@ class Trainer:
         from .callbacks import BlockBridge, HistoryCsv
 
         model, opts, folder = self.model, self.opts, self.folder
-        resumed = folder.checkpoint if folder is not None else None
+        resumed = folder.checkpoint if folder is not None else self.resumed
         self.history = history = keras.callbacks.History()
         extra: list[keras.callbacks.Callback] = []
         if folder is not None:
@@ -273,6 +311,7 @@ class Trainer:
             folder.plot(history.history)
             self._write_record(finished=True)
             folder.remove_checkpoint()
+        self.engine.finish()
         return history
 
     def _epoch(self, epoch: int, run_callbacks: keras.callbacks.CallbackList,
@@ -311,7 +350,19 @@ class Trainer:
             "windows_per_s": round(windows / train_seconds, 1) if train_seconds > 0 else None,
             "blocks": list(self.blocks_done),
         }
+        sizes = [sum(plan.train_blocks[i].n_windows for i in g) for g in self._groups_done(epoch)]
+        shares = self.engine.epoch_shares(sizes)
+        if shares is not None:  # who trained which windows, with several replicas
+            record["replica_windows"] = shares
         return logs, record
+
+    def _groups_done(self, epoch: int) -> list[list[int]]:
+        """The block indices of each group of ``epoch`` trained so far."""
+        done, out = set(self.blocks_done), []
+        for group in self.plan.train_groups(epoch):
+            if all(b.index in done for b in group):
+                out.append([b.index for b in group])
+        return out
 
     def _phase(self, phase: str, epoch: int, stream: Generator[BlockTensors, None, None], todo: list[list[Block]],
                start: Position | None) -> int:
@@ -378,15 +429,16 @@ class Trainer:
 
     # -- checkpoints ------------------------------------------------------------------------------
     def _checkpoint(self, at: Position) -> None:
-        if self.checkpoints is not None:
+        if self.checkpoints is not None and self.folder is not None:
             self.checkpoints.save(at, seed=self.opts.blocks.seed, model=self.model, callbacks=self.user_callbacks,
                                   history=self.history, log=self.log)
 
     def _restore(self, resumed: Any) -> Position:
         assert self.checkpoints is not None
         s = self.engine.shapes
-        at = self.checkpoints.restore(resumed, model=self.model, callbacks=self.user_callbacks, history=self.history,
-                                      log=self.log, shapes=(s.window, s.channels, s.classes))
+        with self.engine.scope():
+            at = self.checkpoints.restore(resumed, model=self.model, callbacks=self.user_callbacks,
+                                          history=self.history, log=self.log, shapes=(s.window, s.channels, s.classes))
         if self.progress is not None:
             blocks = max(len(self.plan.train_blocks), 1)
             share = (at.epoch + at.position / blocks) / max(self.opts.epochs, 1)
@@ -510,3 +562,33 @@ def _restore_copy(source: Path | None, target: Path) -> None:
     tmp = target.with_name(target.name + ".tmp")
     shutil.copyfile(source, tmp)
     os.replace(tmp, target)
+
+
+class _Peer:
+    """What a worker other than the chief knows of the run folder: its name and the checkpoint it resumes."""
+
+    def __init__(self, shown: str, checkpoint: Any) -> None:
+        self.shown, self.checkpoint = shown, checkpoint
+
+
+def _distribution(devices: str | None, out: str | os.PathLike[str] | None) -> tuple[Any, str | None] | None:
+    """(cluster, devices) when this run is distributed (TF_CONFIG or ``devices``), else None; refuses
+    what cannot work, before TensorFlow loads."""
+    from .tensorflow.distributed import check_devices, cluster_from_env
+
+    cluster = cluster_from_env()
+    logical = check_devices(devices)
+    if cluster is None and devices is None:
+        return None
+    if cluster is not None and logical:
+        raise UsageError(f"--devices {devices} is for one machine; with TF_CONFIG each worker trains on its GPUs "
+                         "(or its CPU): leave out --devices, or pass --devices all")
+    if cluster is not None:
+        from ..store.remote import is_remote
+
+        if out is not None and is_remote(out):
+            raise UsageError(f"{out}: several workers need a run folder on a shared file system for now "
+                             "(s3:// run folders train with one worker)")
+        if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2") == "2":  # TensorFlow's collective errors become one line
+            os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    return cluster, devices

@@ -7,6 +7,7 @@ samples into the runtime's tensors (in the loader thread), and training or evalu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -150,6 +151,26 @@ class TensorFlowEngine:
     def exported(self) -> keras.Model:
         """The trained model behind the run's normalisation: the model that takes raw signal."""
         return self.normalizer.wrap(self.model)
+
+    # What differs with several workers or devices (chunkfit.train.tensorflow.distributed); here, one process, one device.
+    def scope(self) -> contextlib.AbstractContextManager[Any]:
+        """Where the model's variables live: the strategy's scope with several devices."""
+        return contextlib.nullcontext()
+
+    def lost_worker(self) -> contextlib.AbstractContextManager[Any]:
+        """Turns another worker's loss into one line (several workers only)."""
+        return contextlib.nullcontext()
+
+    def about(self) -> dict[str, Any] | None:
+        """The run's distribution for run.json (None: one process, one device)."""
+        return None
+
+    def epoch_shares(self, groups: list[int]) -> list[list[dict[str, Any]]] | None:
+        """Each replica's share of an epoch's trained groups of ``groups`` windows (None: one replica)."""
+        return None
+
+    def finish(self) -> None:
+        """After the run is written: several workers leave together."""
 
     def metrics(self) -> dict[str, float]:
         """The model's metric results now, as Python floats, F1 added and the event class first."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -20,13 +21,15 @@ from ..._quiet import import_tensorflow_quietly
 from ..models import SMALL_BUILTINS
 
 
-def start_tensorflow(compute_threads: int | None, model: Any) -> dict[str, int]:
+def start_tensorflow(compute_threads: int | None, model: Any,
+                     before: Callable[[ModuleType], None] | None = None) -> dict[str, int]:
     """Import TensorFlow with the compute threads for ``model``; returns the settings in effect
     (0 meaning TensorFlow's default of every core).
 
     ``compute_threads`` None picks 1 for the small built-in models on a machine without a GPU and
     TensorFlow's default otherwise; 0 keeps TensorFlow's default. A set number of compute threads
-    comes with one inter-op thread.
+    comes with one inter-op thread. ``before(tensorflow)`` runs after these settings and before
+    TensorFlow's runtime starts (chunkfit.train.tensorflow.distributed: logical devices, the strategy).
     """
     small = isinstance(model, str) and model in SMALL_BUILTINS
 
@@ -37,12 +40,15 @@ def start_tensorflow(compute_threads: int | None, model: Any) -> dict[str, int]:
         if compute > 0:
             tf.config.threading.set_intra_op_parallelism_threads(compute)
             tf.config.threading.set_inter_op_parallelism_threads(1)
+        if before is not None:
+            before(tf)
 
     if "tensorflow" in sys.modules:  # imported by the caller: configurable until its first op
         try:
             setup(sys.modules["tensorflow"])
         except RuntimeError:
-            pass
+            if before is not None:
+                raise
     else:
         import_tensorflow_quietly(setup)
     import tensorflow as tf
