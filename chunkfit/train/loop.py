@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
-from ..errors import ChunkfitError, RemoteError, RunError, StoreChangedError, UsageError, WorkerLostError
+from ..errors import (
+    ChunkfitError,
+    RemoteError,
+    RunError,
+    StoreChangedError,
+    UsageError,
+    WorkerLostError,
+)
 from ..store import Store, open_store
 from .blocks import Block, prefetched, read_group, window_order
 from .budget import chunk_in_budget
