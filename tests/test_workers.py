@@ -281,3 +281,22 @@ def test_a_run_resumes_on_another_number_of_replicas(store: Path, single: Path, 
     result = run_single(store, out, "--devices", "cpu:2")
     assert "resuming the run" in result.stdout.decode()
     assert_same_run(single, out)
+
+
+def test_launch_starts_local_workers_that_train_the_single_process_run(store: Path, single: Path,
+                                                                        tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = subprocess.run(cli_command("launch", "--workers", "2", "--", "train", str(store), *ARGS, "--out", str(out)),
+                            env=cli_env(), capture_output=True, timeout=TIMEOUT, check=False)
+    assert result.returncode == 0, result.stderr.decode()
+    assert_same_run(single, out)
+    about = json.loads((out / "run.json").read_text())["distribution"]
+    assert (about["workers"], about["addresses"][0].split(":")[0]) == (2, "127.0.0.1")
+
+
+@pytest.mark.parametrize(("args", "needle"), [(("--workers", "1", "--", "train", "s.zarr"), "--workers must be 2"),
+                                              (("--workers", "2", "--", "predict", "run"), "runs chunkfit train")])
+def test_launch_refuses_what_it_cannot_run_in_one_line(args: tuple[str, ...], needle: str) -> None:
+    result = subprocess.run(cli_command("launch", *args), env=cli_env(), capture_output=True, timeout=60, check=False)
+    assert result.returncode != 0
+    assert needle in error_line(result.stderr.decode())
