@@ -123,6 +123,10 @@ def train(
             loss_text = "" if p.loss is None else f"  loss {p.loss:.4f}"
             update(p.done, info=f"epoch {p.epoch + 1}/{p.epochs}  {what}  {p.windows_per_s:,.0f} windows/s{loss_text}")
 
+        from ..train.tensorflow.distributed import cluster_from_env
+
+        if cluster_from_env() is not None:
+            _native_stderr_quiet()
         with unsafe_model_files(unsafe):
             try:
                 history = fit(model, path, options=options, out=run_dir, progress=progress,
@@ -136,8 +140,6 @@ def train(
                 print(f"chunkfit: error: {err}", file=sys.stderr, flush=True)
                 sys.stdout.flush()
                 os._exit(err.exit_code)
-    from ..train.tensorflow.distributed import cluster_from_env
-
     cluster = cluster_from_env()
     if cluster is not None and not cluster.chief:
         typer.echo(f"{cluster.name(cluster.rank)} done; the chief, {cluster.name(0)}, wrote the run folder {run_dir}")
@@ -146,3 +148,20 @@ def train(
     stopped = f" (stopped early after {done} of {epochs})" if done < epochs else ""
     typer.echo(f"trained {model} for {done} epoch(s){stopped}; run folder {run_dir}: "
                "model.keras, history.csv, run.json, curves.png")
+
+
+def _native_stderr_quiet() -> None:
+    """A worker of several: TensorFlow's gRPC and collective layers log from C++ (absl) when a peer
+    is lost, whatever TF_CPP_MIN_LOG_LEVEL says, and the worker's message must stay one line. Native
+    writes to file descriptor 2 go to /dev/null from here on; Python's ``sys.stderr`` (chunkfit's
+    lines, progress, a bug's traceback) keeps the original stderr. TF_CPP_MIN_LOG_LEVEL=0 or 1 keeps
+    TensorFlow's own logs."""
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL") in ("0", "1"):
+        return
+    sys.stderr.flush()
+    kept = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    sys.stderr = open(kept, "w", buffering=1, encoding=sys.stderr.encoding or "utf-8",  # noqa: SIM115 - the process's stderr
+                      errors="backslashreplace")
