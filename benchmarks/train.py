@@ -11,13 +11,12 @@ Sections (throughput, memory and quality when none is named):
   window array, (2) a keras.utils.PyDataset building batches on the fly, (J) Keras on the JAX
   backend (``KERAS_BACKEND=jax``, the bench extra's jax) with plain model.fit on materialised
   float32 windows, (3) chunkfit default (its second epoch, after ``--jit auto``'s trial), (3b)
-  chunkfit with steps_per_execution=1, (3d) chunkfit ``--jit off``, (4) the compute ceiling: the same
-  compiled train step on one constant batch in one compiled loop, under the threads chunkfit picks,
-  and (4c) the same with the step under XLA. (1b), (3c), (4b) and (4d) swap the threads (chunkfit's
-  one compute thread for the reference, TensorFlow's default of every core for chunkfit and the
-  ceilings), to show what the thread setting alone is worth. Each strategy runs in its own
-  subprocess, in rounds so that machine noise hits all alike; the table shows medians and ratios to
-  (1) and to the best anchor: the fastest of (J) and the ceilings.
+  chunkfit with steps_per_execution=1, (3d) chunkfit ``--jit off``, (4) the compute ceiling: the
+  train step on one constant batch in one compiled loop, under TensorFlow's default threads, and
+  (4c) the same with the step under XLA. (1b), (3c), (4b) and (4d) run on one compute thread, to
+  show what the thread setting alone is worth. Each strategy runs in its own subprocess, in rounds
+  so that machine noise hits all alike; the table shows medians and ratios to (1) and to the best
+  anchor: the fastest of (J) and the ceilings.
 - memory: chunkfit --chunk 200000 on a 20,000,000-sample synth store (one epoch) against the 1M
   store (its second epoch).
 - quality: on the balanced synth problem (about half the windows positive), validation accuracy
@@ -56,22 +55,22 @@ MODEL = "baseline-cnn"  # --model
 SCORE_BATCH = 1024
 MILLION = 1_049_344
 LARGE = 20_000_000
-STRATEGIES = ("reference", "reference-1t", "pydataset", "jax", "chunkfit", "chunkfit-spe1", "chunkfit-allcores",
-              "chunkfit-nojit", "ceiling", "ceiling-allcores", "ceiling-xla", "ceiling-xla-allcores")
-ANCHORS = ("jax", "ceiling", "ceiling-allcores", "ceiling-xla", "ceiling-xla-allcores")
+STRATEGIES = ("reference", "reference-1t", "pydataset", "jax", "chunkfit", "chunkfit-spe1", "chunkfit-1t",
+              "chunkfit-nojit", "ceiling", "ceiling-1t", "ceiling-xla", "ceiling-xla-1t")
+ANCHORS = ("jax", "ceiling", "ceiling-1t", "ceiling-xla", "ceiling-xla-1t")
 LABELS = {
     "reference": "(1) model.fit, materialised float64 windows (the original question)",
-    "reference-1t": "(1b) the same with chunkfit's threads (1 compute thread)",
+    "reference-1t": "(1b) the same on 1 compute thread",
     "pydataset": "(2) keras.utils.PyDataset, batches built on the fly",
     "jax": "(J) Keras on the JAX backend, plain model.fit on materialised float32 windows",
     "chunkfit": "(3) chunkfit defaults (chunk 200,000, mix 4; --jit auto, threads and batches per compiled step chosen by chunkfit)",
     "chunkfit-nojit": "(3d) chunkfit, --jit off",
     "chunkfit-spe1": "(3b) chunkfit, steps_per_execution=1",
-    "chunkfit-allcores": "(3c) chunkfit, --compute-threads 0 (TensorFlow's default: every core)",
-    "ceiling": "(4) compute ceiling: constant batch, one compiled loop, chunkfit's threads",
-    "ceiling-allcores": "(4b) compute ceiling with TensorFlow's default threads",
-    "ceiling-xla": "(4c) compute ceiling, the step under XLA, chunkfit's threads",
-    "ceiling-xla-allcores": "(4d) compute ceiling, the step under XLA, TensorFlow's default threads",
+    "chunkfit-1t": "(3c) chunkfit, --compute-threads 1",
+    "ceiling": "(4) compute ceiling: constant batch, one compiled loop, TensorFlow's default threads",
+    "ceiling-1t": "(4b) compute ceiling on 1 compute thread",
+    "ceiling-xla": "(4c) compute ceiling, the step under XLA, TensorFlow's default threads",
+    "ceiling-xla-1t": "(4d) compute ceiling, the step under XLA, 1 compute thread",
 }
 
 
@@ -131,7 +130,7 @@ def work_reference(store: str, args: dict[str, Any]) -> dict[str, Any]:
     from chunkfit import open_store
     from chunkfit.train.tensorflow.threads import start_tensorflow
 
-    start_tensorflow(args.get("threads", 0), args["model"])
+    start_tensorflow(args.get("threads", 0))
 
     with open_store(store) as s:
         n = s.n_samples
@@ -209,8 +208,8 @@ def work_jax(store: str, args: dict[str, Any]) -> dict[str, Any]:
 def work_ceiling(store: str, args: dict[str, Any]) -> dict[str, Any]:
     from chunkfit.train.tensorflow.threads import start_tensorflow
 
-    # The same train step as chunkfit's: under the threads chunkfit picks for this model.
-    start_tensorflow(args.get("threads"), args["model"])
+    # The train step chunkfit runs, on one constant batch: TensorFlow's default threads unless given.
+    start_tensorflow(args.get("threads"))
     import keras
     import numpy as np
     import tensorflow as tf
@@ -297,14 +296,14 @@ WORKERS = {
     "pydataset": work_pydataset,
     "chunkfit": work_chunkfit,
     "chunkfit-spe1": lambda s, a: work_chunkfit(s, {**a, "fit": {"steps_per_execution": 1}}),
-    "chunkfit-allcores": lambda s, a: work_chunkfit(s, {**a, "fit": {"compute_threads": 0}}),
+    "chunkfit-1t": lambda s, a: work_chunkfit(s, {**a, "fit": {"compute_threads": 1}}),
     "chunkfit-nojit": lambda s, a: work_chunkfit(s, {**a, "fit": {"jit": "off"}}),
     "jax": work_jax,
     "ceiling-xla": lambda s, a: work_ceiling(s, {**a, "xla": True}),
-    "ceiling-xla-allcores": lambda s, a: work_ceiling(s, {**a, "threads": 0, "xla": True}),
+    "ceiling-xla-1t": lambda s, a: work_ceiling(s, {**a, "threads": 1, "xla": True}),
     "reference-1t": lambda s, a: work_reference(s, {**a, "threads": 1}),
     "ceiling": work_ceiling,
-    "ceiling-allcores": lambda s, a: work_ceiling(s, {**a, "threads": 0}),
+    "ceiling-1t": lambda s, a: work_ceiling(s, {**a, "threads": 1}),
     "quality-reference": work_quality_reference,
     "score-run": lambda s, a: work_score_run(s, a),
     "score-keras": lambda s, a: work_score_keras(s, a),
@@ -386,14 +385,14 @@ def memory(repeats: int) -> list[str]:
         epochs = 1 if samples == LARGE else 2
         got = [run("chunkfit", store, epochs=epochs, fit={"chunk": 200_000}) for _ in range(repeats)]
         # The ceiling does not depend on the signal; it runs next to each size for a ratio within the round.
-        ceiling = run("ceiling", store)["windows_per_s"]
+        ceiling = run("ceiling-xla", store)["windows_per_s"]
         speed = statistics.median(r["windows_per_s"] for r in got)
         rows.append((samples, speed, speed / ceiling, max(r["peak_rss"] for r in got)))
     base = rows[0][1]
     lines = [
         "### Memory: chunkfit --chunk 200000, baseline-cnn (1M: the second epoch; 20M: the first)",
         "",
-        "| signal samples | materialised float32 windows would need | windows/s | vs 1M | vs (4) run next to it | peak RSS MB |",
+        "| signal samples | materialised float32 windows would need | windows/s | vs 1M | vs (4c) run next to it | peak RSS MB |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
     for samples, speed, vs_ceiling, peak in rows:

@@ -13,8 +13,8 @@ number of epochs, each in its own subprocess so that peak memory is per strategy
 - ``ceiling``: the same train step on one constant batch inside one compiled loop (no input work);
 - ``ceiling-xla``: the same with the step compiled by XLA.
 
-chunkfit and the ceilings run under the TensorFlow threads chunkfit picks for baseline-cnn (one
-compute thread, see chunkfit.train.tensorflow.threads); the other strategies under TensorFlow's defaults.
+Every strategy runs under TensorFlow's default threads (every core), chunkfit's rule for a run too
+short to measure threads (chunkfit.train.tensorflow.threadtune).
 Each row has its ratio to the reference and to the best anchor: the fastest of ``jax`` and the
 ceilings that ran. ``jax`` is left out of the default strategies where jax is not installed.
 
@@ -352,10 +352,10 @@ def _worker_main(argv: list[str]) -> None:
     from .train.tensorflow.threads import start_tensorflow
 
     name, raw = argv
-    # chunkfit and the ceiling run the same train step under the threads chunkfit picks for
-    # baseline-cnn; the other strategies keep TensorFlow's defaults, as their users would.
-    if name != "jax":  # Keras on JAX runs without TensorFlow
-        start_tensorflow(None if name in ("chunkfit", "ceiling", "ceiling-xla") else 0, "baseline-cnn")
+    # chunkfit starts TensorFlow itself, with the threads it picks for this machine and model; the
+    # others keep TensorFlow's defaults, as their users would (Keras on JAX runs without TensorFlow).
+    if name not in ("jax", "chunkfit"):
+        start_tensorflow(None)
     print(json.dumps(run_strategy(name, BenchSpec(**json.loads(raw)))))
 
 

@@ -248,17 +248,17 @@ def test_memory_budget_picks_the_largest_chunk_that_fits() -> None:
 
 
 @pytest.mark.parametrize("n_windows", [256, 300, 5])
-def test_block_dataset_gathers_each_window_in_order_in_batches_of_any_length(n_windows: int) -> None:
+def test_eval_dataset_gathers_each_window_in_order_in_batches_of_any_length(n_windows: int) -> None:
     """Offsets go to tf.data pre-batched; the short last batch must come out whole, and every
     block must share one element spec (else Keras retraces its train function per block)."""
     from chunkfit.train.blocks import BlockData
-    from chunkfit.train.tensorflow.pipeline import block_dataset, to_tensors
+    from chunkfit.train.tensorflow.pipeline import eval_dataset, to_tensors
 
     rng = np.random.default_rng(n_windows)
     samples = np.stack([np.arange(400), -np.arange(400)], axis=1).astype(np.float32)
     offsets = rng.integers(0, 400 - 20, n_windows).astype(np.int32)
     labels = rng.integers(0, 3, n_windows).astype(np.int32)
-    ds = block_dataset(to_tensors(BlockData((), samples, offsets, labels)), window=20, batch_size=128, n_classes=3)
+    ds = eval_dataset(to_tensors(BlockData((), samples, offsets, labels)), window=20, batch_size=128, n_classes=3)
     assert [tuple(s.shape) for s in ds.element_spec] == [(None, 20, 2), (None, 3)]
     batches = [(x.numpy(), y.numpy()) for x, y in ds]
     assert [len(x) for x, _ in batches] == [min(128, n_windows - i) for i in range(0, n_windows, 128)]

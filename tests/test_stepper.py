@@ -1,4 +1,4 @@
-"""chunkfit.train.tensorflow.stepper.Stepper on chunkfit.train.tensorflow.pipeline.block_dataset, against plain model.fit on the same windows."""
+"""chunkfit.train.tensorflow.stepper.Stepper on chunkfit.train.tensorflow.pipeline.train_dataset, against plain model.fit on the same windows."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import pytest
 from chunkfit.train.blocks import BlockData
 from chunkfit.train.models import build_model, compile_model
 from chunkfit.train.tensorflow.pipeline import (
-    block_dataset,
     element_steps,
+    eval_dataset,
     step_batches,
     to_tensors,
+    train_dataset,
     train_element_spec,
 )
 from chunkfit.train.tensorflow.stepper import Stepper
@@ -59,10 +60,11 @@ def test_stepper_trains_every_batch_as_model_fit_does_short_last_batch_included(
 ) -> None:
     data = _block(n_windows)
     ours, theirs = _twins(custom)
-    ds = block_dataset(to_tensors(data), window=WINDOW, batch_size=BATCH, n_classes=2, steps=steps)
-    stepper = Stepper(ours)
+    block = to_tensors(data)
+    ds = train_dataset(block, batch_size=BATCH, steps=steps)
+    stepper = Stepper(ours, window=WINDOW, n_classes=2)
     stepper.run_eagerly = eager
-    history = stepper.fit(ds, epochs=1, verbose=0, shuffle=False)
+    history = stepper.fit(ds, samples=block.samples, epochs=1, verbose=0, shuffle=False)
 
     windows = np.stack([data.samples[o : o + WINDOW] for o in data.offsets])
     expected = theirs.fit(windows, keras.utils.to_categorical(data.labels, 2), batch_size=BATCH, shuffle=False, verbose=0)
@@ -79,18 +81,55 @@ def test_stepper_trains_every_batch_as_model_fit_does_short_last_batch_included(
 
 def test_training_elements_keep_the_batch_size_in_their_shape_and_pad_the_short_batch() -> None:
     n_windows = 2 * BATCH + 5
-    ds = block_dataset(to_tensors(_block(n_windows)), window=WINDOW, batch_size=BATCH, n_classes=2, steps=4)
-    x_spec, y_spec, last_spec = ds.element_spec
-    assert x_spec.shape.as_list() == [None, BATCH, WINDOW, 1] and y_spec.shape.as_list() == [None, BATCH, 2]
-    elements = [(x.shape[0], int(last)) for x, _, last in ds]
-    assert elements == [(2, BATCH), (1, 5)]
-    assert [k for k, _ in elements] == step_batches(n_windows, BATCH, 4)
+    data = _block(n_windows)
+    ds = train_dataset(to_tensors(data), batch_size=BATCH, steps=4)
+    offsets_spec, labels_spec, _ = ds.element_spec
+    assert offsets_spec.shape.as_list() == labels_spec.shape.as_list() == [None, BATCH]
+    elements = list(ds)
+    assert [(int(o.shape[0]), int(last)) for o, _, last in elements] == [(2, BATCH), (1, 5)]
+    assert [int(o.shape[0]) for o, _, _ in elements] == step_batches(n_windows, BATCH, 4)
+    offsets = np.concatenate([o.numpy().ravel() for o, _, _ in elements])
+    labels = np.concatenate([y.numpy().ravel() for _, y, _ in elements])
+    np.testing.assert_array_equal(offsets[:n_windows], data.offsets)
+    np.testing.assert_array_equal(labels[:n_windows], data.labels)
+    assert not offsets[n_windows:].any()  # padded with window 0, which the short step leaves out
 
 
 def test_evaluation_batches_have_unknown_sizes_and_no_padding() -> None:
-    ds = block_dataset(to_tensors(_block(BATCH + 3)), window=WINDOW, batch_size=BATCH, n_classes=2)
+    ds = eval_dataset(to_tensors(_block(BATCH + 3)), window=WINDOW, batch_size=BATCH, n_classes=2)
     assert ds.element_spec[0].shape.as_list() == [None, WINDOW, 1]
     assert [int(x.shape[0]) for x, _ in ds] == [BATCH, 3]
+
+
+def test_samples_padded_to_a_capacity_keep_their_values_and_add_zeros() -> None:
+    data = _block(40)
+    padded = to_tensors(data, capacity=100).samples.numpy()
+    assert padded.shape == (100, 1)
+    np.testing.assert_array_equal(padded[: data.samples.shape[0]], data.samples)
+    assert not padded[data.samples.shape[0] :].any()
+    assert to_tensors(data, capacity=10).samples.shape == data.samples.shape  # never cut
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_padded_samples_class_weights_and_standardisation_train_as_model_fit_with_class_weight(jit: bool) -> None:
+    """What a run hands the step: samples padded to the run's capacity, windows standardised and
+    weighted by class inside the step; as Keras's fit on the standardised windows with class_weight."""
+    n_windows = 4 * BATCH + 9
+    data = _block(n_windows, seed=3)
+    ours, theirs = _twins(custom=False)
+    block = to_tensors(data, capacity=data.samples.shape[0] + 500)
+    weights = [0.5, 3.0]
+    stepper = Stepper(ours, window=WINDOW, n_classes=2, jit=jit, normalize=lambda x: (x - 0.25) / 2.0,
+                      class_weights=weights)
+    stepper.fit(train_dataset(block, batch_size=BATCH, steps=3), samples=block.samples, epochs=1, verbose=0,
+                shuffle=False)
+
+    windows = (np.stack([data.samples[o : o + WINDOW] for o in data.offsets]) - 0.25) / 2.0
+    expected = theirs.fit(windows, keras.utils.to_categorical(data.labels, 2), batch_size=BATCH, shuffle=False,
+                          class_weight={0: weights[0], 1: weights[1]}, verbose=0)
+    for a, b in zip(ours.get_weights(), theirs.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert float(ours.get_metrics_result()["loss"]) == pytest.approx(expected.history["loss"][-1], rel=1e-4)
 
 
 @pytest.mark.parametrize(("batch", "window", "channels", "expected"), [
@@ -105,16 +144,16 @@ def test_default_steps_per_element_stay_within_the_element_size(batch: int, wind
 
 class _Counting(Stepper):
     def __init__(self, model: keras.Model) -> None:
-        super().__init__(model)
+        super().__init__(model, window=WINDOW, n_classes=2)
         self.traces = {"whole": 0, "short": 0}
 
-    def _train_whole(self, one_step: Any, xs: Any, ys: Any) -> Any:
+    def _train_whole(self, one_step: Any, *parts: Any) -> Any:
         self.traces["whole"] += 1  # runs once per trace of the compiled step
-        return super()._train_whole(one_step, xs, ys)
+        return super()._train_whole(one_step, *parts)
 
-    def _train_short(self, xs: Any, ys: Any, last: Any) -> Any:
+    def _train_short(self, *parts: Any) -> Any:
         self.traces["short"] += 1
-        return super()._train_short(xs, ys, last)
+        return super()._train_short(*parts)
 
 
 @pytest.mark.parametrize("prepared", [False, True])
@@ -124,15 +163,15 @@ def test_blocks_of_other_sizes_and_short_batches_reuse_the_compiled_steps(prepar
     stepper = _Counting(ours)
     if prepared:
         before = [w.copy() for w in ours.get_weights()]
-        stepper.prepare(train_element_spec(WINDOW, 1, BATCH, 2))
+        stepper.prepare(train_element_spec(BATCH), 1)
         assert stepper.traces == {"whole": 1, "short": 0}
         assert int(ours.optimizer.iterations.numpy()) == 0
         assert all(np.array_equal(a, b) for a, b in zip(before, ours.get_weights(), strict=True))
     for n_windows in (3 * BATCH + 2, 5 * BATCH + 11, 2 * BATCH, 7):
-        ds = block_dataset(to_tensors(_block(n_windows, seed=n_windows)), window=WINDOW, batch_size=BATCH,
-                           n_classes=2, steps=2)
-        assert ds.element_spec == train_element_spec(WINDOW, 1, BATCH, 2)
-        stepper.fit(ds, epochs=1, verbose=0, shuffle=False)
+        block = to_tensors(_block(n_windows, seed=n_windows))
+        ds = train_dataset(block, batch_size=BATCH, steps=2)
+        assert ds.element_spec == train_element_spec(BATCH)
+        stepper.fit(ds, samples=block.samples, epochs=1, verbose=0, shuffle=False)
     assert stepper.traces == {"whole": 1, "short": 1}
     assert int(ours.optimizer.iterations.numpy()) == 4 + 6 + 2 + 1
 
@@ -144,9 +183,10 @@ def test_the_xla_step_trains_every_batch_as_model_fit_does(custom: bool) -> None
     n_windows = 5 * BATCH + 7
     data = _block(n_windows)
     ours, theirs = _twins(custom)
-    ds = block_dataset(to_tensors(data), window=WINDOW, batch_size=BATCH, n_classes=2, steps=2)
-    stepper = Stepper(ours, jit=True)
-    stepper.fit(ds, epochs=1, verbose=0, shuffle=False)
+    block = to_tensors(data)
+    stepper = Stepper(ours, window=WINDOW, n_classes=2, jit=True)
+    stepper.fit(train_dataset(block, batch_size=BATCH, steps=2), samples=block.samples, epochs=1, verbose=0,
+                shuffle=False)
     assert list(stepper._wholes) == [True]  # only the XLA loop was built and ran
     windows = np.stack([data.samples[o : o + WINDOW] for o in data.offsets])
     expected = theirs.fit(windows, keras.utils.to_categorical(data.labels, 2), batch_size=BATCH, shuffle=False, verbose=0)

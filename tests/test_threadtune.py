@@ -1,4 +1,5 @@
-"""Compute threads measured per machine and model before TensorFlow starts (chunkfit.train.tensorflow.threadtune)."""
+"""Compute threads and compile mode measured per machine and model before TensorFlow's runtime starts
+(chunkfit.train.tensorflow.threadtune)."""
 
 from __future__ import annotations
 
@@ -12,46 +13,62 @@ import pytest
 from support import cli_env, run_cli
 
 from chunkfit.synth import SynthSpec, synth
-from chunkfit.train.tensorflow.threadtune import CACHE_FILE, RULE, choose_threads, probe_key
+from chunkfit.train.tensorflow.threadtune import CACHE_FILE, RULE, ProbeSpec, choose_threads, probe_key
 
 pytestmark = pytest.mark.slow
 
 SHAPES = {"window": 104, "channels": 1, "classes": 2, "batch_size": 128}
 
-# choose_threads in a fresh process, where TensorFlow has not started: a long run, then a short one
+# In a fresh process: a long run is measured (forked children, TensorFlow imported and its runtime
+# not started), then a short run finds the measurement cached; the parent's runtime still starts.
 CHOOSE = """
 import json, sys
-from chunkfit.train.tensorflow.threadtune import choose_threads
+from chunkfit.train.tensorflow.threadtune import ProbeSpec, choose_threads, measure
 shapes = json.loads(sys.argv[1])
-for windows, probe in ((0, 0), (1000, 10**9)):
-    c = choose_threads(None, "baseline-cnn", deterministic=False, run_windows=windows, probe_windows=probe, **shapes)
-    print(json.dumps({"compute": c.compute, "by": c.by, "windows_per_s": c.windows_per_s}))
+spec = choose_threads(None, "baseline-cnn", deterministic=False, run_windows=10**9, jit=sys.argv[2], **shapes)
+import tensorflow as tf
+out = []
+if isinstance(spec, ProbeSpec):
+    out.append(measure(spec))
+out.append(choose_threads(None, "baseline-cnn", deterministic=False, run_windows=1000, **shapes))
+tf.config.threading.set_intra_op_parallelism_threads(1)  # still configurable: the runtime did not start
+assert float(tf.constant(1.0) + 1.0) == 2.0
+for c in out:
+    print(json.dumps({"compute": c.compute, "by": c.by, "windows_per_s": c.windows_per_s, "jit": c.jit,
+                      "seconds": c.seconds}))
 """
 
 
-def choose_in_a_fresh_process() -> list[dict]:
-    done = subprocess.run([sys.executable, "-c", CHOOSE, json.dumps(SHAPES)], capture_output=True, text=True,
+def choose_in_a_fresh_process(jit: str = "auto") -> list[dict]:
+    done = subprocess.run([sys.executable, "-c", CHOOSE, json.dumps(SHAPES), jit], capture_output=True, text=True,
                           env=cli_env(), timeout=400, check=False)
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
-def test_a_long_run_measures_each_candidate_caches_the_fastest_and_the_next_run_reuses_it(
+def test_a_long_run_measures_each_candidate_and_mode_caches_the_fastest_and_the_next_run_reuses_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHUNKFIT_CACHE_DIR", str(tmp_path))
     measured, short = choose_in_a_fresh_process()
     speeds = measured["windows_per_s"]
-    assert measured["by"] == "autotune (measured now)"
-    assert sorted(speeds) == ["0", "1"] and all(v > 0 for v in speeds.values())
-    assert measured["compute"] == int(max(speeds, key=speeds.get))  # the faster of one thread and every core
+    assert measured["by"] == "autotune (measured now)" and measured["seconds"] > 0
+    assert sorted(speeds) == ["0/graph", "0/xla", "1/graph", "1/xla"] and all(v > 0 for v in speeds.values())
+    fastest = max(speeds, key=speeds.get)  # every core or one thread, under XLA or not
+    assert f"{measured['compute']}/{'xla' if measured['jit'] else 'graph'}" == fastest
     cache = json.loads((tmp_path / CACHE_FILE).read_text())
-    key = probe_key("baseline-cnn", **SHAPES)
-    assert cache[key]["compute"] == measured["compute"] and cache[key]["windows_per_s"] == speeds
+    entry = cache[probe_key("baseline-cnn", **SHAPES)]
+    assert (entry["compute"], entry["jit"], entry["windows_per_s"]) == (measured["compute"], measured["jit"], speeds)
     # a run too short to measure takes the cached measurement
-    assert short["compute"] == measured["compute"] and short["windows_per_s"] == speeds
+    assert (short["compute"], short["jit"], short["windows_per_s"]) == (measured["compute"], measured["jit"], speeds)
     assert short["by"].startswith(f"cache ({tmp_path / CACHE_FILE}, measured ")
-    again, _ = choose_in_a_fresh_process()
-    assert again == short  # measured once
+    again = choose_in_a_fresh_process()
+    assert again == [short]  # measured once
+
+
+def test_a_fixed_jit_measures_threads_in_that_mode_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHUNKFIT_CACHE_DIR", str(tmp_path))
+    measured, _ = choose_in_a_fresh_process("off")
+    assert sorted(measured["windows_per_s"]) == ["0/graph", "1/graph"] and measured["jit"] is None
 
 
 def test_a_short_run_without_a_cache_takes_the_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,6 +79,15 @@ def test_a_short_run_without_a_cache_takes_the_rule(tmp_path: Path, monkeypatch:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), check=False)
     assert done.stdout.strip() == f"{RULE} (a run of 5,000 windows is too short to measure threads)", done.stderr
     assert not (tmp_path / CACHE_FILE).exists()
+
+
+def test_a_long_run_asks_for_a_measurement_of_the_modes_it_may_use(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHUNKFIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)  # as in a process that has not imported it
+    specs = [choose_threads(None, "baseline-cnn", deterministic=False, run_windows=10**9, jit=jit, **SHAPES)
+             for jit in ("auto", "on", "off")]
+    assert [s.modes for s in specs if isinstance(s, ProbeSpec)] == [(True, False), (True,), (False,)]
 
 
 @pytest.mark.parametrize(("given", "deterministic", "model", "by"), [
@@ -78,21 +104,43 @@ def test_given_threads_deterministic_runs_and_unmeasurable_models_measure_nothin
     assert not (tmp_path / CACHE_FILE).exists()
 
 
-def test_a_cached_choice_trains_the_run_is_said_and_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cached_choice_trains_the_run_is_said_in_one_line_and_recorded(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     store = tmp_path / "s.zarr"
     synth(store, SynthSpec(samples=20_000, anomalies=200, seed=3))
     cache = tmp_path / "cache"
     cache.mkdir()
-    # two threads: a choice the rule never makes (it gives baseline-cnn one, or every core)
-    entry = {"compute": 2, "windows_per_s": {"1": 1000.0, "0": 900.0}, "when": "2026-01-02 03:04"}
+    # two threads and no XLA: a choice neither the rule nor the in-run trial of a run this short makes
+    rates = {"1/graph": 1000.0, "0/graph": 900.0, "1/xla": 800.0, "0/xla": 700.0}
+    entry = {"compute": 2, "jit": False, "windows_per_s": rates, "seconds": 7.5, "when": "2026-01-02 03:04"}
     (cache / CACHE_FILE).write_text(json.dumps({probe_key("baseline-cnn", **SHAPES): entry}))
     monkeypatch.setenv("CHUNKFIT_CACHE_DIR", str(cache))
     result = run_cli("train", store, "--epochs", "1", "--chunk", "5000", "--out", tmp_path / "run", timeout=300)
     assert result.returncode == 0, result.stderr
-    line = next(x for x in result.stdout.splitlines() if x.startswith("TensorFlow on "))
-    assert re.fullmatch(rf"TensorFlow on 2 compute threads, chosen by cache \({re.escape(str(cache / CACHE_FILE))}, "
-                        r"measured 2026-01-02 03:04\) \(1 thread 1,000, every core 900 windows/s\); "
-                        r"--compute-threads N to choose", line), line
+    line = result.stdout.splitlines()[0]
+    by = f"cache ({cache / CACHE_FILE}, measured 2026-01-02 03:04)"
+    assert line == (f"train step without XLA, chosen by autotune at start; TensorFlow on 2 compute threads, chosen by "
+                    f"{by} (1 thread without XLA 1,000, every core without XLA 900, 1 thread XLA 800, every core XLA "
+                    f"700 windows/s; 7.5 s); --jit on|off, --compute-threads N to choose"), line
     run = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert run["threads"] == {"intra_op": 2, "inter_op": 1, "by": f"cache ({cache / CACHE_FILE}, measured 2026-01-02 03:04)",
-                              "windows_per_s": {"1": 1000.0, "0": 900.0}}
+    assert run["threads"] == {"intra_op": 2, "inter_op": 1, "by": by, "windows_per_s": rates, "seconds": 7.5}
+    assert run["compile"] == {"jit": False, "by": "autotune at start"}
+
+
+def test_given_jit_and_threads_override_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "s.zarr"
+    synth(store, SynthSpec(samples=20_000, anomalies=200, seed=3))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    entry = {"compute": 2, "jit": False, "windows_per_s": {"1/graph": 1000.0}, "seconds": 7.5, "when": "2026-01-02"}
+    (cache / CACHE_FILE).write_text(json.dumps({probe_key("baseline-cnn", **SHAPES): entry}))
+    monkeypatch.setenv("CHUNKFIT_CACHE_DIR", str(cache))
+    result = run_cli("train", store, "--epochs", "1", "--chunk", "5000", "--out", tmp_path / "run", "--jit", "on",
+                     "--compute-threads", "1", timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert re.fullmatch(r"train step under XLA, chosen by --jit on; TensorFlow on 1 compute thread, chosen by "
+                        r"--compute-threads; --jit on\|off, --compute-threads N to choose",
+                        result.stdout.splitlines()[0]), result.stdout
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert (run["threads"]["intra_op"], run["threads"]["by"]) == (1, "--compute-threads")
+    assert run["compile"] == {"jit": True, "by": "--jit on"}

@@ -201,6 +201,7 @@ class Trainer:
         else:
             chunk = opts.blocks.chunk
         self.plan: TrainPlan = split.blocks(opts, chunk)
+        self.engine.sized(self.plan.group_samples())
         batches = sum(-(-b.n_windows // opts.batch_size) for b in self.plan.train_blocks) * opts.epochs
         self.engine.choose_compile(batches)
         self._said_compile = False
@@ -230,7 +231,6 @@ class Trainer:
             "class_weight": self.weights.to_dict(plan.labeller.classes),
             "engine": self.engine.name,
             "threads": self.engine.threads_info(),
-            "mmap_threshold": self.engine.mmap_threshold,
             **({"distribution": about} if (about := self.engine.about()) is not None else {}),
         }
 
@@ -529,13 +529,12 @@ class Trainer:
             self.progress(TrainProgress("notice", 0, self.opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0, message=message))
 
     def _say_compile(self) -> None:
-        """The line saying how the train step is compiled, once that is decided."""
+        """The one line saying how the train step is compiled and threaded, once that is decided."""
         choice = self.engine.stepper.choice
         if self.progress is not None and not self._said_compile and choice is not None and choice.decided:
             self._said_compile = True
-            for line in (choice.describe(self.opts.batch_size), self.engine.describe_threads()):
-                if line is not None:
-                    self._notice(line)
+            parts = [choice.describe(self.opts.batch_size), self.engine.describe_threads()]
+            self._notice("; ".join(p for p in parts if p is not None) + "; --jit on|off, --compute-threads N to choose")
 
     def _write_record(self, *, finished: bool) -> None:
         if self.folder is not None:

@@ -75,6 +75,14 @@ class TrainPlan(SplitPlan):
         """The validation blocks in store order, ``mix`` at a time."""
         return [self.val_blocks[i : i + self.mix] for i in range(0, len(self.val_blocks), self.mix)]
 
+    def group_samples(self) -> int:
+        """The most samples any group of training blocks can hold: its ``mix`` longest blocks.
+
+        Example: blocks spanning 110, 110 and 40 samples, mix 2 -> 220, whatever the epoch's order.
+        """
+        spans = sorted((b.stop - b.start for b in self.train_blocks), reverse=True)
+        return sum(spans[: self.mix])
+
     def windows_of(self, indices: list[int]) -> int:
         """Training windows in the training blocks ``indices``."""
         return sum(self.train_blocks[i].n_windows for i in indices)

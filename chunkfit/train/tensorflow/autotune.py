@@ -10,7 +10,8 @@ a run of fewer than ``MIN_ELEMENTS`` elements, too short to pay for that, trains
 Timings are per batch and the best of each mode's counts, so a moment of load elsewhere on the
 machine does not decide.
 
-``--jit on|off`` skips the trial; ``--deterministic`` runs train without XLA: a fixed choice, so that
+A choice measured before the run with the threads (chunkfit.train.tensorflow.threadtune), or
+cached from such a measurement, needs no trial (``by: autotune at start``). ``--jit on|off`` skips the trial; ``--deterministic`` runs train without XLA: a fixed choice, so that
 resuming stays bit-identical, and XLA has no deterministic form of some ops (MaxPooling's gradient:
 ``--jit on --deterministic`` is refused). Only the step is compiled by XLA, inside chunkfit's
 multi-batch loop: XLA over the whole loop ran slower.
@@ -28,7 +29,8 @@ MIN_ELEMENTS = 40
 class JitChoice:
     """Which mode trains the next element, and what was measured; ``decided`` once it is known."""
 
-    def __init__(self, mode: str, deterministic: bool, run_elements: int, steps: int) -> None:
+    def __init__(self, mode: str, deterministic: bool, run_elements: int, steps: int,
+                 measured: bool | None = None) -> None:
         self.timings: dict[bool, list[float]] = {False: [], True: []}
         self.at = 0
         self.compiled = False
@@ -37,6 +39,8 @@ class JitChoice:
             self.by = f"--jit {mode}"
         elif deterministic:  # XLA lacks deterministic forms of some ops, and a fixed choice keeps resume exact
             self.jit, self.by = False, "--deterministic (TensorFlow op determinism)"
+        elif measured is not None:  # timed with the threads, before the run (chunkfit.train.tensorflow.threadtune)
+            self.jit, self.by = measured, "autotune at start"
         elif run_elements < MIN_ELEMENTS:
             self.jit, self.by = False, f"autotune: a run of {run_elements} training calls of up to {steps} batches is too short to try XLA"
         else:
@@ -70,11 +74,11 @@ class JitChoice:
         return out
 
     def describe(self, batch_size: int) -> str:
-        """One line for the run's output."""
+        """Part of the run's one line on how it trains."""
         d = self.to_dict(batch_size)
         rates = d.get("windows_per_s", {})
         timed = ""
         if rates:
             timed = f" (without XLA {rates.get('graph', 0):,.0f}, XLA {rates.get('xla', 0):,.0f} windows/s)"
         used = "under XLA" if self.jit else "without XLA"
-        return f"train step {used}, chosen by {self.by}{timed}; --jit on|off to choose"
+        return f"train step {used}, chosen by {self.by}{timed}"

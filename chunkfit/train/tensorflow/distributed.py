@@ -186,10 +186,9 @@ class DistributedEngine(TensorFlowEngine):
         """Start TensorFlow with the strategy (before anything else runs in its runtime), then build
         and compile ``model`` in its scope."""
         from ..models import build_model, check_model, compile_model
-        from .threads import start_tensorflow, steady_heap
+        from .threads import start_tensorflow
 
         logical = check_devices(devices)
-        heap = steady_heap()
         made: list[Any] = []
 
         def before(tf: Any) -> None:
@@ -229,7 +228,6 @@ class DistributedEngine(TensorFlowEngine):
             keras_state.build(built, shapes.window, shapes.channels, shapes.classes)
         steps = opts.steps_per_execution or element_steps(opts.batch_size, shapes.window, shapes.channels)
         engine = cls(built, opts, shapes, steps, threads, normalizer, class_weights, strategy=strategy, cluster=cluster)
-        engine.mmap_threshold = heap
         engine._loss = _elementwise_loss(built)
         return engine
 

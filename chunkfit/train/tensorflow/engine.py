@@ -19,15 +19,15 @@ from ..models import build_model, check_model, compile_model
 from ..normalize import Normalizer
 from .pipeline import (
     BlockTensors,
-    batch_bytes,
-    block_dataset,
     element_steps,
+    eval_dataset,
     step_batches,
     to_tensors,
+    train_dataset,
     train_element_spec,
 )
-from .threads import start_tensorflow, steady_heap
-from .threadtune import ThreadChoice, choose_threads
+from .threads import start_tensorflow
+from .threadtune import RULE, ProbeSpec, ThreadChoice, cache_path, choose_threads, measure
 
 if TYPE_CHECKING:
     import keras
@@ -54,10 +54,11 @@ class TensorFlowEngine:
 
         self.model, self.opts, self.shapes, self.steps, self.threads = model, opts, shapes, steps, threads
         self.thread_choice = thread_choice
-        self.mmap_threshold: int | None = None  # glibc's, fixed by ``start`` (chunkfit.train.tensorflow.threads.steady_heap)
         self.normalizer = normalizer
         self.class_weights = None if class_weights is None else list(class_weights)
-        self.stepper = Stepper(model)
+        self.group_samples: int | None = None  # training groups' samples are padded to this (``sized``)
+        self.stepper = Stepper(model, window=shapes.window, n_classes=shapes.classes, normalize=normalizer.apply,
+                               class_weights=self.class_weights)
 
     @classmethod
     def start(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes, normalizer: Normalizer,
@@ -67,11 +68,24 @@ class TensorFlowEngine:
         for a run of ``run_windows`` training windows), seed it, and build and compile ``model``,
         which trains on windows standardised by ``normalizer``, weighted by ``class_weights`` (one per
         class index; None: unweighted). ``say`` is told before threads are measured."""
-        choice = choose_threads(opts.compute_threads, model, deterministic=opts.deterministic, window=shapes.window,
-                                channels=shapes.channels, classes=shapes.classes, batch_size=opts.batch_size,
-                                run_windows=run_windows, say=say)
-        heap = steady_heap()
-        threads = start_tensorflow(choice.compute, model)
+        tuned = choose_threads(opts.compute_threads, model, deterministic=opts.deterministic, window=shapes.window,
+                               channels=shapes.channels, classes=shapes.classes, batch_size=opts.batch_size,
+                               run_windows=run_windows, jit=opts.jit)
+        choices: list[ThreadChoice] = [tuned] if isinstance(tuned, ThreadChoice) else []
+        if isinstance(tuned, ProbeSpec) and say is not None:
+            say(f"measuring how fast {model} trains on every core and on one thread (once for this machine and model: "
+                f"cached in {cache_path()})")
+
+        def compute(tf: Any) -> int | None:  # TensorFlow imported, its runtime not started
+            if isinstance(tuned, ProbeSpec):
+                choices.append(measure(tuned) if not tf.config.list_physical_devices("GPU")
+                               else ThreadChoice(None, f"{RULE} (a GPU trains the model)"))
+            return choices[0].compute
+
+        threads = start_tensorflow(compute)
+        if not choices:  # TensorFlow had started: nothing was asked
+            choices.append(ThreadChoice(None, f"{RULE} (TensorFlow was imported before the run, so none is measured)"))
+        choice = choices[0]
         import keras
 
         keras.utils.set_random_seed(opts.blocks.seed)
@@ -85,7 +99,6 @@ class TensorFlowEngine:
         compile_model(built, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss, steps_per_execution=steps,
                       classes=shapes.classes)
         engine = cls(built, opts, shapes, steps, threads, normalizer, class_weights, choice)
-        engine.mmap_threshold = heap
         return engine
 
     @property
@@ -94,17 +107,26 @@ class TensorFlowEngine:
         return self.stepper
 
     def in_flight_bytes(self) -> int:
-        """Memory of the training elements in flight: two prefetched and one training (see pipeline)."""
-        s = self.shapes
-        return 3 * self.steps * batch_bytes(self.opts.batch_size, s.window, s.channels, s.classes)
+        """Memory of what trains beside the blocks: the offsets and classes of three elements (two
+        prefetched, one training) and one batch of gathered windows (see pipeline)."""
+        s, b = self.shapes, self.opts.batch_size
+        return 3 * self.steps * b * 8 + b * s.window * s.channels * 4
+
+    def sized(self, group_samples: int) -> None:
+        """The most samples a training group holds (chunkfit.train.plan): every group's samples are
+        padded to it, so that the compiled step sees one shape all run (XLA compiles once)."""
+        self.group_samples = group_samples
 
     def tensors(self, data: BlockData, training: bool) -> BlockTensors:
         """A group's samples as tensors with the dataset it trains (or validates) from; runs in the loader thread."""
+        if training:
+            tensors = to_tensors(data, self.group_samples)
+            return dataclasses.replace(tensors, dataset=train_dataset(tensors, batch_size=self.opts.batch_size,
+                                                                      steps=self.steps))
         tensors = to_tensors(data)
-        return dataclasses.replace(tensors, dataset=block_dataset(
+        return dataclasses.replace(tensors, dataset=eval_dataset(
             tensors, window=self.shapes.window, batch_size=self.opts.batch_size, n_classes=self.shapes.classes,
-            steps=self.steps if training else None, normalize=self.normalizer.apply,
-            class_weights=self.class_weights if training else None))
+            normalize=self.normalizer.apply))
 
     def choose_compile(self, run_batches: int) -> None:
         """Set how the train step is compiled (``--jit``; for ``auto``, by timing the first elements of
@@ -118,7 +140,9 @@ class TensorFlowEngine:
         if determinism and self.opts.jit == "on":
             raise UsageError("jit='on' cannot be used in this process: TensorFlow op determinism is on (an earlier "
                              "deterministic run turned it on), and XLA has no deterministic form of some ops")
-        self.stepper.choice = JitChoice(self.opts.jit, determinism, -(-run_batches // self.steps), self.steps)
+        measured = self.thread_choice.jit if self.thread_choice is not None else None
+        self.stepper.choice = JitChoice(self.opts.jit, determinism, -(-run_batches // self.steps), self.steps,
+                                        measured=measured)
 
     def threads_info(self) -> dict[str, Any]:
         """The threads in effect for run.json, with how they were chosen."""
@@ -134,16 +158,15 @@ class TensorFlowEngine:
 
     def prepare(self) -> None:
         """Compile the train step (the loop calls this while the first group loads)."""
-        s = self.shapes
-        self.stepper.prepare(train_element_spec(s.window, s.channels, self.opts.batch_size, s.classes,
-                                                weighted=self.class_weights is not None))
+        self.stepper.prepare(train_element_spec(self.opts.batch_size), self.shapes.channels)
 
     def step_batches(self, n_windows: int) -> list[int]:
         """Batches in each training step of a group of ``n_windows``, for callbacks' batch numbers."""
         return step_batches(n_windows, self.opts.batch_size, self.steps)
 
     def train(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:
-        self.stepper.fit(tensors.dataset, epochs=1, verbose=0, callbacks=callbacks, shuffle=False)
+        self.stepper.fit(tensors.dataset, samples=tensors.samples, epochs=1, verbose=0, callbacks=callbacks,
+                         shuffle=False)
 
     def evaluate(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:
         self.model.evaluate(tensors.dataset, verbose=0, callbacks=callbacks)

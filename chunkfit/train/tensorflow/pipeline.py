@@ -1,10 +1,13 @@
-"""Handing a block (or a group of blocks) to TensorFlow: raw samples in, batches of windows gathered inside the input graph.
+"""Handing a block (or a group of blocks) to TensorFlow: raw samples in, windows gathered where they are used.
 
 A block crosses into TensorFlow as three float32/int32 tensors (its raw samples, the shuffled window
-offsets and their class indices), never as a (windows x window) array. Each batch is gathered from
-the raw samples by one ``tf.gather`` in the tf.data graph (a training element holds several
-batches, gathered at once, for ``chunkfit.train.tensorflow.stepper.Stepper``), so a block costs about
-(chunk + window) x channels x 4 bytes instead of chunk x window x channels x 4.
+offsets and their class indices), never as a (windows x window) array. Training elements carry only
+offsets and class indices: ``chunkfit.train.tensorflow.stepper.Stepper`` gathers each batch's windows
+from the raw samples inside its compiled step, where XLA fuses the gather with the first layer
+(measured on 2 cores: the step then ran as fast as on one constant batch). The samples are padded
+to one length for the whole run (``to_tensors``' ``capacity``), so that XLA compiles the step once.
+Evaluation batches are gathered by ``tf.gather`` in the tf.data graph, for ``model.evaluate``. A
+block costs about (chunk + window) x channels x 4 bytes instead of chunk x window x channels x 4.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import dataclasses
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..blocks import BlockData
 
@@ -33,22 +38,31 @@ class BlockTensors:
     dataset: tf.data.Dataset | None = None
 
 
-def to_tensors(data: BlockData) -> BlockTensors:
-    """Copy a block into TensorFlow-owned memory once; the numpy buffers can then be dropped."""
+def to_tensors(data: BlockData, capacity: int | None = None) -> BlockTensors:
+    """Copy a block into TensorFlow-owned memory once; the numpy buffers can then be dropped.
+
+    With ``capacity``, the samples are padded with zeros to that many rows (no window reaches the
+    padding), so that every group of a run has one shape.
+    """
     import tensorflow as tf
 
+    samples = data.samples
+    if capacity is not None and capacity > samples.shape[0]:
+        samples = np.zeros((capacity, *samples.shape[1:]), dtype=np.float32)
+        samples[: data.samples.shape[0]] = data.samples
     return BlockTensors(
         n_windows=int(data.offsets.shape[0]),
         n_blocks=len(data.blocks),
-        samples=tf.constant(data.samples),
+        samples=tf.constant(samples, dtype=tf.float32),
         offsets=tf.constant(data.offsets),
         labels=tf.constant(data.labels),
     )
 
 
-# Training elements hold up to MAX_STEPS batches and, unless asked for more, at most ELEMENT_BYTES of
-# windows. On baseline-cnn (2 cores) 256 batches per element trained 4-7% faster than 64: each
-# element costs a compiled call of its own and a pass through Keras's loop.
+# Training elements hold up to MAX_STEPS batches and, unless asked for more, batches of at most
+# ELEMENT_BYTES of windows in all (the steps of one element are one call: progress and callbacks
+# hear of them together). On baseline-cnn (2 cores) 256 batches per element trained 4-7% faster
+# than 64: each element costs a compiled call of its own and a pass through Keras's loop.
 MAX_STEPS = 256
 ELEMENT_BYTES = 16 << 20
 
@@ -64,95 +78,119 @@ def element_steps(batch_size: int, window: int, n_channels: int) -> int:
 
 
 def step_batches(n_windows: int, batch_size: int, steps: int) -> list[int]:
-    """Batches in each element of a training dataset of ``n_windows`` (see ``block_dataset``)."""
+    """Batches in each element of a training dataset of ``n_windows`` (see ``train_dataset``)."""
     full, short = divmod(n_windows, batch_size)
     groups, rest = divmod(full, steps)
     return [steps] * groups + ([rest] if rest else []) + ([1] if short else [])
 
 
-def train_element_spec(window: int, n_channels: int, batch_size: int, n_classes: int,
-                       weighted: bool = False) -> tuple[tf.TypeSpec, ...]:
-    """The element spec of every training dataset of ``block_dataset`` with these sizes (and class weights)."""
+def train_element_spec(batch_size: int) -> tuple[tf.TypeSpec, ...]:
+    """The element spec of every ``train_dataset`` with this batch size:
+    window offsets and class indices [batches, batch_size], and the real windows of the last batch."""
     import tensorflow as tf
 
-    x = tf.TensorSpec([None, batch_size, window, n_channels], tf.float32)
-    y = tf.TensorSpec([None, batch_size, n_classes], tf.float32)
-    w = (tf.TensorSpec([None, batch_size], tf.float32),) if weighted else ()
-    return (x, y, *w, tf.TensorSpec([], tf.int32))
+    index = tf.TensorSpec([None, batch_size], tf.int32)
+    return (index, index, tf.TensorSpec([], tf.int32))
 
 
-def block_dataset(
-    block: BlockTensors, *, window: int, batch_size: int, n_classes: int, steps: int | None = None,
-    normalize: Callable[[Any], Any] | None = None, class_weights: list[float] | None = None,
-) -> tf.data.Dataset:
-    """The block's windows (float32 [b, window, channels]) and one-hot labels (float32 [b, classes]).
+def samples_spec(n_channels: int) -> tf.TensorSpec:
+    """The spec of a block's raw samples, as the compiled train step takes them."""
+    import tensorflow as tf
 
-    With ``steps`` None every element is one batch, for ``model.evaluate``. Else every element
-    holds up to ``steps`` batches for ``Stepper``: ``(x [k, batch_size, ...], y [k, batch_size,
-    classes], last)``, whole groups of ``steps`` full batches, then the remaining full batches,
-    then the short last batch alone, padded to ``batch_size``; ``last`` is how many windows the
-    element's last batch really holds. ``normalize`` (chunkfit.train.normalize) is applied to the
-    gathered windows. With ``class_weights`` (one per class index), training elements carry each
-    window's weight after its labels, ``(x, y, w, last)``: Keras's ``class_weight`` as the
-    ``sample_weight`` of every batch.
+    return tf.TensorSpec([None, n_channels], tf.float32)
+
+
+def batch_of(samples: Any, offsets: Any, labels: Any, *, window: int, n_classes: int,
+             normalize: Callable[[Any], Any] | None = None, class_weights: Any = None) -> tuple[Any, ...]:
+    """One batch as a train step takes it, ``(x, y[, sample_weight])``: the windows
+    ``samples[o : o + window]`` of ``offsets`` (standardised by ``normalize``), the one-hot ``labels``
+    and, with ``class_weights`` (a tensor, one weight per class index), each window's weight."""
+    import tensorflow as tf
+
+    x = tf.gather(samples, offsets[:, None] + tf.range(window, dtype=offsets.dtype))
+    if normalize is not None:
+        x = normalize(x)
+    y = tf.one_hot(labels, n_classes, dtype=tf.float32)
+    return (x, y) if class_weights is None else (x, y, tf.gather(class_weights, labels))
+
+
+def train_dataset(block: BlockTensors, *, batch_size: int, steps: int) -> tf.data.Dataset:
+    """The block's training elements for ``Stepper``: ``(offsets [k, batch_size], classes [k,
+    batch_size], last)``, whole groups of ``steps`` full batches, then the remaining full batches,
+    then the short last batch alone, padded to ``batch_size`` with window 0; ``last`` is how many
+    windows the element's last batch really holds. Elements keep the batch size in their shape: a
+    train step traced for unknown batch sizes ran baseline-cnn 10-15% slower.
+
+    Example: 2 * 128 + 5 windows, batch 128, steps 4 -> elements of 2 batches (last 128) and of 1
+    (last 5).
     """
     import tensorflow as tf
 
-    span = tf.range(window, dtype=tf.int32)
-    samples = block.samples
-    b, per = batch_size, 1 if steps is None else steps
-    # Training elements keep the batch size in their shape: a train step traced for unknown batch
-    # sizes ran baseline-cnn 10-15% slower. Evaluation batches have unknown sizes, so that every
-    # block matches the test function Keras traced for the first one, short batch or not.
-    shape = [None] if steps is None else [None, b]
-
-    def windows(offsets: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        offsets = tf.raw_ops.PlaceholderWithDefault(input=offsets, shape=shape)
-        labels = tf.raw_ops.PlaceholderWithDefault(input=labels, shape=shape)
-        x = tf.gather(samples, offsets[..., None] + span)
-        if normalize is not None:
-            x = normalize(x)
-        return x, tf.one_hot(labels, n_classes, dtype=tf.float32)
-
-    weights = None if class_weights is None or steps is None else tf.constant(class_weights, tf.float32)
-
-    def element(o: tf.Tensor, y: tf.Tensor, last: tf.Tensor) -> tuple[tf.Tensor, ...]:
-        if weights is None:
-            return (*windows(o, y), last)
-        labels = tf.raw_ops.PlaceholderWithDefault(input=y, shape=shape)
-        return (*windows(o, y), tf.gather(weights, labels), last)
-
-    # Offsets arrive grouped, one dataset element per batch (or per group of batches): slicing
-    # single windows and batching them again costs tf.data ~15% of a baseline-cnn training step.
+    b = batch_size
     full, short = divmod(block.n_windows, b)
-    groups, rest = divmod(full, per)
+    groups, rest = divmod(full, steps)
     offsets, labels = block.offsets, block.labels
-    if short and steps is not None:  # the short batch is padded with copies of window 0
+    if short:
         pad = tf.zeros([b - short], dtype=offsets.dtype)
         offsets, labels = tf.concat([offsets, pad], 0), tf.concat([labels, pad], 0)
-    # (elements, batches each, windows each batch) and the windows of each element's last batch
-    parts = [((groups, per, b), b), ((1, rest, b), b), ((1, 1, short if steps is None else b), short)]
+    parts = [((groups, steps, b), b), ((1, rest, b), b), ((1, 1, b), short)]
+    ds = _sliced(parts, lambda lo, hi, shape, last: (
+        tf.reshape(offsets[lo:hi], shape), tf.reshape(labels[lo:hi], shape), tf.fill([shape[0]], last)))
+
+    def any_length(o: tf.Tensor, y: tf.Tensor, last: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        # one spec for every block, whatever its parts (else Keras retraces its train function per block)
+        return (tf.raw_ops.PlaceholderWithDefault(input=o, shape=[None, b]),
+                tf.raw_ops.PlaceholderWithDefault(input=y, shape=[None, b]), last)
+
+    return _finish(ds.map(any_length))
+
+
+def eval_dataset(block: BlockTensors, *, window: int, batch_size: int, n_classes: int,
+                 normalize: Callable[[Any], Any] | None = None) -> tf.data.Dataset:
+    """The block's windows (float32 [b, window, channels], standardised by ``normalize``) and one-hot
+    labels (float32 [b, classes]), a batch per element, for ``model.evaluate``. Batches have unknown
+    sizes, so that every block matches the test function Keras traced for the first one."""
+    import tensorflow as tf
+
+    samples, b = block.samples, batch_size
+    full, short = divmod(block.n_windows, b)
+
+    def windows(offsets: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        offsets = tf.raw_ops.PlaceholderWithDefault(input=offsets, shape=[None])
+        labels = tf.raw_ops.PlaceholderWithDefault(input=labels, shape=[None])
+        return batch_of(samples, offsets, labels, window=window, n_classes=n_classes, normalize=normalize)
+
+    parts = [((full, b), b), ((1, short), short)]
+    ds = _sliced(parts, lambda lo, hi, shape, last: (
+        tf.reshape(block.offsets[lo:hi], shape), tf.reshape(block.labels[lo:hi], shape)))
+    return _finish(ds.map(windows))
+
+
+def _sliced(parts: list[tuple[tuple[int, ...], int]],
+            slices: Callable[[int, int, tuple[int, ...], int], tuple[Any, ...]]) -> tf.data.Dataset:
+    """The parts that hold windows, one after the other: each part is (shape of its offsets, windows
+    of its elements' last batch), cut from the offsets in order by ``slices(lo, hi, shape, last)``.
+    Offsets arrive grouped, a dataset element per batch (or group of batches): slicing single
+    windows and batching them again costs tf.data ~15% of a baseline-cnn training step."""
+    import tensorflow as tf
+
     ds, lo = None, 0
-    for dims, last in parts:
-        hi = lo + math.prod(dims)
+    for shape, last in parts:
+        hi = lo + math.prod(shape)
         if hi > lo and last:
-            if steps is None:
-                grid = (dims[0] * dims[1], dims[2])
-                part = tf.data.Dataset.from_tensor_slices((tf.reshape(offsets[lo:hi], grid), tf.reshape(labels[lo:hi], grid)))
-            else:
-                part = tf.data.Dataset.from_tensor_slices(
-                    (tf.reshape(offsets[lo:hi], dims), tf.reshape(labels[lo:hi], dims), tf.fill([dims[0]], last))
-                )
+            part = tf.data.Dataset.from_tensor_slices(slices(lo, hi, shape, last))
             ds = part if ds is None else ds.concatenate(part)
         lo = hi
     assert ds is not None, "a block holds at least one window"
-    if steps is None:
-        ds = ds.map(windows)
-    else:
-        ds = ds.map(element)
-    # Nothing here is left for autotuning to tune (one map, a fixed prefetch). With it on, deleting
-    # the iterator at the end of a fit call waited 1-4 s for a tf.data thread in about one fit
-    # call in ten (measured on 2 cores); with it off, in none of 32.
+    return ds
+
+
+def _finish(ds: tf.data.Dataset) -> tf.data.Dataset:
+    """A fixed prefetch, and nothing left for tf.data's autotuning: with it on, deleting the iterator
+    at the end of a fit call waited 1-4 s for a tf.data thread in about one fit call in ten
+    (measured on 2 cores); with it off, in none of 32."""
+    import tensorflow as tf
+
     options = tf.data.Options()
     options.autotune.enabled = False
     return ds.prefetch(2).with_options(options)

@@ -1,42 +1,58 @@
-"""Several training steps per element of the input pipeline, each the model's own ``train_step``.
+"""Several training steps per element of the input pipeline, each the model's own ``train_step`` on
+windows gathered inside the compiled step.
 
 On a CPU a model as small as the original question's CNN spends a step on fixed costs, and
 ``model.fit`` adds its own per step: taking the next batch out of the tf.data iterator inside
 Keras's compiled loop. Measured on 2 cores with baseline-cnn, fit reached 0.6-0.8x of the same
 train step run back to back on one constant batch, however the batches were made. ``Stepper``
 is a thin model around the user's: ``fit`` hands it elements of up to ``steps_per_execution``
-batches (``chunkfit.train.tensorflow.pipeline.block_dataset``: [k, batch, window, channels], their labels, and how
-many windows the last batch holds) and its ``train_step`` runs the wrapped model's own
-``train_step`` on each batch in turn, inside one compiled loop. Loss, optimizer, metrics and any
+batches of window offsets and class indices (``chunkfit.train.tensorflow.pipeline.train_dataset``),
+with the block's raw samples beside them (``fit(..., samples=...)``), and its compiled loop runs,
+for each batch in turn, the gather of its windows (``pipeline.batch_of``: standardisation, one-hot
+labels, class weights) and the wrapped model's own ``train_step``. Loss, optimizer, metrics and any
 custom ``train_step`` are the wrapped model's, batch by batch, exactly as ``fit`` would run them.
-The batch size is part of the traced shapes, and the short last batch of a block gets a compiled
-step of its own: for unknown batch sizes TensorFlow ran baseline-cnn's step 10-15% slower.
-With ``jit`` the full batches' step runs under XLA (chunkfit.train.tensorflow.autotune says when).
+With ``jit`` the gather and the step of a full batch are one XLA computation: XLA fuses the gather
+with the first layer, and the step ran as fast as on one constant batch (2-core AMD EPYC), where
+gathering in tf.data beside it cost a core. The batch size is part of the traced shapes, and the
+short last batch of a block gets a compiled step of its own (without XLA): for unknown batch sizes
+TensorFlow ran baseline-cnn's step 10-15% slower.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import keras
+
+from .pipeline import batch_of, samples_spec
 
 if TYPE_CHECKING:
     from .autotune import JitChoice
 
 
 class Stepper(keras.Model):
-    """Trains ``model`` (compiled) on elements that hold several batches; see the module docstring."""
+    """Trains ``model`` (compiled) on elements that hold several batches; see the module docstring.
 
-    def __init__(self, model: keras.Model, jit: bool = False) -> None:
+    ``window`` and ``n_classes`` shape the batches; ``normalize`` standardises the gathered windows
+    and ``class_weights`` (one per class index) weighs them, as Keras's ``class_weight`` would.
+    """
+
+    def __init__(self, model: keras.Model, *, window: int, n_classes: int, jit: bool = False,
+                 normalize: Callable[[Any], Any] | None = None, class_weights: list[float] | None = None) -> None:
         super().__init__(name="chunkfit_stepper")
         self.wrapped = model
-        self.jit = jit  # the model's train_step under XLA, inside the loop, unless ``choice`` says
+        self.jit = jit  # the step under XLA, unless ``choice`` says
         self.choice: JitChoice | None = None  # set before the first step: chunkfit.train.tensorflow.autotune
         self.built = True
         self.history = None  # fit returns it; the run's History lives with the wrapped model
+        self._batch = partial(batch_of, window=window, n_classes=n_classes, normalize=normalize)
+        self._n_classes = n_classes
+        self._class_weights = class_weights
+        self._samples: Any = None  # the raw samples of the block being trained
         # The wrapped model's optimizer, so that nothing here creates optimizer state of its own.
         self.compile(optimizer=model.optimizer, steps_per_execution=1)
         self._short: Any = None
@@ -44,22 +60,25 @@ class Stepper(keras.Model):
         self._spec: Any = None
         self._tracing: threading.Thread | None = None
 
-    def prepare(self, element_spec: Any) -> None:
-        """Build the optimizer and metrics and compile the step for full batches, before any data
+    def prepare(self, element_spec: Any, n_channels: int) -> None:
+        """Build the optimizer and metrics and trace the step for full batches, before any data
         arrives (chunkfit calls this while the first block loads)."""
-        self.build_state(element_spec)
+        self.build_state(element_spec, n_channels)
         if self._own_loop():
             self.whole(self._next_mode()).get_concrete_function()
 
-    def fit(self, x: Any = None, *args: Any, **kwargs: Any) -> Any:
-        """``keras.Model.fit`` on a dataset of multi-batch elements (see ``prepare``)."""
-        self.build_state(x.element_spec)
+    def fit(self, x: Any = None, *args: Any, samples: Any = None, **kwargs: Any) -> Any:
+        """``keras.Model.fit`` on a dataset of multi-batch elements whose windows start in ``samples``
+        (float32 [samples, channels]; see the module docstring)."""
+        self._samples = samples
+        self.build_state(x.element_spec, int(samples.shape[-1]))
         try:
             return super().fit(x, *args, **kwargs)
         finally:  # no thread of TensorFlow's outlives the call (one still in it at exit aborts the process)
             self._wait_for_short()
+            self._samples = None
 
-    def build_state(self, element_spec: Any) -> None:
+    def build_state(self, element_spec: Any, n_channels: int) -> None:
         """Create the variables the first step would create inside the trace: tf.function then traces
         it again (optimizer slots: a third of a second for baseline-cnn). The compiled metrics are
         built too (their state is discarded by fit's reset), so that the step can start its loop from
@@ -72,23 +91,31 @@ class Stepper(keras.Model):
         if _default_logs(model) and not all(getattr(m, "built", True) for m in model.metrics):
             # Built from shapes alone: labels stand in for predictions (a model's first eager call
             # would cost a tenth of a second).
-            labels = element_spec[1]
-            y = tf.zeros([1, *labels.shape[2:]], dtype=labels.dtype)
+            y = tf.zeros([1, self._n_classes], dtype=tf.float32)
             model.compute_metrics(None, y, y)
         if self._spec is None:  # one trace each, whatever the number of batches in an element
-            self._spec = element_spec
-            self._short = tf.function(self._train_short, input_signature=element_spec, autograph=False)
+            self._spec = (samples_spec(n_channels), *element_spec)
+            self._short = tf.function(self._train_short, input_signature=self._spec, autograph=False)
 
     def whole(self, jit: bool) -> Any:
         """The compiled loop for elements of full batches, its step under XLA or not (each built once)."""
         import tensorflow as tf
 
         if jit not in self._wholes:
-            step = (tf.function(self.wrapped.train_step, jit_compile=True, autograph=False) if jit
-                    else self.wrapped.train_step)
+            step = tf.function(self._one, jit_compile=True, autograph=False) if jit else self._one
             self._wholes[jit] = tf.function(partial(self._train_whole, step), input_signature=self._spec[:-1],
                                             autograph=False)
         return self._wholes[jit]
+
+    def _one(self, samples: Any, offsets: Any, labels: Any) -> Any:
+        """One full batch: its windows gathered from ``samples``, then the model's train step."""
+        return self.wrapped.train_step(self._batch_of(samples, offsets, labels))
+
+    def _batch_of(self, samples: Any, offsets: Any, labels: Any) -> tuple[Any, ...]:
+        import tensorflow as tf
+
+        weights = None if self._class_weights is None else tf.constant(self._class_weights, tf.float32)
+        return self._batch(samples, offsets, labels, class_weights=weights)
 
     def _own_loop(self) -> bool:
         import tensorflow as tf
@@ -109,10 +136,10 @@ class Stepper(keras.Model):
             element = next(iterator)
             if int(element[-1]) < element[0].shape[1]:
                 self._wait_for_short()
-                return self._short(*element)
+                return self._short(self._samples, *element)
             jit = self._next_mode()
             t0 = time.perf_counter()
-            logs = self.whole(jit)(*element[:-1])  # returns when the element has trained
+            logs = self.whole(jit)(self._samples, *element[:-1])  # returns when the element has trained
             if self.choice is not None and not self.choice.decided:
                 self.choice.timed(jit, time.perf_counter() - t0, int(element[0].shape[0]))
             if self._tracing is None:
@@ -148,15 +175,14 @@ class Stepper(keras.Model):
         """One element, for Keras's own loop (see ``make_train_function``)."""
         import tensorflow as tf
 
-        parts, last = tuple(data[:-1]), data[-1]
-        return tf.cond(last < tf.shape(parts[0])[1], lambda: self._train_short(*parts, last),
-                       lambda: self._train_whole(self.wrapped.train_step, *parts))
+        offsets, labels, last = data
+        return tf.cond(last < tf.shape(offsets)[1], lambda: self._train_short(self._samples, offsets, labels, last),
+                       lambda: self._train_whole(self._one, self._samples, offsets, labels))
 
-    def _train_whole(self, one_step: Any, *parts: Any) -> Any:
-        """Every batch of the element is full: the model's train_step on each, in one loop.
+    def _train_whole(self, one_step: Any, samples: Any, offsets: Any, labels: Any) -> Any:
+        """Every batch of the element is full: ``one_step`` on each, in one loop.
 
-        ``parts`` are the element's windows, labels and (with class weights) sample weights, each
-        [batches, batch, ...]; batch k is ``(x[k], y[k][, w[k]])``, as Keras's fit hands it over.
+        ``offsets`` and ``labels`` are [batches, batch]; batch k is the windows of ``offsets[k]``.
         """
         import tensorflow as tf
 
@@ -166,19 +192,18 @@ class Stepper(keras.Model):
             # and trace the step once (tracing is a second or so of an epoch at this model size).
             first, logs = 0, model.get_metrics_result()
         else:  # a custom train_step may log anything: the first step gives the loop its logs
-            first, logs = 1, model.train_step(tuple(p[0] for p in parts))
+            first, logs = 1, self._one(samples, offsets[0], labels[0])
 
         def step(k: tf.Tensor, _: Any) -> tuple[tf.Tensor, Any]:
-            return k + 1, one_step(tuple(p[k] for p in parts))
+            return k + 1, one_step(samples, offsets[k], labels[k])
 
-        _, logs = tf.while_loop(lambda k, _: k < tf.shape(parts[0])[0], step, (tf.constant(first), logs))
+        _, logs = tf.while_loop(lambda k, _: k < tf.shape(offsets)[0], step, (tf.constant(first), logs))
         return logs
 
-    def _train_short(self, *element: Any) -> Any:
-        """The element is the short last batch alone, padded to the batch size; its last part is how
-        many windows are real."""
-        last = element[-1]
-        return self.wrapped.train_step(tuple(p[0][:last] for p in element[:-1]))
+    def _train_short(self, samples: Any, offsets: Any, labels: Any, last: Any) -> Any:
+        """The element is the short last batch alone, padded to the batch size; ``last`` is how many
+        windows are real."""
+        return self.wrapped.train_step(self._batch_of(samples, offsets[0][:last], labels[0][:last]))
 
 
 def _default_logs(model: keras.Model) -> bool:

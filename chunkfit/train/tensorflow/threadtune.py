@@ -1,18 +1,24 @@
-"""How many compute threads, measured on this machine for this model, before TensorFlow starts.
+"""Compute threads and compile mode, measured on this machine for this model before TensorFlow's runtime starts.
 
-TensorFlow fixes its thread pools when its runtime starts, so candidates cannot be tried inside
+TensorFlow fixes its thread pools when its runtime starts, so thread counts cannot be tried inside
 one process the way ``--jit auto`` tries XLA (chunkfit.train.tensorflow.autotune). A rule fixed on
-one machine was wrong on the next: one compute thread trained baseline-cnn 20-30% faster than
-every core on one 2-core AMD EPYC and its constant-batch step 0.79x as fast on another. So, when
+one machine was wrong on the next: one compute thread trained baseline-cnn 20-30% faster than every
+core on one 2-core AMD EPYC, and its XLA step 0.75x as fast on another. So, when
 ``--compute-threads`` is not given:
 
-- a measurement cached for this machine, TensorFlow version and model is used (``by: cache``);
-- else a run long enough to pay for it (``PROBE_WINDOWS`` training windows or more) measures each
-  candidate in ``CANDIDATES`` in a subprocess of its own: chunkfit's real train step and input
-  pipeline on random windows of the run's shapes, the best element time of each compile mode (as
-  ``--jit auto`` times them); the fastest candidate trains the run, and the timings are cached;
-- else, and for models a subprocess cannot rebuild (a ``keras.Model`` object; ``module:function``,
-  whose code chunkfit runs once only), the rule of chunkfit.train.tensorflow.threads.
+- a measurement cached for this machine, TensorFlow version, model and shapes is used (``by: cache``);
+- else, for a run long enough that measuring costs at most ``BUDGET_SHARE`` of it (at
+  ``ASSUMED_RATE``; a first measurement took 6-10 s on 2 cores), each candidate of ``CANDIDATES``
+  is measured in a child forked from this process once TensorFlow is imported and before its
+  runtime starts (no second import): the children build the model and compile chunkfit's train
+  step in each compile mode the run may use, side by side (compiling is not timed), then take
+  turns timing bursts of ``PROBE_BATCHES`` batches of random windows (A B A B ...), so that a change
+  in the machine's load hits every candidate alike; the best burst of each counts. The fastest
+  candidate trains the run; with ``--jit auto`` its fastest compile mode is the run's too, and the
+  choice is cached;
+- else, and for models a child cannot rebuild (a ``keras.Model`` object; ``module:function``, whose
+  code chunkfit runs once only), the rule: TensorFlow's default of every core. The windows are
+  gathered inside the compiled step, so no input work waits for a free core.
 
 ``--deterministic`` runs use the rule too: a fixed, recorded choice. The cache is a JSON file in
 ``$CHUNKFIT_CACHE_DIR`` (default ``~/.cache/chunkfit``); deleting it measures again.
@@ -25,47 +31,72 @@ import hashlib
 import json
 import os
 import platform
-import subprocess
+import select
+import signal
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# one compute thread (with one inter-op thread), and TensorFlow's default of every core
-CANDIDATES = (1, 0)
-# a probe costs each candidate a TensorFlow start, two compiles and a few dozen batches: 25-70 s in
-# all on 2 cores (idle to loaded), about 5% of a run of this many windows at 20,000 windows/s
-PROBE_WINDOWS = 12_000_000
-PROBE_STEPS = 24  # batches per timed element
-PROBE_TIMEOUT = 120.0
+# TensorFlow's default of every core, and one compute thread (with one inter-op thread)
+CANDIDATES = (0, 1)
+PROBE_BATCHES = 32  # batches per timed burst
+ROUNDS = 3  # bursts per candidate and compile mode
+PROBE_TIMEOUT = 120.0  # seconds for the whole measurement; past it the rule applies
+BUDGET_SHARE = 0.05  # of the run's estimated length
+PROBE_SECONDS = 10.0  # what a first measurement costs, at most, on 2 cores (both modes)
+ASSUMED_RATE = 50_000.0  # training windows/s for estimating a run's length (a fast model on 2 cores)
 CACHE_FILE = "threads.json"
-RULE = "the rule: one thread for small built-in models on a CPU, else every core"
+RULE = "the rule: every core"
 
 
 @dataclasses.dataclass(frozen=True)
 class ThreadChoice:
-    """The compute threads a run starts TensorFlow with (None: the rule), why, and what was measured."""
+    """The compute threads a run starts TensorFlow with (None: the rule), why, what was measured
+    (windows/s by ``"threads/mode"``), and the compile mode the measurement chose (None: not chosen)."""
 
     compute: int | None
     by: str
     windows_per_s: dict[str, float] | None = None
+    jit: bool | None = None
+    seconds: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"by": self.by, **({"windows_per_s": self.windows_per_s} if self.windows_per_s else {})}
+        out: dict[str, Any] = {"by": self.by}
+        if self.windows_per_s:
+            out["windows_per_s"] = self.windows_per_s
+        if self.seconds is not None:
+            out["seconds"] = self.seconds
+        return out
 
     def describe(self, threads: dict[str, int]) -> str:
-        """One line for the run's output."""
+        """Part of the run's one line on how it trains."""
         n = threads.get("intra_op", 0)
         used = "every core" if n == 0 else "1 compute thread" if n == 1 else f"{n} compute threads"
         timed = ""
         if self.windows_per_s:
-            timed = " (" + ", ".join(f"{_label(k)} {v:,.0f}" for k, v in self.windows_per_s.items()) + " windows/s)"
-        return f"TensorFlow on {used}, chosen by {self.by}{timed}; --compute-threads N to choose"
+            timed = " (" + ", ".join(f"{_label(k)} {v:,.0f}" for k, v in self.windows_per_s.items()) + " windows/s"
+            timed += f"; {self.seconds:.1f} s)" if self.seconds is not None else ")"
+        return f"TensorFlow on {used}, chosen by {self.by}{timed}"
 
 
 def _label(key: str) -> str:
-    return "every core" if key == "0" else f"{key} thread"
+    threads, _, mode = key.partition("/")
+    who = "every core" if threads == "0" else f"{threads} thread" + ("s" if threads != "1" else "")
+    return f"{who}{' ' + {'xla': 'XLA', 'graph': 'without XLA'}[mode] if mode else ''}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeSpec:
+    """What a measuring child builds and trains: ``model`` (a built-in name or a .keras file), the
+    run's shapes and batch size, and the compile modes to time (True: XLA)."""
+
+    model: str
+    window: int
+    channels: int
+    classes: int
+    batch_size: int
+    modes: tuple[bool, ...]
 
 
 def cache_path() -> Path:
@@ -111,10 +142,12 @@ def _cpu_name() -> str:
 
 
 def choose_threads(compute_threads: int | None, model: Any, *, deterministic: bool, window: int, channels: int,
-                   classes: int, batch_size: int, run_windows: int, probe_windows: int = PROBE_WINDOWS,
-                   say: Callable[[str], None] | None = None) -> ThreadChoice:
-    """The compute threads for this run (see the module docstring); ``run_windows``: the windows the
-    run will train, all epochs together; ``say`` is told before a measurement starts."""
+                   classes: int, batch_size: int, run_windows: int, jit: str = "auto",
+                   probe_windows: int | None = None) -> ThreadChoice | ProbeSpec:
+    """The compute threads for this run (see the module docstring), or the ``ProbeSpec`` to measure
+    them with (``measure``, once TensorFlow is imported). ``run_windows``: the windows the run will
+    train, all epochs together; ``probe_windows``: the fewest worth measuring for (default: where
+    the measurement is ``BUDGET_SHARE`` of the run)."""
     if compute_threads is not None:
         return ThreadChoice(compute_threads, "--compute-threads")
     if deterministic:
@@ -122,39 +155,169 @@ def choose_threads(compute_threads: int | None, model: Any, *, deterministic: bo
     key = probe_key(model, window, channels, classes, batch_size) if isinstance(model, str) else None
     if key is None:
         return ThreadChoice(None, f"{RULE} (only built-in models and .keras files are measured)")
-    if "tensorflow" in sys.modules:
-        return ThreadChoice(None, f"{RULE} (TensorFlow was imported before the run, so none is measured)")
     cached = _read_cache().get(key)
     if cached is not None:
-        return ThreadChoice(int(cached["compute"]), f"cache ({cache_path()}, measured {cached['when']})",
-                            cached["windows_per_s"])
-    if run_windows < probe_windows:
+        rates = {str(k): float(v) for k, v in cached["windows_per_s"].items()}
+        return ThreadChoice(int(cached["compute"]), f"cache ({cache_path()}, measured {cached['when']})", rates,
+                            cached.get("jit"), cached.get("seconds"))
+    if "tensorflow" in sys.modules:
+        return ThreadChoice(None, f"{RULE} (TensorFlow was imported before the run, so none is measured)")
+    if not hasattr(os, "fork") or not sys.platform.startswith("linux"):
+        return ThreadChoice(None, f"{RULE} (threads are measured on Linux only)")
+    least = probe_windows if probe_windows is not None else int(PROBE_SECONDS / BUDGET_SHARE * ASSUMED_RATE)
+    if run_windows < least:
         return ThreadChoice(None, f"{RULE} (a run of {run_windows:,} windows is too short to measure threads)")
-    if say is not None:
-        say(f"measuring how fast {model} trains on one compute thread and on every core (once for this machine "
-            f"and model: cached in {cache_path()})")
-    speeds = {str(c): probe(c, model, window, channels, classes, batch_size) for c in CANDIDATES}
-    if any(v is None for v in speeds.values()):
-        return ThreadChoice(None, f"{RULE} (a measurement failed)")
-    measured = {k: round(float(v), 1) for k, v in speeds.items() if v is not None}
-    best = int(max(measured, key=lambda k: measured[k]))
-    _write_cache(key, {"compute": best, "windows_per_s": measured, "when": time.strftime("%Y-%m-%d %H:%M")})
-    return ThreadChoice(best, "autotune (measured now)", measured)
+    modes = (True, False) if jit == "auto" else (jit == "on",)
+    return ProbeSpec(model, window, channels, classes, batch_size, modes)
 
 
-def probe(compute: int, model: str, window: int, channels: int, classes: int, batch_size: int) -> float | None:
-    """Training windows/s of ``model`` under ``compute`` threads, in a subprocess; None if it failed."""
-    cmd = [sys.executable, "-m", "chunkfit.train.tensorflow.threadtune",
-           json.dumps({"compute": compute, "model": model, "window": window, "channels": channels,
-                       "classes": classes, "batch_size": batch_size})]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+def measure(spec: ProbeSpec) -> ThreadChoice:
+    """Time every candidate on ``spec`` in forked children, taking turns; cache and return the
+    fastest. Call it where TensorFlow is imported and its runtime not yet started."""
+    t0 = time.perf_counter()
+    speeds = _measure_children(spec)
+    seconds = round(time.perf_counter() - t0, 1)
+    if speeds is None:
+        return ThreadChoice(None, f"{RULE} (the measurement failed)")
+    best = max(speeds, key=lambda k: speeds[k])
+    compute, _, mode = best.partition("/")
+    jit = mode == "xla" if len(spec.modes) > 1 else None
+    entry = {"compute": int(compute), "windows_per_s": speeds, "jit": jit, "seconds": seconds,
+             "when": time.strftime("%Y-%m-%d %H:%M")}
+    key = probe_key(spec.model, spec.window, spec.channels, spec.classes, spec.batch_size)
+    if key is not None:
+        _write_cache(key, entry)
+    return ThreadChoice(int(compute), "autotune (measured now)", speeds, jit, seconds)
+
+
+def _measure_children(spec: ProbeSpec) -> dict[str, float] | None:
+    """windows/s of each candidate and mode, ``"threads/xla"`` or ``"threads/graph"``; None if a child failed."""
+    import tensorflow  # noqa: F401 - imported here, before the fork, so that no child imports it
+
+    from ..models import build_model, compile_model  # noqa: F401 - likewise
+    from .pipeline import train_element_spec  # noqa: F401
+    from .stepper import Stepper  # noqa: F401
+
+    deadline = time.monotonic() + PROBE_TIMEOUT
+    children: list[_Child] = []
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        return None
-    if done.returncode != 0:
-        return None
-    return float(json.loads(done.stdout.strip().splitlines()[-1])["windows_per_s"])
+        # All compile at once (each compile is one thread, and timed by no one), then take turns.
+        children.extend(_Child.fork(compute, spec) for compute in CANDIDATES)
+        if any(child.ask("ready", deadline) is None for child in children):
+            return None
+        best: dict[str, float] = {}
+        for _ in range(ROUNDS):
+            for mode in spec.modes:
+                for child in children:
+                    seconds = child.ask("xla" if mode else "graph", deadline)
+                    if seconds is None:
+                        return None
+                    key = f"{child.compute}/{'xla' if mode else 'graph'}"
+                    best[key] = max(best.get(key, 0.0), round(PROBE_BATCHES * spec.batch_size / seconds, 1))
+        return best
+    finally:
+        for child in children:
+            child.stop()
+
+
+class _Child:
+    """A forked child measuring one candidate; it answers one line per request on a pipe."""
+
+    def __init__(self, pid: int, compute: int, requests: int, answers: int) -> None:
+        self.pid, self.compute, self.requests, self.answers = pid, compute, requests, answers
+        self.buffer = b""
+
+    @classmethod
+    def fork(cls, compute: int, spec: ProbeSpec) -> _Child:
+        from_parent, to_child = os.pipe()
+        from_child, to_parent = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            code = 1
+            try:
+                os.close(to_child)
+                os.close(from_child)
+                _serve(compute, spec, from_parent, to_parent)
+                code = 0
+            except BaseException:  # noqa: BLE001 - the parent sees a failed measurement; stderr says why
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.close(from_parent)
+        os.close(to_parent)
+        return cls(pid, compute, to_child, from_child)
+
+    def ask(self, request: str, deadline: float) -> float | None:
+        """Send ``request``; its answer (seconds, or 0.0 for "ready"), or None on failure or timeout."""
+        try:
+            if request != "ready":
+                os.write(self.requests, request.encode() + b"\n")
+            while b"\n" not in self.buffer:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self.answers], [], [], left)[0]:
+                    return None
+                chunk = os.read(self.answers, 4096)
+                if not chunk:
+                    return None
+                self.buffer += chunk
+        except OSError:
+            return None
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        try:
+            return float(line)
+        except ValueError:
+            return None
+
+    def stop(self) -> None:
+        for fd in (self.requests, self.answers):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
+
+
+def _serve(compute: int, spec: ProbeSpec, requests: int, answers: int) -> None:
+    """In a child: start TensorFlow's runtime with ``compute`` threads, compile the train step in each
+    mode of ``spec`` on random windows, then time one burst per request."""
+    import numpy as np
+    import tensorflow as tf
+
+    from ..models import build_model, compile_model
+    from .pipeline import train_element_spec
+    from .stepper import Stepper
+
+    if compute > 0:
+        tf.config.threading.set_intra_op_parallelism_threads(compute)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    model = build_model(spec.model, spec.window, spec.channels, spec.classes)
+    compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=PROBE_BATCHES, classes=spec.classes)
+    stepper = Stepper(model, window=spec.window, n_classes=spec.classes)
+    stepper.build_state(train_element_spec(spec.batch_size), spec.channels)
+    rng = np.random.default_rng(0)
+    n = PROBE_BATCHES * spec.batch_size
+    samples = tf.constant(rng.normal(size=(n + spec.window, spec.channels)).astype(np.float32))
+    offsets = tf.constant(rng.permutation(n).reshape(PROBE_BATCHES, spec.batch_size).astype(np.int32))
+    labels = tf.constant(rng.integers(0, spec.classes, (PROBE_BATCHES, spec.batch_size)).astype(np.int32))
+    steps = {mode: stepper.whole(mode) for mode in spec.modes}
+    for step in steps.values():
+        step(samples, offsets, labels)  # compiles
+    os.write(answers, b"0\n")
+    stream = os.fdopen(requests, "rb")
+    for line in stream:
+        step = steps[line.strip() == b"xla"]
+        t0 = time.perf_counter()
+        step(samples, offsets, labels)
+        os.write(answers, f"{time.perf_counter() - t0!r}\n".encode())
 
 
 def _read_cache() -> dict[str, Any]:
@@ -176,34 +339,3 @@ def _write_cache(key: str, entry: dict[str, Any]) -> None:
         os.replace(tmp, path)
     except OSError:  # a read-only home: the run goes on, measured again next time
         pass
-
-
-def _measure(compute: int, model: str, window: int, channels: int, classes: int, batch_size: int) -> float:
-    """In the probe subprocess: the best training windows/s of either compile mode, on random windows."""
-    import numpy as np
-
-    from ...config import FitOptions
-    from ..blocks import BlockData
-    from ..normalize import Normalizer
-    from .autotune import TRIALS, JitChoice
-    from .engine import Shapes, TensorFlowEngine
-
-    opts = FitOptions(batch_size=batch_size, compute_threads=compute, steps_per_execution=PROBE_STEPS)
-    engine = TensorFlowEngine.start(model, opts, Shapes(window, channels, classes), Normalizer("none"))
-    choice = JitChoice("auto", False, 10**9, PROBE_STEPS)
-    engine.stepper.choice = choice
-    engine.prepare()
-    n = (len(TRIALS) + 1) * PROBE_STEPS * batch_size
-    rng = np.random.default_rng(0)
-    data = BlockData((), rng.normal(size=(n + window, channels)).astype(np.float32),
-                     rng.permutation(n).astype(np.int32), rng.integers(0, classes, n).astype(np.int32))
-    import keras
-
-    engine.train(engine.tensors(data, training=True), keras.callbacks.CallbackList([]))
-    best = min(min(t) for t in choice.timings.values() if t)
-    return batch_size / best
-
-
-if __name__ == "__main__":
-    spec = json.loads(sys.argv[1])
-    print(json.dumps({"windows_per_s": _measure(**spec)}))
