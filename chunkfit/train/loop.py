@@ -182,7 +182,8 @@ class Trainer:
             progress(TrainProgress("notice", 0, opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0, message=self.weights.notice))
         if distribution is None:
             self.engine = TensorFlowEngine.start(model, opts, shapes, self.normalizer, self.weights.weights,
-                                                 opts.epochs * split.split.train_windows(), say=self._notice)
+                                                 opts.epochs * split.split.train_windows(),
+                                                 split.blocks(opts, opts.blocks.chunk).group_samples(), say=self._notice)
         else:
             from .tensorflow.distributed import DistributedEngine
 

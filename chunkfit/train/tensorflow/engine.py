@@ -62,15 +62,16 @@ class TensorFlowEngine:
 
     @classmethod
     def start(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes, normalizer: Normalizer,
-              class_weights: tuple[float, ...] | None = None, run_windows: int = 0,
+              class_weights: tuple[float, ...] | None = None, run_windows: int = 0, group_samples: int = 0,
               say: Callable[[str], None] | None = None) -> TensorFlowEngine:
         """Start TensorFlow (threads before its runtime starts: chunkfit.train.tensorflow.threadtune,
-        for a run of ``run_windows`` training windows), seed it, and build and compile ``model``,
+        for a run of ``run_windows`` training windows in groups of up to ``group_samples`` samples),
+        seed it, and build and compile ``model``,
         which trains on windows standardised by ``normalizer``, weighted by ``class_weights`` (one per
         class index; None: unweighted). ``say`` is told before threads are measured."""
         tuned = choose_threads(opts.compute_threads, model, deterministic=opts.deterministic, window=shapes.window,
                                channels=shapes.channels, classes=shapes.classes, batch_size=opts.batch_size,
-                               run_windows=run_windows, jit=opts.jit)
+                               run_windows=run_windows, jit=opts.jit, group_samples=group_samples)
         choices: list[ThreadChoice] = [tuned] if isinstance(tuned, ThreadChoice) else []
         if isinstance(tuned, ProbeSpec) and say is not None:
             say(f"measuring how fast {model} trains on every core and on one thread (once for this machine and model: "
