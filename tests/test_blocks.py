@@ -11,6 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chunkfit import StoreWriter, open_store
+from chunkfit.config import SplitSpec, WindowSpec
+from chunkfit.errors import UsageError, WindowError
 from chunkfit.train.blocks import (
     Cursor,
     Labeller,
@@ -22,9 +24,7 @@ from chunkfit.train.blocks import (
     read_group,
     window_order,
 )
-from chunkfit.config import SplitSpec, WindowSpec
 from chunkfit.train.budget import bytes_per_window, chunk_for_budget, parse_bytes
-from chunkfit.errors import UsageError, WindowError
 from chunkfit.train.windows import any_event_labels, plan_split, window_starts
 
 SEGMENTS = [(0, 700), (700, 1000), (1000, 2500)]

@@ -13,7 +13,14 @@ import pytest
 from support import cli_env, run_cli
 
 from chunkfit.synth import SynthSpec, synth
-from chunkfit.train.tensorflow.threadtune import CACHE_FILE, RULE, ProbeSpec, _fastest, choose_threads, probe_key
+from chunkfit.train.tensorflow.threadtune import (
+    CACHE_FILE,
+    RULE,
+    ProbeSpec,
+    _fastest,
+    choose_threads,
+    probe_key,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,9 @@ Timings are per batch and the best of each mode's counts, so a moment of load el
 machine does not decide.
 
 A choice measured before the run with the threads (chunkfit.train.tensorflow.threadtune), or
-cached from such a measurement, needs no trial (``by: autotune at start``). ``--jit on|off`` skips the trial; ``--deterministic`` runs train without XLA: a fixed choice, so that
-resuming stays bit-identical, and XLA has no deterministic form of some ops (MaxPooling's gradient:
+cached from such a measurement, needs no trial (``by: autotune at start``). ``--jit on|off``
+skips the trial; ``--deterministic`` runs train without XLA: a fixed choice, so that resuming stays
+bit-identical, and XLA has no deterministic form of some ops (MaxPooling's gradient:
 ``--jit on --deterministic`` is refused). Only the step is compiled by XLA, inside chunkfit's
 multi-batch loop: XLA over the whole loop ran slower.
 """

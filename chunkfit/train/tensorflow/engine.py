@@ -66,27 +66,28 @@ class TensorFlowEngine:
               say: Callable[[str], None] | None = None) -> TensorFlowEngine:
         """Start TensorFlow (threads before its runtime starts: chunkfit.train.tensorflow.threadtune,
         for a run of ``run_windows`` training windows in groups of up to ``group_samples`` samples),
-        seed it, and build and compile ``model``,
-        which trains on windows standardised by ``normalizer``, weighted by ``class_weights`` (one per
-        class index; None: unweighted). ``say`` is told before threads are measured."""
+        seed it, and build and compile ``model``, which trains on windows standardised by
+        ``normalizer``, weighted by ``class_weights`` (one per class index; None: unweighted).
+        ``say`` is told before threads are measured."""
         tuned = choose_threads(opts.compute_threads, model, deterministic=opts.deterministic, window=shapes.window,
                                channels=shapes.channels, classes=shapes.classes, batch_size=opts.batch_size,
                                run_windows=run_windows, jit=opts.jit, group_samples=group_samples)
-        choices: list[ThreadChoice] = [tuned] if isinstance(tuned, ThreadChoice) else []
         if isinstance(tuned, ProbeSpec) and say is not None:
             say(f"measuring how fast {model} trains on every core and on one thread (once for this machine and model: "
                 f"cached in {cache_path()})")
+        decided: list[ThreadChoice] = []
 
         def compute(tf: Any) -> int | None:  # TensorFlow imported, its runtime not started
-            if isinstance(tuned, ProbeSpec):
-                choices.append(measure(tuned) if not tf.config.list_physical_devices("GPU")
-                               else ThreadChoice(None, f"{RULE} (a GPU trains the model)"))
-            return choices[0].compute
+            if isinstance(tuned, ThreadChoice):
+                decided.append(tuned)
+            elif tf.config.list_physical_devices("GPU"):
+                decided.append(ThreadChoice(None, f"{RULE} (a GPU trains the model)"))
+            else:
+                decided.append(measure(tuned))
+            return decided[0].compute
 
         threads = start_tensorflow(compute)
-        if not choices:  # TensorFlow had started: nothing was asked
-            choices.append(ThreadChoice(None, f"{RULE} (TensorFlow was imported before the run, so none is measured)"))
-        choice = choices[0]
+        choice = decided[0]
         import keras
 
         keras.utils.set_random_seed(opts.blocks.seed)
