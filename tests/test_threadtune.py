@@ -26,17 +26,19 @@ pytestmark = pytest.mark.slow
 
 SHAPES = {"window": 104, "channels": 1, "classes": 2, "batch_size": 128}
 
-# In a fresh process: a long run is measured (forked children, TensorFlow imported and its runtime
-# not started), then a short run finds the measurement cached; the parent's runtime still starts.
+# In a fresh process: a long run is measured (child processes, started before TensorFlow is imported
+# here), then a short run finds the measurement cached; this process's runtime is still configurable.
 CHOOSE = """
 import json, sys
-from chunkfit.train.tensorflow.threadtune import ProbeSpec, choose_threads, measure
+from chunkfit.train.tensorflow.threadtune import Probe, ProbeSpec, choose_threads
 shapes = json.loads(sys.argv[1])
-spec = choose_threads(None, "baseline-cnn", deterministic=False, run_windows=10**9, jit=sys.argv[2], **shapes)
+spec = choose_threads(None, "baseline-cnn", deterministic=False, run_windows=10**9, jit=sys.argv[2],
+                      group_samples=100_000, **shapes)
+probe = Probe(spec) if isinstance(spec, ProbeSpec) else None
 import tensorflow as tf
 out = []
-if isinstance(spec, ProbeSpec):
-    out.append(measure(spec))
+if probe is not None:
+    out.append(probe.finish())
 out.append(choose_threads(None, "baseline-cnn", deterministic=False, run_windows=1000, **shapes))
 tf.config.threading.set_intra_op_parallelism_threads(1)  # still configurable: the runtime did not start
 assert float(tf.constant(1.0) + 1.0) == 2.0

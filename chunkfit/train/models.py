@@ -91,6 +91,11 @@ def unsafe_model_files(allowed: bool = True) -> Iterator[None]:
         _UNSAFE_FILES.reset(token)
 
 
+def unsafe_files_allowed() -> bool:
+    """Whether ``.keras`` files load outside safe mode here (inside ``unsafe_model_files()``)."""
+    return _UNSAFE_FILES.get()
+
+
 def build_model(spec: str, window: int, n_channels: int, n_classes: int, *, unsafe: bool | None = None) -> keras.Model:
     """A built-in name, a ``.keras`` file, or ``module:function``, as a Keras model.
 

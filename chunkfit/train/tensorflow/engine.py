@@ -27,7 +27,7 @@ from .pipeline import (
     train_element_spec,
 )
 from .threads import start_tensorflow
-from .threadtune import RULE, ProbeSpec, ThreadChoice, cache_path, choose_threads, measure
+from .threadtune import RULE, Probe, ProbeSpec, ThreadChoice, cache_path, choose_threads
 
 if TYPE_CHECKING:
     import keras
@@ -72,21 +72,29 @@ class TensorFlowEngine:
         tuned = choose_threads(opts.compute_threads, model, deterministic=opts.deterministic, window=shapes.window,
                                channels=shapes.channels, classes=shapes.classes, batch_size=opts.batch_size,
                                run_windows=run_windows, jit=opts.jit, group_samples=group_samples)
-        if isinstance(tuned, ProbeSpec) and say is not None:
-            say(f"measuring how fast {model} trains on every core and on one thread (once for this machine and model: "
-                f"cached in {cache_path()})")
+        probe = None
+        if isinstance(tuned, ProbeSpec):
+            if say is not None:
+                say(f"measuring how fast {model} trains on every core and on one thread (once for this machine and "
+                    f"model: cached in {cache_path()})")
+            probe = Probe(tuned)  # its children start while this process imports TensorFlow
         decided: list[ThreadChoice] = []
 
         def compute(tf: Any) -> int | None:  # TensorFlow imported, its runtime not started
-            if isinstance(tuned, ThreadChoice):
-                decided.append(tuned)
+            if probe is None:
+                decided.append(tuned)  # type: ignore[arg-type]
             elif tf.config.list_physical_devices("GPU"):
+                probe.stop()
                 decided.append(ThreadChoice(None, f"{RULE} (a GPU trains the model)"))
             else:
-                decided.append(measure(tuned))
+                decided.append(probe.finish())
             return decided[0].compute
 
-        threads = start_tensorflow(compute)
+        try:
+            threads = start_tensorflow(compute)
+        finally:
+            if probe is not None:
+                probe.stop()
         choice = decided[0]
         import keras
 

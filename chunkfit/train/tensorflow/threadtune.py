@@ -8,15 +8,16 @@ core on one 2-core AMD EPYC, and its XLA step 0.75x as fast on another. So, when
 
 - a measurement cached for this machine, TensorFlow version, model and shapes is used (``by: cache``);
 - else, for a run long enough that measuring costs at most ``BUDGET_SHARE`` of it (at
-  ``ASSUMED_RATE``; a first measurement took 9-11 s on 2 cores), each candidate of ``CANDIDATES``
-  is measured in a child forked from this process once TensorFlow is imported and before its
-  runtime starts (no second import): the children build the model and compile chunkfit's train
-  step in each compile mode the run may use, side by side (compiling is not timed), then take
-  turns timing bursts of ``PROBE_BATCHES`` batches of random windows (A B A B ...), so that a change
-  in the machine's load hits every candidate alike; the median burst of each counts, and another
-  thread count than the rule's must beat it by ``MARGIN``. The fastest
-  candidate trains the run; with ``--jit auto`` its fastest compile mode is the run's too, and the
-  choice is cached;
+  ``ASSUMED_RATE``), each candidate of ``CANDIDATES`` is measured in a child process of its own,
+  started before this process imports TensorFlow so that their start-up overlaps its import (a
+  first measurement took 18-19 s on 2 cores, 10 of them the import). The children build the model
+  and compile chunkfit's train step in each compile mode the run may use, side by side (compiling
+  is not timed), on a block of the run's group size, then take turns timing bursts of
+  ``PROBE_BATCHES`` batches (A B A B ...), so that a change in the machine's load hits every
+  candidate alike. The median burst of each counts; another thread count than the rule's must beat
+  it by ``MARGIN`` (on one 2-core EPYC the children measured one thread at 0.9-1.0x every core where
+  whole runs trained at 0.6-0.75x: a close call stays with the rule). The fastest candidate trains
+  the run; with ``--jit auto`` its fastest compile mode is the run's too, and the choice is cached;
 - else, and for models a child cannot rebuild (a ``keras.Model`` object; ``module:function``, whose
   code chunkfit runs once only), the rule: TensorFlow's default of every core. The windows are
   gathered inside the compiled step, so no input work waits for a free core.
@@ -33,8 +34,8 @@ import json
 import os
 import platform
 import select
-import signal
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -47,7 +48,7 @@ ROUNDS = 4  # bursts per candidate and compile mode
 MARGIN = 1.05  # how much faster than the rule another thread count must be to be chosen
 PROBE_TIMEOUT = 120.0  # seconds for the whole measurement; past it the rule applies
 BUDGET_SHARE = 0.05  # of the run's estimated length
-PROBE_SECONDS = 12.0  # what a first measurement costs, at most, on 2 cores (both modes: 9-11 s measured)
+PROBE_SECONDS = 20.0  # what a first measurement costs, at most, on 2 cores (both modes: 18-19 s measured)
 ASSUMED_RATE = 50_000.0  # training windows/s for estimating a run's length (a fast model on 2 cores)
 CACHE_FILE = "threads.json"
 RULE = "the rule: every core"
@@ -151,7 +152,7 @@ def choose_threads(compute_threads: int | None, model: Any, *, deterministic: bo
                    classes: int, batch_size: int, run_windows: int, jit: str = "auto", group_samples: int = 0,
                    probe_windows: int | None = None) -> ThreadChoice | ProbeSpec:
     """The compute threads for this run (see the module docstring), or the ``ProbeSpec`` to measure
-    them with (``measure``, once TensorFlow is imported). ``run_windows``: the windows the run will
+    them with (``Probe``, started before TensorFlow is imported). ``run_windows``: the windows the run will
     train, all epochs together; ``group_samples``: the samples of one of its groups of blocks;
     ``probe_windows``: the fewest worth measuring for (default: where the measurement is
     ``BUDGET_SHARE`` of the run)."""
@@ -169,8 +170,8 @@ def choose_threads(compute_threads: int | None, model: Any, *, deterministic: bo
                             cached.get("jit"), cached.get("seconds"))
     if "tensorflow" in sys.modules:
         return ThreadChoice(None, f"{RULE} (TensorFlow was imported before the run, so none is measured)")
-    if not hasattr(os, "fork") or not sys.platform.startswith("linux"):
-        return ThreadChoice(None, f"{RULE} (threads are measured on Linux only)")
+    if os.name != "posix":
+        return ThreadChoice(None, f"{RULE} (threads are measured on POSIX systems only)")
     least = probe_windows if probe_windows is not None else int(PROBE_SECONDS / BUDGET_SHARE * ASSUMED_RATE)
     if run_windows < least:
         return ThreadChoice(None, f"{RULE} (a run of {run_windows:,} windows is too short to measure threads)")
@@ -178,12 +179,34 @@ def choose_threads(compute_threads: int | None, model: Any, *, deterministic: bo
     return ProbeSpec(model, window, channels, classes, batch_size, modes, group_samples)
 
 
-def measure(spec: ProbeSpec) -> ThreadChoice:
-    """Time every candidate on ``spec`` in forked children, taking turns; cache and return the
-    fastest. Call it where TensorFlow is imported and its runtime not yet started."""
-    t0 = time.perf_counter()
-    speeds = _measure_children(spec)
-    seconds = round(time.perf_counter() - t0, 1)
+class Probe:
+    """The measurement of ``spec``: children started now, timed by ``finish``."""
+
+    def __init__(self, spec: ProbeSpec) -> None:
+        from ..models import unsafe_files_allowed
+
+        self.spec, self.t0 = spec, time.perf_counter()
+        self.children: list[_Child] = []
+        try:
+            # All start and compile at once (compiling is timed by no one); they take turns later.
+            self.children.extend(_Child.start(c, spec, unsafe_files_allowed()) for c in CANDIDATES)
+        except OSError:
+            self.stop()
+
+    def finish(self) -> ThreadChoice:
+        """Time every candidate, taking turns; cache and return the fastest."""
+        try:
+            speeds = _timed(self.children, self.spec) if len(self.children) == len(CANDIDATES) else None
+        finally:
+            self.stop()
+        return _chosen(self.spec, speeds, round(time.perf_counter() - self.t0, 1))
+
+    def stop(self) -> None:
+        for child in self.children:
+            child.stop()
+
+
+def _chosen(spec: ProbeSpec, speeds: dict[str, float] | None, seconds: float) -> ThreadChoice:
     if speeds is None:
         return ThreadChoice(None, f"{RULE} (the measurement failed)")
     best = _fastest(speeds)
@@ -206,75 +229,52 @@ def _fastest(speeds: dict[str, float]) -> str:
     return best if speeds[best] >= MARGIN * speeds[rule] else rule
 
 
-def _measure_children(spec: ProbeSpec) -> dict[str, float] | None:
-    """windows/s of each candidate and mode, ``"threads/xla"`` or ``"threads/graph"``; None if a child failed."""
-    import tensorflow  # noqa: F401 - imported here, before the fork, so that no child imports it
-
-    from ..models import build_model, compile_model  # noqa: F401 - likewise
-    from .pipeline import train_element_spec  # noqa: F401
-    from .stepper import Stepper  # noqa: F401
-
+def _timed(children: list[_Child], spec: ProbeSpec) -> dict[str, float] | None:
+    """windows/s of each child and mode, ``"threads/xla"`` or ``"threads/graph"``: the median of its
+    bursts, the children taking turns; None if one failed."""
     deadline = time.monotonic() + PROBE_TIMEOUT
-    children: list[_Child] = []
-    try:
-        # All compile at once (each compile is one thread, and timed by no one), then take turns.
-        children.extend(_Child.fork(compute, spec) for compute in CANDIDATES)
-        if any(child.ask("ready", deadline) is None for child in children):
-            return None
-        bursts: dict[str, list[float]] = {}
-        for _ in range(ROUNDS):
-            for mode in spec.modes:
-                for child in children:
-                    seconds = child.ask("xla" if mode else "graph", deadline)
-                    if seconds is None:
-                        return None
-                    key = f"{child.compute}/{'xla' if mode else 'graph'}"
-                    bursts.setdefault(key, []).append(PROBE_BATCHES * spec.batch_size / seconds)
-        return {key: round(statistics.median(rates), 1) for key, rates in bursts.items()}
-    finally:
-        for child in children:
-            child.stop()
+    if any(child.ask("ready", deadline) is None for child in children):
+        return None
+    bursts: dict[str, list[float]] = {}
+    for _ in range(ROUNDS):
+        for mode in spec.modes:
+            for child in children:
+                seconds = child.ask("xla" if mode else "graph", deadline)
+                if seconds is None:
+                    return None
+                key = f"{child.compute}/{'xla' if mode else 'graph'}"
+                bursts.setdefault(key, []).append(PROBE_BATCHES * spec.batch_size / seconds)
+    return {key: round(statistics.median(rates), 1) for key, rates in bursts.items()}
 
 
 class _Child:
-    """A forked child measuring one candidate; it answers one line per request on a pipe."""
+    """A child process measuring one candidate; it answers one line per request on its stdout."""
 
-    def __init__(self, pid: int, compute: int, requests: int, answers: int) -> None:
-        self.pid, self.compute, self.requests, self.answers = pid, compute, requests, answers
+    def __init__(self, proc: subprocess.Popen[bytes], compute: int) -> None:
+        self.proc, self.compute = proc, compute
         self.buffer = b""
 
     @classmethod
-    def fork(cls, compute: int, spec: ProbeSpec) -> _Child:
-        from_parent, to_child = os.pipe()
-        from_child, to_parent = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            code = 1
-            try:
-                os.close(to_child)
-                os.close(from_child)
-                _serve(compute, spec, from_parent, to_parent)
-                code = 0
-            except BaseException:  # noqa: BLE001 - the parent sees a failed measurement; stderr says why
-                import traceback
-
-                traceback.print_exc()
-            finally:
-                os._exit(code)
-        os.close(from_parent)
-        os.close(to_parent)
-        return cls(pid, compute, to_child, from_child)
+    def start(cls, compute: int, spec: ProbeSpec, unsafe: bool) -> _Child:
+        job = json.dumps({"compute": compute, "unsafe": unsafe, "spec": dataclasses.asdict(spec)})
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+        proc = subprocess.Popen([sys.executable, "-m", __name__, job], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=env)
+        return cls(proc, compute)
 
     def ask(self, request: str, deadline: float) -> float | None:
         """Send ``request``; its answer (seconds, or 0.0 for "ready"), or None on failure or timeout."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        out = self.proc.stdout.fileno()
         try:
             if request != "ready":
-                os.write(self.requests, request.encode() + b"\n")
+                self.proc.stdin.write(request.encode() + b"\n")
+                self.proc.stdin.flush()
             while b"\n" not in self.buffer:
                 left = deadline - time.monotonic()
-                if left <= 0 or not select.select([self.answers], [], [], left)[0]:
+                if left <= 0 or not select.select([out], [], [], left)[0]:
                     return None
-                chunk = os.read(self.answers, 4096)
+                chunk = os.read(out, 4096)
                 if not chunk:
                     return None
                 self.buffer += chunk
@@ -287,24 +287,21 @@ class _Child:
             return None
 
     def stop(self) -> None:
-        for fd in (self.requests, self.answers):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            os.waitpid(self.pid, 0)
-        except OSError:
-            pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
 
 
-def _serve(compute: int, spec: ProbeSpec, requests: int, answers: int) -> None:
-    """In a child: start TensorFlow's runtime with ``compute`` threads, compile the train step in each
-    mode of ``spec`` on random windows, then time one burst per request."""
+def _serve(compute: int, spec: ProbeSpec, unsafe: bool) -> None:
+    """In a child: start TensorFlow with ``compute`` threads, compile the train step in each mode of
+    ``spec``, then time one burst per line of stdin, answering on stdout."""
+    from .threads import start_tensorflow
+
+    threads = start_tensorflow(compute)  # before TensorFlow's first op: after it they are fixed
+    assert compute == 0 or threads["intra_op"] == compute, threads
     import numpy as np
     import tensorflow as tf
 
@@ -312,10 +309,7 @@ def _serve(compute: int, spec: ProbeSpec, requests: int, answers: int) -> None:
     from .pipeline import train_element_spec
     from .stepper import Stepper
 
-    if compute > 0:
-        tf.config.threading.set_intra_op_parallelism_threads(compute)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-    model = build_model(spec.model, spec.window, spec.channels, spec.classes)
+    model = build_model(spec.model, spec.window, spec.channels, spec.classes, unsafe=unsafe)
     compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=PROBE_BATCHES, classes=spec.classes)
     stepper = Stepper(model, window=spec.window, n_classes=spec.classes)
     stepper.build_state(train_element_spec(spec.batch_size), spec.channels)
@@ -329,13 +323,15 @@ def _serve(compute: int, spec: ProbeSpec, requests: int, answers: int) -> None:
     steps = {mode: stepper.whole(mode) for mode in spec.modes}
     for step in steps.values():
         step(samples, offsets, labels)  # compiles
-    os.write(answers, b"0\n")
-    stream = os.fdopen(requests, "rb")
-    for line in stream:
+    out = sys.stdout.buffer
+    out.write(b"0\n")
+    out.flush()
+    for line in sys.stdin.buffer:
         step = steps[line.strip() == b"xla"]
         t0 = time.perf_counter()
         step(samples, offsets, labels)
-        os.write(answers, f"{time.perf_counter() - t0!r}\n".encode())
+        out.write(f"{time.perf_counter() - t0!r}\n".encode())
+        out.flush()
 
 
 def _read_cache() -> dict[str, Any]:
@@ -357,3 +353,8 @@ def _write_cache(key: str, entry: dict[str, Any]) -> None:
         os.replace(tmp, path)
     except OSError:  # a read-only home: the run goes on, measured again next time
         pass
+
+
+if __name__ == "__main__":
+    job = json.loads(sys.argv[1])
+    _serve(int(job["compute"]), ProbeSpec(**{**job["spec"], "modes": tuple(job["spec"]["modes"])}), bool(job["unsafe"]))
