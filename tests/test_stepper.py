@@ -110,6 +110,7 @@ def test_samples_padded_to_a_capacity_keep_their_values_and_add_zeros() -> None:
     assert to_tensors(data, capacity=10).samples.shape == data.samples.shape  # never cut
 
 
+@pytest.mark.usefixtures("no_op_determinism")
 @pytest.mark.parametrize("jit", [False, True])
 def test_padded_samples_class_weights_and_standardisation_train_as_model_fit_with_class_weight(jit: bool) -> None:
     """What a run hands the step: samples padded to the run's capacity, windows standardised and
