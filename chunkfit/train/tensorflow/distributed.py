@@ -202,7 +202,7 @@ class DistributedEngine(TensorFlowEngine):
                 made.append(tf.distribute.MultiWorkerMirroredStrategy())
 
         try:
-            threads = start_tensorflow(opts.compute_threads, model, before=before)
+            threads = start_tensorflow(opts.compute_threads, before=before)
         except RuntimeError:
             raise UsageError("several workers or devices need a process in which TensorFlow has not started yet "
                              "(run chunkfit train, or call chunkfit.fit before anything else uses TensorFlow)") from None
