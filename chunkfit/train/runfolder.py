@@ -229,6 +229,38 @@ class RunFolder:
     def plot(self, history: dict[str, list[float]]) -> None:
         plot_curves(history, self.file(CURVES_FILE))
 
+    def write_probe(self, name: str, text: str) -> None:
+        """A small file the other workers of a multi-worker run read back (``PeerFolder.read_probe``)."""
+        self.file(name).write_text(text)
+
+    def remove_probe(self, name: str) -> None:
+        self.file(name).unlink(missing_ok=True)
+
+
+class PeerFolder:
+    """The run folder as a worker other than the chief sees it (several workers,
+    chunkfit.train.tensorflow.distributed): the chief's probe and its current checkpoint, read
+    without the folder's lock; it writes nothing."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        refuse_url(path, "run folders", s3=True)
+        self.path = Path(path)
+        self.shown = str(self.path)
+
+    def read_probe(self, name: str) -> str | None:
+        """The text of the chief's probe ``name``, or None when there is none."""
+        try:
+            return (self.path / name).read_text()
+        except FileNotFoundError:
+            return None
+
+    def latest(self) -> checkpoint.Checkpoint | None:
+        """The checkpoint the chief settled (read once the chief created the run), or None."""
+        return checkpoint.latest(self.path)
+
+    def close(self) -> None:
+        pass
+
 
 def _finished(path: Path) -> bool:
     try:
@@ -309,3 +341,14 @@ def open_run_folder(path: str | os.PathLike[str], resume: str = "auto", run: dic
 
         return RemoteRunFolder(str(path), resume, run)
     return RunFolder(path, resume, run)
+
+
+def open_peer_folder(path: str | os.PathLike[str]) -> PeerFolder:
+    """What a worker other than the chief reads of the run folder ``path``, local or ``s3://``."""
+    from ..store.remote import is_remote
+
+    if is_remote(path):
+        from .remotefolder import RemotePeerFolder
+
+        return RemotePeerFolder(str(path))
+    return PeerFolder(path)
