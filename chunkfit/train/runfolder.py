@@ -4,7 +4,8 @@ The folder is checked before any training starts, and run.json is rewritten (ato
 every epoch so an interrupted run still says how far it got. A process that trains into a folder
 holds its lock (``LOCK_FILE``, an ``fcntl.flock`` that dies with the process) from the first check
 to the end: a second process on the same folder is refused, whatever state the folder is in, and
-after a ``kill -9`` the same command resumes at once.
+after a ``kill -9`` the same command resumes at once. With several workers that process is the
+chief; the others read the folder through ``PeerFolder`` and write nothing.
 """
 
 from __future__ import annotations
@@ -259,7 +260,7 @@ class PeerFolder:
         return checkpoint.latest(self.path)
 
     def close(self) -> None:
-        pass
+        """Remove what was fetched to read the folder (nothing, for a local one)."""
 
 
 def _finished(path: Path) -> bool:
