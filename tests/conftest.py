@@ -15,6 +15,12 @@ from support import REPO, SUFFIX, write_csv
 if TYPE_CHECKING:
     from s3support import S3Server
 
+# jax sets TF_CPP_MIN_LOG_LEVEL=1 wherever it is unset (jax/__init__.py), and Keras 3.15 imports jax
+# with its callbacks (keras.callbacks.OrbaxCheckpoint): the first test module importing keras made it
+# "1" for the whole session, so every CLI subprocess after it kept TensorFlow's native logs, and a
+# worker's native stderr, on. The CLI's own default, unless whoever runs the tests chose a level.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
 # ``make test`` runs every property test on the same examples, run after run: a property that fails
 # on a rare input fails every time, not one run in twenty. ``HYPOTHESIS_PROFILE=explore`` draws new,
 # and more, examples on each run to hunt for such inputs.

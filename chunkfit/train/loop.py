@@ -45,7 +45,14 @@ from .plan import SplitPlan, TrainPlan
 from .progress import Tick, TrainProgress
 from .record import RunLog
 from .resume import Checkpointer, Position
-from .runfolder import HISTORY_FILE, WRITE_ERRORS, RunFolder, open_run_folder
+from .runfolder import (
+    HISTORY_FILE,
+    WRITE_ERRORS,
+    PeerFolder,
+    RunFolder,
+    open_peer_folder,
+    open_run_folder,
+)
 from .tensorflow.engine import Shapes, TensorFlowEngine
 from .weights import class_weights
 
@@ -138,17 +145,18 @@ def fit(
         raise UsageError(f"--checkpoint-every must be a positive number of blocks (received {checkpoint_every!r})")
     if out is None and resume != "auto":
         raise UsageError(f"resume={resume!r} needs a run folder: pass out=RUN")
-    distribution = _distribution(devices, out)
+    distribution = _distribution(devices)
     with contextlib.ExitStack() as stack:
         if not isinstance(store, Store):
             store = stack.enter_context(open_store(store))
         split = SplitPlan.of(store, opts)  # most mistakes are refused here, before TensorFlow loads
         identity = run_identity(opts, model, store)
-        peer = distribution is not None and distribution[0] is not None and not distribution[0].chief
-        folder = open_run_folder(out, resume, identity) if out is not None and not peer else None
+        is_peer = distribution is not None and distribution[0] is not None and not distribution[0].chief
+        folder = open_run_folder(out, resume, identity) if out is not None and not is_peer else None
+        peer = stack.enter_context(contextlib.closing(open_peer_folder(out))) if out is not None and is_peer else None
         try:
             trainer = Trainer(model, store, opts, split, list(callbacks or []), folder, progress,
-                              checkpoint_every, identity, distribution, Path(out) if peer and out is not None else None)
+                              checkpoint_every, identity, distribution, peer)
             history = trainer.train(tensorboard)
         except BaseException:
             if folder is not None:
@@ -170,7 +178,7 @@ class Trainer:
                  callbacks: list[keras.callbacks.Callback], folder: RunFolder | None,
                  progress: Callable[[TrainProgress], None] | None, checkpoint_every: int | None,
                  identity: dict[str, Any], distribution: tuple[Any, str | None] | None = None,
-                 peer: Path | None = None) -> None:
+                 peer: PeerFolder | None = None) -> None:
         self.store, self.opts, self.user_callbacks, self.progress, self.folder = store, opts, callbacks, progress, folder
         self.model_spec = identity["model"]
         resumed = folder.checkpoint if folder is not None else None
@@ -214,8 +222,8 @@ class Trainer:
         if folder is not None and not folder.ready:
             folder.create()
         if folder is not None or resumed is not None:  # a peer worker only restores from one
-            self.checkpoints = Checkpointer(folder if folder is not None else _Peer(str(peer), resumed), identity,
-                                            chunk, checkpoint_every, (opts.epochs, len(self.plan.train_blocks)))
+            self.checkpoints = Checkpointer(folder if folder is not None else peer, identity, chunk,
+                                            checkpoint_every, (opts.epochs, len(self.plan.train_blocks)))
         self.blocks_done: list[int] = []  # train blocks of the current epoch, in the order trained
 
     def _about(self) -> dict[str, Any]:
@@ -235,15 +243,19 @@ class Trainer:
             **({"distribution": about} if (about := self.engine.about()) is not None else {}),
         }
 
-    def _meet(self, identity: dict[str, Any], folder: RunFolder | None, peer: Path | None) -> Any:
+    def _meet(self, identity: dict[str, Any], folder: RunFolder | None, peer: PeerFolder | None) -> Any:
         """The workers check each other (chunkfit.train.tensorflow.distributed); returns the checkpoint
-        this worker resumes from: the chief's, read by every worker after the chief settled it."""
-        from .checkpoint import latest
-
+        this worker resumes from: the chief's, read by every other worker (from a shared file system, or
+        through an s3 run's pointer) after the chief settled it and before it can write another."""
         engine: Any = self.engine
-        where = str(folder.path) if folder is not None else str(peer) if peer is not None else None
-        engine.meet(identity, where, (lambda name, text: folder.file(name).write_text(text)) if folder else None)
-        resumed = folder.checkpoint if folder is not None else latest(peer) if peer is not None else None
+        if folder is not None:
+            where: str | None = folder.shown
+            engine.meet(identity, where, write=folder.write_probe, remove=folder.remove_probe)
+            resumed = folder.checkpoint
+        else:
+            where = peer.shown if peer is not None else None
+            engine.meet(identity, where, read=peer.read_probe if peer is not None else None)
+            resumed = peer.latest() if peer is not None else None
         if engine.cluster is not None:
             sequence = engine.exchange([resumed.sequence if resumed is not None else -1])
             if int(sequence[engine.cluster.rank][0]) != int(sequence[0][0]):
@@ -571,14 +583,7 @@ def _restore_copy(source: Path | None, target: Path) -> None:
     os.replace(tmp, target)
 
 
-class _Peer:
-    """What a worker other than the chief knows of the run folder: its name and the checkpoint it resumes."""
-
-    def __init__(self, shown: str, checkpoint: Any) -> None:
-        self.shown, self.checkpoint = shown, checkpoint
-
-
-def _distribution(devices: str | None, out: str | os.PathLike[str] | None) -> tuple[Any, str | None] | None:
+def _distribution(devices: str | None) -> tuple[Any, str | None] | None:
     """(cluster, devices) when this run is distributed (TF_CONFIG or ``devices``), else None; refuses
     what cannot work, before TensorFlow loads."""
     from .tensorflow.distributed import check_devices, cluster_from_env
@@ -590,12 +595,7 @@ def _distribution(devices: str | None, out: str | os.PathLike[str] | None) -> tu
     if cluster is not None and logical:
         raise UsageError(f"--devices {devices} is for one machine; with TF_CONFIG each worker trains on its GPUs "
                          "(or its CPU): leave out --devices, or pass --devices all")
-    if cluster is not None:
-        from ..store.remote import is_remote
-
-        if out is not None and is_remote(out):
-            raise UsageError(f"{out}: several workers need a run folder on a shared file system for now "
-                             "(s3:// run folders train with one worker)")
-        if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2") == "2":  # TensorFlow's collective errors become one line
-            os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    # TensorFlow's collective errors become one line
+    if cluster is not None and os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2") == "2":
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     return cluster, devices

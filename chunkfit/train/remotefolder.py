@@ -6,7 +6,9 @@ Objects: ``run.json``, ``model.keras``, ``history.csv``, ``curves.png``; each ch
 the pointer to the current one, written only once every object of that checkpoint is stored; the
 previous checkpoint is deleted after the pointer moved. A kill at any moment leaves the pointer on a
 complete checkpoint, and any process (on any machine) resumes from it. One process at a time holds
-the run's lease object (as a store's, chunkfit.store.remote).
+the run's lease object (as a store's, chunkfit.store.remote). With several workers that process is
+the chief; the others read its probe and, through the pointer, its current checkpoint
+(``RemotePeerFolder``), take no lease and write nothing.
 """
 
 from __future__ import annotations
@@ -14,14 +16,22 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import BusyError
 from ..store.remote import LEASE, Lease, Remote, guarded
 from . import checkpoint
-from .runfolder import _RUN_FILES, CURVES_FILE, HISTORY_FILE, MODEL_FILE, RUN_FILE, RunFolder
+from .runfolder import (
+    _RUN_FILES,
+    CURVES_FILE,
+    HISTORY_FILE,
+    MODEL_FILE,
+    RUN_FILE,
+    PeerFolder,
+    RunFolder,
+)
 
 POINTER = "checkpoint.json"
 T = TypeVar("T")
@@ -61,13 +71,7 @@ class RemoteRunFolder(RunFolder):
             if data is not None:
                 (local / name).write_bytes(data)
         if pointer is not None:
-            prefix = json.loads(pointer)["prefix"]
-            folder = local / checkpoint.CHECKPOINT
-            folder.mkdir()
-            for key in keys:
-                if key.startswith(prefix + "/"):
-                    (folder / key[len(prefix) + 1 :]).write_bytes(self.remote.get(key) or b"")
-            self._current = prefix
+            self._current = fetch_checkpoint(self.remote, pointer, keys, local / checkpoint.CHECKPOINT)
 
     def _upload(self, names: list[str]) -> None:
         kept = "the run's objects uploaded before it are intact; run the same command to resume"
@@ -88,6 +92,12 @@ class RemoteRunFolder(RunFolder):
         old, self._current = self._current, prefix
         if old is not None and old != prefix:
             self._call("the new checkpoint is intact there", lambda: self._delete_prefix(old))
+
+    def write_probe(self, name: str, text: str) -> None:
+        self._call("nothing was changed", lambda: self.remote.put(name, text.encode()))
+
+    def remove_probe(self, name: str) -> None:
+        self._call("nothing else was changed", lambda: self.remote.delete([name]))
 
     def _delete_prefix(self, prefix: str) -> None:
         self.remote.delete(k for k in self.remote.keys(prefix))
@@ -127,3 +137,47 @@ class RemoteRunFolder(RunFolder):
         finally:
             self._lease.release()
             shutil.rmtree(self._stage, ignore_errors=True)
+
+
+class RemotePeerFolder(PeerFolder):
+    """``PeerFolder`` for an ``s3://`` run folder: the chief's probe and its current checkpoint (the
+    one ``checkpoint.json`` names, downloaded into a staging folder that ``close`` removes), read
+    without the run's lease, which only the chief holds."""
+
+    def __init__(self, url: str) -> None:  # no local path: PeerFolder's own does not apply
+        self.remote = Remote(url)
+        self.shown = str(self.remote.url)
+        self._stage: Path | None = None
+
+    def _call(self, call: Callable[[], T]) -> T:
+        return guarded(self.remote.url, "nothing was changed", call)
+
+    def read_probe(self, name: str) -> str | None:
+        data = self._call(lambda: self.remote.get(name))
+        return None if data is None else data.decode(errors="replace")
+
+    def latest(self) -> checkpoint.Checkpoint | None:
+        pointer = self._call(lambda: self.remote.get(POINTER))
+        if pointer is None:
+            return None
+        self.close()
+        self._stage = Path(tempfile.mkdtemp(prefix="chunkfit-peer-"))
+        folder, remote, prefix = self._stage / checkpoint.CHECKPOINT, self.remote, json.loads(pointer)["prefix"]
+        self._call(lambda: fetch_checkpoint(remote, pointer, remote.keys(prefix), folder))
+        return checkpoint.read(folder)
+
+    def close(self) -> None:
+        if self._stage is not None:
+            shutil.rmtree(self._stage, ignore_errors=True)
+            self._stage = None
+
+
+def fetch_checkpoint(remote: Remote, pointer: bytes, keys: Iterable[str], folder: Path) -> str:
+    """The objects of the checkpoint ``pointer`` (``checkpoint.json``'s bytes) names, among ``keys``,
+    into the new folder ``folder``; returns its prefix."""
+    prefix = json.loads(pointer)["prefix"]
+    folder.mkdir()
+    for key in keys:
+        if key.startswith(prefix + "/"):
+            (folder / key[len(prefix) + 1 :]).write_bytes(remote.get(key) or b"")
+    return str(prefix)

@@ -19,7 +19,7 @@ from ..errors import IncompatibleError
 from .blocks import Cursor
 from .checkpoint import Checkpoint
 from .record import RunLog
-from .runfolder import RunFolder
+from .runfolder import PeerFolder, RunFolder
 
 if TYPE_CHECKING:
     import keras
@@ -49,10 +49,11 @@ class Checkpointer:
 
     ``identity`` is what a run resuming a checkpoint must share with it (settings, model, store);
     ``chunk`` is kept too, so a resumed run keeps its blocks whatever ``--memory-budget`` says now.
-    ``shape`` is (epochs, blocks per epoch) of the run, for messages.
+    ``shape`` is (epochs, blocks per epoch) of the run, for messages. A worker other than the chief
+    has a ``PeerFolder``: it restores, and writes nothing.
     """
 
-    def __init__(self, folder: RunFolder, identity: dict[str, Any], chunk: int, every: int | None,
+    def __init__(self, folder: RunFolder | PeerFolder, identity: dict[str, Any], chunk: int, every: int | None,
                  shape: tuple[int, int]) -> None:
         self.folder, self.identity, self.chunk, self.every, self.shape = folder, identity, chunk, every, shape
         self.sequence = 0  # of the last checkpoint written or resumed from
@@ -96,10 +97,12 @@ class Checkpointer:
             "resumes": log.resumes,
             "wall_seconds": log.wall_seconds(),
         }
+        folder = self.folder
+        assert isinstance(folder, RunFolder), "only the chief writes checkpoints"
         try:
-            self.folder.write_checkpoint(state, arrays)
+            folder.write_checkpoint(state, arrays)
         except OSError as err:
-            raise self.folder.write_error(err, "a checkpoint", self.kept()) from None
+            raise folder.write_error(err, "a checkpoint", self.kept()) from None
         self.sequence += 1
         self.last = cursor
         self.last_time = time.monotonic()

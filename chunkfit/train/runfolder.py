@@ -4,7 +4,8 @@ The folder is checked before any training starts, and run.json is rewritten (ato
 every epoch so an interrupted run still says how far it got. A process that trains into a folder
 holds its lock (``LOCK_FILE``, an ``fcntl.flock`` that dies with the process) from the first check
 to the end: a second process on the same folder is refused, whatever state the folder is in, and
-after a ``kill -9`` the same command resumes at once.
+after a ``kill -9`` the same command resumes at once. With several workers that process is the
+chief; the others read the folder through ``PeerFolder`` and write nothing.
 """
 
 from __future__ import annotations
@@ -229,6 +230,38 @@ class RunFolder:
     def plot(self, history: dict[str, list[float]]) -> None:
         plot_curves(history, self.file(CURVES_FILE))
 
+    def write_probe(self, name: str, text: str) -> None:
+        """A small file the other workers of a multi-worker run read back (``PeerFolder.read_probe``)."""
+        self.file(name).write_text(text)
+
+    def remove_probe(self, name: str) -> None:
+        self.file(name).unlink(missing_ok=True)
+
+
+class PeerFolder:
+    """The run folder as a worker other than the chief sees it (several workers,
+    chunkfit.train.tensorflow.distributed): the chief's probe and its current checkpoint, read
+    without the folder's lock; it writes nothing."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        refuse_url(path, "run folders", s3=True)
+        self.path = Path(path)
+        self.shown = str(self.path)
+
+    def read_probe(self, name: str) -> str | None:
+        """The text of the chief's probe ``name``, or None when there is none."""
+        try:
+            return (self.path / name).read_text()
+        except FileNotFoundError:
+            return None
+
+    def latest(self) -> checkpoint.Checkpoint | None:
+        """The checkpoint the chief settled (read once the chief created the run), or None."""
+        return checkpoint.latest(self.path)
+
+    def close(self) -> None:
+        """Remove what was fetched to read the folder (nothing, for a local one)."""
+
 
 def _finished(path: Path) -> bool:
     try:
@@ -309,3 +342,14 @@ def open_run_folder(path: str | os.PathLike[str], resume: str = "auto", run: dic
 
         return RemoteRunFolder(str(path), resume, run)
     return RunFolder(path, resume, run)
+
+
+def open_peer_folder(path: str | os.PathLike[str]) -> PeerFolder:
+    """What a worker other than the chief reads of the run folder ``path``, local or ``s3://``."""
+    from ..store.remote import is_remote
+
+    if is_remote(path):
+        from .remotefolder import RemotePeerFolder
+
+        return RemotePeerFolder(str(path))
+    return PeerFolder(path)

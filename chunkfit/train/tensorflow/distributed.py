@@ -330,10 +330,14 @@ class DistributedEngine(TensorFlowEngine):
         with self.lost_worker():
             return np.asarray(self._exchange_fn(tf.constant(mine)))
 
-    def meet(self, identity: dict[str, Any], folder: str | None, write: Callable[[str, str], None] | None) -> None:
+    def meet(self, identity: dict[str, Any], where: str | None, *, write: Callable[[str, str], None] | None = None,
+             read: Callable[[str], str | None] | None = None, remove: Callable[[str], None] | None = None) -> None:
         """Before training: every worker was started with the chief's settings (a hash of the run's
-        identity, gathered), and every worker reads the run folder the chief writes (a nonce the
-        chief writes there by ``write(name, text)``, gathered). Refuses with one line naming the worker."""
+        identity, gathered), and every worker reads the run folder ``where`` the chief writes (on a
+        shared file system or on object storage): the chief writes a nonce there by ``write(name,
+        text)``, every other worker reads it back by ``read(name)`` (None when there is none), the
+        verdicts are gathered, and the chief removes it by ``remove(name)``. Refuses with one line
+        naming the worker."""
         c = self.cluster
         if c is None:
             return
@@ -345,24 +349,27 @@ class DistributedEngine(TensorFlowEngine):
             raise UsageError(f"{c.name(differ[0])} was started with other settings, model or store than the chief, "
                              f"{c.name(0)}; run the same chunkfit train command on every worker")
         nonce = int.from_bytes(os.urandom(7), "big")
-        if c.chief and folder is not None and write is not None:
-            write(PROBE_FILE, str(nonce))
-        chief_nonce = int(self.exchange([nonce])[0][0])
-        seen = 1
-        if not c.chief:
-            try:
-                with open(os.path.join(folder or "", PROBE_FILE)) as f:
-                    seen = int(f.read().strip() == str(chief_nonce))
-            except (OSError, ValueError):
-                seen = 0
-        verdicts = self.exchange([seen])
+        write = write if c.chief else None
+        try:
+            if write is not None:
+                write(PROBE_FILE, str(nonce))
+            chief_nonce, chief_wrote = (int(v) for v in self.exchange([nonce, int(write is not None)])[0][:2])
+            seen = 1
+            if not c.chief and chief_wrote:  # without a run folder there is nothing to read
+                try:
+                    seen = int(read is not None and (read(PROBE_FILE) or "").strip() == str(chief_nonce))
+                except (OSError, ValueError):
+                    seen = 0
+            verdicts = self.exchange([seen])
+        finally:
+            if write is not None and remove is not None:
+                with contextlib.suppress(OSError):
+                    remove(PROBE_FILE)
         blind = [r for r in range(len(verdicts)) if not verdicts[r][0]]
-        if c.chief and folder is not None:
-            with contextlib.suppress(OSError):
-                os.remove(os.path.join(folder, PROBE_FILE))
         if blind:
-            raise RunError(f"{folder}: {c.name(blind[0])} cannot read the run folder the chief, {c.name(0)}, writes; "
-                           "give every worker the same --out on storage they all reach (a shared file system)")
+            raise RunError(f"{where}: {c.name(blind[0])} cannot read the run folder the chief, {c.name(0)}, writes; "
+                           "give every worker the same --out on storage they all reach (a shared file system, or "
+                           "the same s3:// URL)")
 
     @contextlib.contextmanager
     def lost_worker(self) -> Iterator[None]:
