@@ -94,8 +94,7 @@ def _label(key: str) -> str:
 class ProbeSpec:
     """What a measuring child builds and trains: ``model`` (a built-in name or a .keras file), the
     run's shapes and batch size, the compile modes to time (True: XLA), and how many samples a
-    group of the run holds (windows are gathered from as many: a few MB, where a small block
-    would sit in the cache and flatter one thread)."""
+    group of the run holds (the child gathers its windows from as many, as the run will)."""
 
     model: str
     window: int
@@ -152,8 +151,8 @@ def choose_threads(compute_threads: int | None, model: Any, *, deterministic: bo
                    classes: int, batch_size: int, run_windows: int, jit: str = "auto", group_samples: int = 0,
                    probe_windows: int | None = None) -> ThreadChoice | ProbeSpec:
     """The compute threads for this run (see the module docstring), or the ``ProbeSpec`` to measure
-    them with (``Probe``, started before TensorFlow is imported). ``run_windows``: the windows the run will
-    train, all epochs together; ``group_samples``: the samples of one of its groups of blocks;
+    them with (``Probe``, started before TensorFlow is imported). ``run_windows``: the windows the
+    run will train, all epochs together; ``group_samples``: the samples of one of its groups of blocks;
     ``probe_windows``: the fewest worth measuring for (default: where the measurement is
     ``BUDGET_SHARE`` of the run)."""
     if compute_threads is not None:
