@@ -6,7 +6,8 @@
   (robust to gain and offset drifting between recordings);
 - ``none``: the raw samples.
 
-Training applies it inside the input graph (chunkfit.train.tensorflow.pipeline), to the user's model
+Training applies it where the windows are gathered (chunkfit.train.tensorflow.pipeline: inside the
+compiled train step; in the input graph for validation), to the user's model
 untouched; the saved model is the trained model behind a built-in Keras layer doing the same
 (``Normalization`` or ``LayerNormalization`` over time), so ``model.keras`` takes raw signal
 anywhere: evaluate, predict, or a user's own ``keras.saving.load_model`` + ``predict``.
@@ -52,7 +53,7 @@ class Normalizer:
         return {"mode": self.mode, "mean": list(self.mean), "std": list(self.std)}
 
     def apply(self, x: Any) -> Any:
-        """The standardised windows of a TensorFlow tensor [..., window, channels] (in the input graph)."""
+        """The standardised windows of a TensorFlow tensor [..., window, channels] (in the graph that gathers them)."""
         import tensorflow as tf
 
         if self.mode == "none":
