@@ -55,9 +55,10 @@ MODEL = "baseline-cnn"  # --model
 SCORE_BATCH = 1024
 MILLION = 1_049_344
 LARGE = 20_000_000
-STRATEGIES = ("reference", "reference-1t", "pydataset", "jax", "chunkfit", "chunkfit-spe1", "chunkfit-1t",
-              "chunkfit-nojit", "ceiling", "ceiling-1t", "ceiling-xla", "ceiling-xla-1t")
-ANCHORS = ("jax", "ceiling", "ceiling-1t", "ceiling-xla", "ceiling-xla-1t")
+STRATEGIES = ("reference", "reference-1t", "pydataset", "jax", "chunkfit", "chunkfit-jax", "chunkfit-spe1",
+              "chunkfit-1t", "chunkfit-nojit", "ceiling", "ceiling-1t", "ceiling-xla", "ceiling-xla-1t", "ceiling-jax")
+ANCHORS = ("jax", "ceiling", "ceiling-1t", "ceiling-xla", "ceiling-xla-1t", "ceiling-jax")
+ON_JAX = ("jax", "score-jax", "chunkfit-jax", "ceiling-jax", "score-evaluate-jax", "score-predict-jax")
 LABELS = {
     "reference": "(1) model.fit, materialised float64 windows (the original question)",
     "reference-1t": "(1b) the same on 1 compute thread",
@@ -65,12 +66,14 @@ LABELS = {
     "jax": "(J) Keras on the JAX backend, plain model.fit on materialised float32 windows",
     "chunkfit": "(3) chunkfit defaults (chunk 200,000, mix 4; --jit auto, threads and batches per compiled step chosen by chunkfit)",
     "chunkfit-nojit": "(3d) chunkfit, --jit off",
+    "chunkfit-jax": "(3j) chunkfit on its JAX engine (KERAS_BACKEND=jax), defaults otherwise",
     "chunkfit-spe1": "(3b) chunkfit, steps_per_execution=1",
     "chunkfit-1t": "(3c) chunkfit, --compute-threads 1",
     "ceiling": "(4) compute ceiling: constant batch, one compiled loop, TensorFlow's default threads",
     "ceiling-1t": "(4b) compute ceiling on 1 compute thread",
     "ceiling-xla": "(4c) compute ceiling, the step under XLA, TensorFlow's default threads",
     "ceiling-xla-1t": "(4d) compute ceiling, the step under XLA, 1 compute thread",
+    "ceiling-jax": "(4j) compute ceiling on JAX: constant batch, Keras's stateless train step jitted, one call per step",
 }
 
 
@@ -242,6 +245,41 @@ def work_ceiling(store: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"windows": steps * BATCH, "seconds": time.perf_counter() - t0}
 
 
+def work_ceiling_jax(store: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The same constant batch on the JAX backend: Keras's stateless train step, jitted, one call per
+    step (its fastest form here: a ``lax.scan`` or ``fori_loop`` over the steps ran about 0.55x)."""
+    import jax
+    import keras
+    import numpy as np
+
+    assert keras.backend.backend() == "jax", keras.backend.backend()
+    from chunkfit.train.models import build_model, compile_model
+
+    keras.utils.set_random_seed(0)
+    model = build_model(args["model"], WINDOW, 1, 2)
+    compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=1)
+    rng = np.random.default_rng(0)
+    x = jax.device_put(rng.normal(size=(BATCH, WINDOW, 1)).astype("float32"))
+    y = jax.device_put(np.eye(2, dtype="float32")[rng.integers(0, 2, BATCH)])
+    model.fit(x, y, batch_size=BATCH, verbose=0)  # builds the optimizer and metrics
+    state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
+             [v.value for v in model.optimizer.variables], [v.value for v in model.metrics_variables])
+    step = jax.jit(lambda s: model.train_step(s, (x, y))[1], donate_argnums=0)
+
+    def loop(state: Any, steps: int) -> Any:
+        for _ in range(steps):
+            state = step(state)
+        return jax.block_until_ready(state)
+
+    state = loop(state, 20)
+    t0 = time.perf_counter()
+    state = loop(state, 20)
+    steps = max(200, min(4000, round(10 * 20 / (time.perf_counter() - t0))))  # about 10 s
+    t0 = time.perf_counter()
+    loop(state, steps)
+    return {"windows": steps * BATCH, "seconds": time.perf_counter() - t0}
+
+
 def work_score_run(store: str, args: dict[str, Any]) -> dict[str, Any]:
     """The run the scoring rows score with: one epoch on a small synth store (scoring speed does not
     depend on how well the model learnt)."""
@@ -272,7 +310,10 @@ def work_score_chunkfit(store: str, args: dict[str, Any], how: str) -> dict[str,
     import chunkfit
     from chunkfit._quiet import import_tensorflow_quietly
 
-    import_tensorflow_quietly()  # as model.predict's row has TensorFlow imported before its clock starts
+    if os.environ.get("KERAS_BACKEND") == "jax":
+        import keras  # noqa: F401 - the backend imported, as for model.predict's row
+    else:
+        import_tensorflow_quietly()  # as model.predict's row has TensorFlow imported before its clock starts
     t0 = time.perf_counter()
     if how == "evaluate":
         windows = chunkfit.evaluate(args["run"], store, batch_size=SCORE_BATCH)["windows"]
@@ -298,6 +339,8 @@ WORKERS = {
     "chunkfit-spe1": lambda s, a: work_chunkfit(s, {**a, "fit": {"steps_per_execution": 1}}),
     "chunkfit-1t": lambda s, a: work_chunkfit(s, {**a, "fit": {"compute_threads": 1}}),
     "chunkfit-nojit": lambda s, a: work_chunkfit(s, {**a, "fit": {"jit": "off"}}),
+    "chunkfit-jax": work_chunkfit,
+    "ceiling-jax": work_ceiling_jax,
     "jax": work_jax,
     "ceiling-xla": lambda s, a: work_ceiling(s, {**a, "xla": True}),
     "ceiling-xla-1t": lambda s, a: work_ceiling(s, {**a, "threads": 1, "xla": True}),
@@ -309,6 +352,8 @@ WORKERS = {
     "score-keras": lambda s, a: work_score_keras(s, a),
     "score-jax": lambda s, a: work_score_keras(s, a),
     "score-evaluate": lambda s, a: work_score_chunkfit(s, a, "evaluate"),
+    "score-evaluate-jax": lambda s, a: work_score_chunkfit(s, a, "evaluate"),
+    "score-predict-jax": lambda s, a: work_score_chunkfit(s, a, "predict"),
     "score-predict": lambda s, a: work_score_chunkfit(s, a, "predict"),
 }
 
@@ -324,7 +369,7 @@ def worker(name: str, store: str, args_json: str) -> None:
 def run(name: str, store: Path, **args: Any) -> dict[str, Any]:
     args.setdefault("model", MODEL)
     cmd = [sys.executable, __file__, "--worker", name, str(store), json.dumps(args)]
-    env = {**os.environ, "KERAS_BACKEND": "jax"} if name in ("jax", "score-jax") else None
+    env = {**os.environ, "KERAS_BACKEND": "jax"} if name in ON_JAX else None
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if proc.returncode != 0:
         sys.exit(f"worker {name} failed:\n{proc.stderr}")
@@ -407,6 +452,8 @@ SCORERS = {
     "score-jax": "Keras model.predict, materialised float32 windows, on the JAX backend",
     "score-evaluate": "chunkfit evaluate (every window, figures and events included)",
     "score-predict": "chunkfit predict (scores written to a zarr array, detections)",
+    "score-evaluate-jax": "chunkfit evaluate on the JAX backend (KERAS_BACKEND=jax)",
+    "score-predict-jax": "chunkfit predict on the JAX backend",
 }
 
 

@@ -10,8 +10,11 @@ number of epochs, each in its own subprocess so that peak memory is per strategy
 - ``jax``: Keras on the JAX backend (``KERAS_BACKEND=jax``), plain model.fit on materialised
   float32 windows: what a Keras user who switches backend gets (needs jax: the bench extra);
 - ``chunkfit``: chunkfit.fit with default settings, unweighted (``class_weight="none"``) as the others train;
+- ``chunkfit-jax``: the same on chunkfit's JAX engine (``KERAS_BACKEND=jax``);
 - ``ceiling``: the same train step on one constant batch inside one compiled loop (no input work);
-- ``ceiling-xla``: the same with the step compiled by XLA.
+- ``ceiling-xla``: the same with the step compiled by XLA;
+- ``ceiling-jax``: Keras's stateless train step on the JAX backend, jitted, on one constant batch,
+  one call per step (its fastest form on these CPUs).
 
 Every strategy runs under TensorFlow's default threads (every core), chunkfit's rule for a run too
 short to measure threads (chunkfit.train.tensorflow.threadtune).
@@ -41,9 +44,10 @@ from .errors import UsageError
 from .train.record import peak_rss_bytes
 
 STRATEGIES = ("materialised", "pydataset", "pydataset-workers", "train-on-batch", "timeseries", "jax", "chunkfit",
-              "ceiling", "ceiling-xla")
+              "chunkfit-jax", "ceiling", "ceiling-xla", "ceiling-jax")
 REFERENCE = "materialised"
-ANCHORS = ("jax", "ceiling", "ceiling-xla")
+ANCHORS = ("jax", "ceiling", "ceiling-xla", "ceiling-jax")
+ON_JAX = ("jax", "chunkfit-jax", "ceiling-jax")  # strategies run with KERAS_BACKEND=jax (they need jax)
 MIN_WINDOW = 12  # baseline-cnn: Conv1D(kernel 9) leaves window - 8 samples, MaxPooling1D(4) needs 4
 
 
@@ -159,7 +163,7 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
         t0, c0 = time.perf_counter(), _cpu()
         hist = model.fit(ds, epochs=spec.epochs, verbose=0)
         loss = hist.history["loss"][-1]
-    elif name == "chunkfit":
+    elif name in ("chunkfit", "chunkfit-jax"):
         from .synth import SynthSpec, synth
         from .train.loop import fit
 
@@ -176,6 +180,10 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
     elif name in ("ceiling", "ceiling-xla"):
         model = _model(spec)
         loss = _ceiling(model, x, onehot, spec, xla=name == "ceiling-xla")
+        t0, c0 = _ceiling_start
+    elif name == "ceiling-jax":
+        model = _model(spec)
+        loss = _ceiling_jax(model, x, onehot, spec)
         t0, c0 = _ceiling_start
     else:
         raise UsageError(f"unknown strategy {name!r} (strategies: {', '.join(STRATEGIES)})")
@@ -224,6 +232,29 @@ def _ceiling(model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec, xla
     return float(loop(tf.constant(steps)))
 
 
+def _ceiling_jax(model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec) -> float:
+    """Keras's stateless train step on the JAX backend, jitted, on one constant batch, one call per
+    step: the JAX engine's step without its gather (a ``lax`` loop over the steps ran slower)."""
+    global _ceiling_start
+    import jax
+
+    assert model.optimizer is not None
+    w, b = spec.window, spec.batch_size
+    xb = jax.device_put(np.lib.stride_tricks.sliding_window_view(x[: b + w - 1], w)[:b, :, None].astype(np.float32))
+    yb = jax.device_put(onehot[:b])
+    model.fit(np.asarray(xb), np.asarray(yb), batch_size=b, verbose=0)  # builds the optimizer and metrics
+    state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
+             [v.value for v in model.optimizer.variables], [v.value for v in model.metrics_variables])
+    step = jax.jit(lambda s: model.train_step(s, (xb, yb)), donate_argnums=0)
+    steps = math.ceil(spec.n_windows / b) * spec.epochs
+    logs, state = step(state)  # compile and warm up outside the timing
+    jax.block_until_ready(logs)
+    _ceiling_start = (time.perf_counter(), _cpu())
+    for _ in range(steps):
+        logs, state = step(state)
+    return float(logs["loss"])
+
+
 class _WindowBatches:
     """A keras.utils.PyDataset yielding shuffled batches cut from the signal on the fly."""
 
@@ -265,9 +296,10 @@ def bench(
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise UsageError(f"unknown strategy {unknown[0]!r} (strategies: {', '.join(STRATEGIES)})")
-    if "jax" in strategies and not has_jax():
-        raise UsageError("strategy jax needs the jax package: pip install 'chunkfit[bench]', or leave jax out of "
-                         "--strategies")
+    wanting = [s for s in strategies if s in ON_JAX]
+    if wanting and not has_jax():
+        raise UsageError(f"strategy {wanting[0]} needs the jax package: pip install 'chunkfit[bench]', or leave "
+                         f"{', '.join(wanting)} out of --strategies")
     if plot_path is not None:
         check_output_folder(Path(plot_path))
     rows = []
@@ -276,7 +308,7 @@ def bench(
             progress(k, len(strategies), name)
         cmd = [sys.executable, "-m", "chunkfit.bench", name, json.dumps(dataclasses.asdict(spec))]
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-        if name == "jax":
+        if name in ON_JAX:
             env["KERAS_BACKEND"] = "jax"
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         if proc.returncode != 0:
@@ -322,8 +354,8 @@ def has_jax() -> bool:
 
 
 def default_strategies() -> tuple[str, ...]:
-    """Every strategy, ``jax`` only where jax is installed."""
-    return tuple(s for s in STRATEGIES if s != "jax" or has_jax())
+    """Every strategy, those on JAX only where jax is installed."""
+    return tuple(s for s in STRATEGIES if s not in ON_JAX or has_jax())
 
 
 def plot(result: dict[str, Any], path: str | Path) -> None:
@@ -356,7 +388,7 @@ def _worker_main(argv: list[str]) -> None:
     name, raw = argv
     # chunkfit starts TensorFlow itself, with the threads it picks for this machine and model; the
     # others keep TensorFlow's defaults, as their users would (Keras on JAX runs without TensorFlow).
-    if name not in ("jax", "chunkfit"):
+    if name not in (*ON_JAX, "chunkfit"):
         start_tensorflow(None)
     print(json.dumps(run_strategy(name, BenchSpec(**json.loads(raw)))))
 

@@ -601,11 +601,13 @@ def api_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], list[
     return whole, resumed, history, again, base / "crashed"
 
 
+@pytest.mark.backends
 def test_python_api_crashed_run_resumes_inside_its_second_epoch(api_runs: Any) -> None:
     run = json.loads((api_runs[4] / "run.json").read_text())
     assert [(r["epoch"], r["position"] > 0) for r in run["resumes"]] == [(1, True)]
 
 
+@pytest.mark.backends
 def test_python_api_resume_restores_early_stopping_state(api_runs: Any) -> None:
     whole, resumed, _, _, _ = api_runs
     names = ("wait", "stopped_epoch", "best", "best_epoch")
@@ -613,6 +615,7 @@ def test_python_api_resume_restores_early_stopping_state(api_runs: Any) -> None:
     assert all(np.array_equal(a, b) for a, b in zip(resumed[0].best_weights, whole[0].best_weights, strict=True))
 
 
+@pytest.mark.backends
 def test_python_api_resume_restores_reduce_lr_on_plateau_state(api_runs: Any) -> None:
     whole, resumed, _, _, _ = api_runs
     names = ("wait", "best", "cooldown_counter")
@@ -620,11 +623,13 @@ def test_python_api_resume_restores_reduce_lr_on_plateau_state(api_runs: Any) ->
     assert float(resumed[1].model.optimizer.learning_rate) == float(whole[1].model.optimizer.learning_rate) < 1e-3
 
 
+@pytest.mark.backends
 def test_python_api_resume_restores_model_checkpoint_best(api_runs: Any) -> None:
     whole, resumed, _, _, _ = api_runs
     assert resumed[2].best == whole[2].best
 
 
+@pytest.mark.backends
 def test_python_api_resumed_history_equals_the_uninterrupted_one(api_runs: Any) -> None:
     _, _, history, again, _ = api_runs
     assert (again.epoch, again.history) == (history.epoch, history.history)
@@ -659,6 +664,7 @@ def dropout_model() -> Any:
     ], name="dropout_cnn")
 
 
+@pytest.mark.backends
 def test_python_api_resumed_dropout_model_ends_with_the_weights_of_an_uninterrupted_run(tmp_path: Path) -> None:
     store = make_store(tmp_path / "s.zarr", samples=4_000)
     whole = chunkfit.fit(dropout_model(), store, **API, out=tmp_path / "whole").model

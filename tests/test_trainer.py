@@ -65,6 +65,7 @@ class Recorder(keras.callbacks.Callback):
         return [v for k, v in self.events if k == kind]
 
 
+@pytest.mark.backends
 def test_early_stopping_really_stops_the_run(tiny_store: Path) -> None:
     stop = keras.callbacks.EarlyStopping(monitor="loss", min_delta=10.0, patience=0)
     history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=6), callbacks=[stop])
@@ -79,6 +80,7 @@ def recorded(tiny_store: Path) -> Recorder:
     return rec
 
 
+@pytest.mark.backends
 def test_callbacks_see_real_epoch_numbers_once_each(recorded: Recorder) -> None:
     assert [k for k, _ in recorded.events if k != "batch_end"] == [
         "train_begin", "epoch_begin", "epoch_end", "epoch_begin", "epoch_end", "epoch_begin", "epoch_end", "train_end",
@@ -86,12 +88,14 @@ def test_callbacks_see_real_epoch_numbers_once_each(recorded: Recorder) -> None:
     assert [e for e, _ in recorded.kinds("epoch_end")] == [0, 1, 2]
 
 
+@pytest.mark.backends
 def test_epoch_logs_hold_training_and_validation_metrics(recorded: Recorder) -> None:
     lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
     events = ["val_threshold", "val_events_covered", "val_false_alarms_per_hour"]  # the store has event markers
     assert set(recorded.kinds("epoch_end")[0][1]) == {*lead, *(f"val_{n}" for n in lead), *events}
 
 
+@pytest.mark.backends
 def test_batch_numbers_run_on_across_blocks_of_an_epoch(tiny_store: Path) -> None:
     rec = Recorder()
     history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1, steps_per_execution=1), callbacks=[rec])
@@ -99,6 +103,7 @@ def test_batch_numbers_run_on_across_blocks_of_an_epoch(tiny_store: Path) -> Non
     assert rec.kinds("batch_end") == list(range(steps))
 
 
+@pytest.mark.backends
 def test_batch_numbers_of_multi_batch_steps_name_each_steps_last_batch(tiny_store: Path) -> None:
     """With 3 batches per step, a callback sees the number of each step's last batch: one event
     per step, numbers running on across blocks up to the epoch's last batch."""
@@ -172,6 +177,7 @@ def windows_of(store_path: Path, ranges: list[list[int]], classes: int = 2) -> t
     return np.concatenate(xs), keras.utils.to_categorical(np.concatenate(ys), classes)
 
 
+@pytest.mark.backends
 @pytest.mark.parametrize(("steps", "class_weight"), [(1, "none"), (3, "none"), (1, "0:1,1:3"), (3, "balanced")])
 def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store: Path, tmp_path: Path, steps: int,
                                                                        class_weight: str) -> None:
@@ -185,7 +191,8 @@ def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store
     options = FitOptions(
         windows=WindowSpec(WINDOW), split=SplitSpec(0.2), blocks=BlockSpec(chunk=256, shuffle_blocks=False, shuffle_windows=False),
         batch_size=64, epochs=2, steps_per_execution=steps, normalize="none", class_weight=class_weight,
-        jit="off",  # model.fit's step, without XLA (whose fused ops round otherwise): compared to 1e-5
+        # TensorFlow: model.fit's step, without XLA (whose fused ops round otherwise); JAX: XLA, as its fit
+        jit="off" if keras.backend.backend() == "tensorflow" else "auto",
     )
     history = chunkfit.fit(ours, tiny_store, options=options, out=tmp_path / "run")
     run = json.loads((tmp_path / "run" / "run.json").read_text())
@@ -203,6 +210,7 @@ def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store
         np.testing.assert_allclose(history.history[name], values, rtol=1e-5, err_msg=name)
 
 
+@pytest.mark.backends
 def test_balanced_class_weights_are_n_over_k_times_the_class_count(tiny_store: Path, tmp_path: Path) -> None:
     chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1), class_weight="balanced", out=tmp_path / "run")
     cw = json.loads((tmp_path / "run" / "run.json").read_text())["class_weight"]
@@ -221,6 +229,7 @@ def test_class_weights_that_cannot_be_read_are_refused(text: str) -> None:
         FitOptions(class_weight=text)
 
 
+@pytest.mark.backends
 def test_deterministic_runs_with_one_seed_give_identical_weights(tiny_store: Path) -> None:
     weights = []
     for _ in range(2):
@@ -229,6 +238,7 @@ def test_deterministic_runs_with_one_seed_give_identical_weights(tiny_store: Pat
     assert all(np.array_equal(a, b) for a, b in zip(*weights, strict=True))
 
 
+@pytest.mark.backends
 def test_reduce_lr_on_plateau_acts_on_whole_epochs(tiny_store: Path) -> None:
     plateau = keras.callbacks.ReduceLROnPlateau(monitor="loss", min_delta=10.0, patience=1, factor=0.5)
     model = chunkfit.build_model("baseline-cnn", WINDOW, 1, 2)
@@ -250,6 +260,7 @@ def test_tensorboard_batch_steps_keep_increasing_across_blocks_and_epochs(tiny_s
     assert steps == list(range(1, 2 * history.params["steps"] + 1))
 
 
+@pytest.mark.backends
 def test_a_callback_stopping_inside_an_epoch_ends_the_run_after_validation(tiny_store: Path) -> None:
     class StopAtBatch(keras.callbacks.Callback):
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
@@ -275,6 +286,7 @@ def labelled_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.backends
 @pytest.mark.parametrize("rule", ["last", "majority"])
 def test_per_sample_labels_train_a_model_with_one_output_per_class(labelled_store: Path, rule: str) -> None:
     model = chunkfit.build_model("baseline-cnn", WINDOW, 2, 3)
@@ -342,13 +354,22 @@ def test_memory_budget_sets_the_chunk(tiny_store: Path, tmp_path: Path) -> None:
 
 
 class _LossOnly(keras.Sequential):
-    """A model with its own train_step whose logs are not its metric results."""
+    """A model with its own train_step whose logs are not its metric results (in the backend's signature)."""
 
-    def train_step(self, data: Any) -> Any:
-        logs = super().train_step(data)
-        return {"loss": logs["loss"]}
+    if keras.backend.backend() == "jax":
+
+        def train_step(self, state: Any, data: Any) -> Any:
+            logs, state = super().train_step(state, data)
+            return {"loss": logs["loss"]}, state
+
+    else:
+
+        def train_step(self, data: Any) -> Any:
+            logs = super().train_step(data)
+            return {"loss": logs["loss"]}
 
 
+@pytest.mark.backends
 @pytest.mark.parametrize("custom", [False, True])
 def test_every_batch_is_one_optimizer_step_with_keras_or_a_custom_train_step(tiny_store: Path, custom: bool) -> None:
     """Several batches per compiled step: each still goes through the model's train_step once."""
@@ -378,6 +399,7 @@ def recordings(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.backends
 def test_held_out_recordings_never_train_and_every_other_window_trains_once_per_epoch(
     recordings: Path, tmp_path: Path
 ) -> None:
@@ -414,6 +436,7 @@ def rescaled_copy(source: Path, target: Path, a: float, b: float) -> Path:
     return target
 
 
+@pytest.mark.backends
 @pytest.mark.parametrize("mode", ["global", "window"])
 def test_a_signal_in_other_units_trains_to_the_same_validation_figures(tiny_store: Path, tmp_path: Path,
                                                                        mode: str) -> None:
@@ -424,6 +447,7 @@ def test_a_signal_in_other_units_trains_to_the_same_validation_figures(tiny_stor
         assert scaled.history[name][-1] == pytest.approx(plain.history[name][-1], abs=0.01)
 
 
+@pytest.mark.backends
 def test_the_saved_model_takes_raw_signal_and_scores_it_as_the_run_validated(tiny_store: Path, tmp_path: Path) -> None:
     raw = rescaled_copy(tiny_store, tmp_path / "raw.zarr", 1000.0, 5000.0)
     chunkfit.fit("baseline-cnn", raw, **quick(epochs=2), out=tmp_path / "run")
@@ -456,6 +480,7 @@ def test_the_saved_model_takes_raw_signal_and_scores_it_as_the_run_validated(tin
     assert run["normalization"]["std"][0] == pytest.approx(train.std(), rel=1e-6)
 
 
+@pytest.mark.backends
 def test_each_epoch_logs_the_events_covered_and_false_alarms_at_the_threshold_it_chose(tiny_store: Path,
                                                                                      tmp_path: Path) -> None:
     history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=2), out=tmp_path / "run")
@@ -484,6 +509,7 @@ def test_each_epoch_logs_the_events_covered_and_false_alarms_at_the_threshold_it
     assert len(history.history["val_events_covered"]) == 2
 
 
+@pytest.mark.backends
 def test_unnormalised_raw_units_are_what_none_trains_on(tiny_store: Path, tmp_path: Path) -> None:
     chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1), normalize="none", out=tmp_path / "run")
     run = json.loads((tmp_path / "run" / "run.json").read_text())

@@ -54,7 +54,14 @@ def range_blocks(ranges: np.ndarray, window: int, stride: int, chunk: int) -> li
 
 
 def make_predictor(model: keras.Model, window: int, n_channels: int, batch_size: int = 1024) -> Predictor:
-    """The compiled scoring function of ``model`` for windows of ``window`` samples, ``batch_size`` at a time."""
+    """The compiled scoring function of ``model`` for windows of ``window`` samples, ``batch_size`` at a
+    time, on the engine of Keras's backend (chunkfit.train.backend)."""
+    from ..train.backend import keras_backend
+
+    if keras_backend() == "jax":
+        from ..train.jax.predictor import Predictor as JaxPredictor
+
+        return JaxPredictor(model, window, n_channels, batch_size)  # type: ignore[return-value]
     from ..train.tensorflow.predictor import Predictor
 
     return Predictor(model, window, n_channels, batch_size)

@@ -9,7 +9,9 @@ The modules, in the order data flows through them:
 - ``normalize``: inputs in any units (standardisation from the training split, saved in the model);
 - ``weights``: class weights for rare events;
 - ``models``: the built-in models, ``.keras`` files and ``module:function``;
-- ``tensorflow/``: the engine (threads, input pipeline, the multi-batch ``Stepper``);
+- ``backend``: which Keras backend, hence which engine, the process runs;
+- ``tensorflow/``: the default engine (threads, input pipeline, the multi-batch ``Stepper``);
+- ``jax/``: the engine on the JAX backend (one jitted step per batch, gather inside);
 - ``callbacks``: the run's callbacks across block-wise ``fit`` calls;
 - ``loop``: ``chunkfit.fit``, the epoch loop;
 - ``progress``: progress reports; ``record``: run.json;

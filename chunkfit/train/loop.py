@@ -53,6 +53,9 @@ from .runfolder import (
     open_peer_folder,
     open_run_folder,
 )
+from .backend import keras_backend
+from .jax.engine import JaxEngine
+from .jax.engine import check_options as check_jax_options
 from .tensorflow.engine import Shapes, TensorFlowEngine
 from .weights import class_weights
 
@@ -146,6 +149,8 @@ def fit(
     if out is None and resume != "auto":
         raise UsageError(f"resume={resume!r} needs a run folder: pass out=RUN")
     distribution = _distribution(devices)
+    if keras_backend() == "jax":
+        check_jax_options(opts)
     with contextlib.ExitStack() as stack:
         if not isinstance(store, Store):
             store = stack.enter_context(open_store(store))
@@ -189,9 +194,10 @@ class Trainer:
         if self.weights.notice is not None and progress is not None:
             progress(TrainProgress("notice", 0, opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0, message=self.weights.notice))
         if distribution is None:
-            self.engine = TensorFlowEngine.start(model, opts, shapes, self.normalizer, self.weights.weights,
-                                                 opts.epochs * split.split.train_windows(),
-                                                 split.blocks(opts, opts.blocks.chunk).group_samples(), say=self._notice)
+            engine = JaxEngine if keras_backend() == "jax" else TensorFlowEngine
+            self.engine = engine.start(model, opts, shapes, self.normalizer, self.weights.weights,
+                                       opts.epochs * split.split.train_windows(),
+                                       split.blocks(opts, opts.blocks.chunk).group_samples(), say=self._notice)
         else:
             from .tensorflow.distributed import DistributedEngine
 
@@ -543,11 +549,10 @@ class Trainer:
 
     def _say_compile(self) -> None:
         """The one line saying how the train step is compiled and threaded, once that is decided."""
-        choice = self.engine.stepper.choice
-        if self.progress is not None and not self._said_compile and choice is not None and choice.decided:
+        line = self.engine.compile_line()
+        if self.progress is not None and not self._said_compile and line is not None:
             self._said_compile = True
-            parts = [choice.describe(self.opts.batch_size), self.engine.describe_threads()]
-            self._notice("; ".join(p for p in parts if p is not None) + "; --jit on|off, --compute-threads N to choose")
+            self._notice(line)
 
     def _write_record(self, *, finished: bool) -> None:
         if self.folder is not None:
@@ -592,6 +597,9 @@ def _distribution(devices: str | None) -> tuple[Any, str | None] | None:
     logical = check_devices(devices)
     if cluster is None and devices is None:
         return None
+    if keras_backend() == "jax":
+        raise UsageError(f"{'TF_CONFIG' if devices is None else '--devices ' + devices}: several devices or workers "
+                         "train on the TensorFlow engine; unset KERAS_BACKEND=jax (or pass --backend tensorflow)")
     if cluster is not None and logical:
         raise UsageError(f"--devices {devices} is for one machine; with TF_CONFIG each worker trains on its GPUs "
                          "(or its CPU): leave out --devices, or pass --devices all")

@@ -166,6 +166,14 @@ class TensorFlowEngine:
         assert self.stepper.choice is not None
         return self.stepper.choice.to_dict(self.opts.batch_size)
 
+    def compile_line(self) -> str | None:
+        """The run's one line on how it trains, once the compile choice is decided."""
+        choice = self.stepper.choice
+        if choice is None or not choice.decided:
+            return None
+        parts = [choice.describe(self.opts.batch_size), self.describe_threads()]
+        return "; ".join(p for p in parts if p is not None) + "; --jit on|off, --compute-threads N to choose"
+
     def prepare(self) -> None:
         """Compile the train step (the loop calls this while the first group loads)."""
         self.stepper.prepare(train_element_spec(self.opts.batch_size), self.shapes.channels)

@@ -1,0 +1,265 @@
+"""``JaxEngine``: Keras on the JAX backend, driven one group of blocks at a time by the training loop.
+
+The same interface as ``chunkfit.train.tensorflow.engine.TensorFlowEngine``: the loop owns
+epochs, block order, callbacks and checkpoints. Here a group's samples become one JAX array in
+the loader thread, and ``train`` runs the group's elements (``steps.Steps``: one compiled call per
+batch, gather inside, several batches dispatched per element) with the model's state read from and written back to its Keras
+variables around each call, so that callbacks, checkpoints and ``model.get_weights`` see the
+weights as they are. Every step is compiled by XLA (that is how JAX runs): ``--jit off`` is refused,
+and ``--compute-threads`` too (XLA on the CPU uses every core).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...config import FitOptions
+from ...errors import UsageError
+from ..blocks import BlockData
+from ..keras_state import build as build_state
+from ..metrics import with_f1
+from ..models import build_model, check_model, compile_model
+from ..normalize import Normalizer
+from ..tensorflow.pipeline import element_steps, step_batches
+
+if TYPE_CHECKING:
+    import keras
+
+    from ..tensorflow.engine import Shapes
+
+
+@dataclasses.dataclass(frozen=True)
+class JaxBlock:
+    """A group of blocks as the JAX engine trains it: samples on the device, offsets and classes in numpy."""
+
+    n_windows: int
+    n_blocks: int
+    samples: Any  # jax.Array float32 [samples, channels]
+    offsets: np.ndarray  # int32 [windows]
+    labels: np.ndarray  # int32 [windows]
+
+
+def check_options(opts: FitOptions) -> None:
+    """Refuse what the JAX engine cannot do, in one line each, before anything trains."""
+    if opts.jit == "off":
+        raise UsageError("--jit off: the JAX engine compiles every step with XLA; leave out --jit, or train on "
+                         "TensorFlow (KERAS_BACKEND=tensorflow)")
+    if opts.compute_threads is not None:
+        raise UsageError("--compute-threads is for the TensorFlow engine (XLA on JAX uses every core); leave it "
+                         "out, or train on TensorFlow (KERAS_BACKEND=tensorflow)")
+
+
+def compilation_cache() -> None:
+    """Keep XLA's compiled steps on disk for the next run of the same model and shapes (JAX's
+    persistent compilation cache, beside chunkfit's thread cache), unless the user chose a cache:
+    on 2 cores compiling a model's steps and scorer took seconds of every short run."""
+    import jax
+
+    if jax.config.jax_compilation_cache_dir or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return
+    from ..tensorflow.threadtune import cache_path
+
+    jax.config.update("jax_compilation_cache_dir", str(cache_path().parent / "jax"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+
+
+def seed_keras(seed: int) -> None:
+    """``keras.utils.set_random_seed`` less its TensorFlow seed: Python's, numpy's and Keras's seeds.
+    Keras seeds TensorFlow too whenever it can import it, and importing it took 5 s of a JAX run
+    that never uses it (2 cores)."""
+    import random
+
+    import keras
+
+    try:
+        from keras.src.backend.common import global_state
+        from keras.src.random import seed_generator
+        from keras.src.utils import rng_utils
+    except ImportError:  # a Keras that moved them
+        keras.utils.set_random_seed(seed)
+        return
+    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+class JaxEngine:
+    """Keras on JAX: see the module docstring. Build with ``start``."""
+
+    name = "jax"
+
+    def __init__(self, model: keras.Model, opts: FitOptions, shapes: Shapes, steps: int, normalizer: Normalizer,
+                 class_weights: tuple[float, ...] | None) -> None:
+        from .steps import Steps
+
+        self.model, self.opts, self.shapes, self.steps = model, opts, shapes, steps
+        self.normalizer = normalizer
+        self.threads = {"intra_op": 0, "inter_op": 0}
+        self.group_samples: int | None = None
+        self.compiled = Steps(model, window=shapes.window, n_classes=shapes.classes, normalizer=normalizer,
+                              class_weights=class_weights)
+        self._ready = False
+
+    @classmethod
+    def start(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes, normalizer: Normalizer,
+              class_weights: tuple[float, ...] | None = None, run_windows: int = 0, group_samples: int = 0,
+              say: Callable[[str], None] | None = None) -> JaxEngine:
+        """Seed Keras, build and compile ``model``; see ``TensorFlowEngine.start``."""
+        check_options(opts)
+        compilation_cache()
+        seed_keras(opts.blocks.seed)
+        built = build_model(model, shapes.window, shapes.channels, shapes.classes) if isinstance(model, str) else model
+        check_model(built, shapes.window, shapes.channels, shapes.classes)
+        steps = opts.steps_per_execution or element_steps(opts.batch_size, shapes.window, shapes.channels)
+        compile_model(built, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss, steps_per_execution=1,
+                      classes=shapes.classes)
+        return cls(built, opts, shapes, steps, normalizer, class_weights)
+
+    @property
+    def fitting(self) -> keras.Model | None:
+        """The model whose training the callbacks' ``stop_training`` stops: the model itself."""
+        return None
+
+    def in_flight_bytes(self) -> int:
+        """Memory of what trains beside the blocks: one element's offsets and classes, one batch of windows."""
+        s, b = self.shapes, self.opts.batch_size
+        return 2 * self.steps * b * 8 + b * s.window * s.channels * 4
+
+    def sized(self, group_samples: int) -> None:
+        """Every training group's samples are padded to this many rows: the element compiles once."""
+        self.group_samples = group_samples
+
+    def tensors(self, data: BlockData, training: bool) -> JaxBlock:
+        """A group's samples on the device, padded for training (runs in the loader thread)."""
+        import jax
+
+        samples = data.samples
+        capacity = self.group_samples if training else _bucket(samples.shape[0])
+        if capacity is not None and capacity > samples.shape[0]:
+            padded = np.zeros((capacity, *samples.shape[1:]), dtype=np.float32)
+            padded[: samples.shape[0]] = samples
+            samples = padded
+        return JaxBlock(int(data.offsets.shape[0]), len(data.blocks), jax.device_put(np.asarray(samples, np.float32)),
+                        np.asarray(data.offsets, np.int32), np.asarray(data.labels, np.int32))
+
+    def choose_compile(self, run_batches: int) -> None:
+        """Nothing to choose: XLA compiles every step on JAX."""
+
+    def threads_info(self) -> dict[str, Any]:
+        return {**self.threads, "compute": None, "by": "XLA on JAX: every core"}
+
+    def describe_threads(self) -> str | None:
+        return "XLA's threads on every core"
+
+    def compile_info(self) -> dict[str, Any]:
+        return {"jit": True, "by": "the JAX engine (XLA compiles every step)"}
+
+    def compile_line(self) -> str | None:
+        """The run's one line on how it trains."""
+        return (f"JAX engine: each step under XLA with its windows gathered inside, {self.steps} steps per "
+                f"callback call, {self.describe_threads()}")
+
+    def prepare(self) -> None:
+        """Create the optimizer slots and metric totals before the first step (a resumed run puts its own back)."""
+        if not self._ready:
+            build_state(self.model, self.shapes.window, self.shapes.channels, self.shapes.classes)
+            if not self.model.optimizer.built:
+                self.model.optimizer.build(self.model.trainable_variables)
+            self._ready = True
+
+    def step_batches(self, n_windows: int) -> list[int]:
+        return step_batches(n_windows, self.opts.batch_size, self.steps)
+
+    def train(self, tensors: JaxBlock, callbacks: keras.callbacks.CallbackList) -> None:
+        """One group: its elements in order, each one compiled call, callbacks around each as ``fit`` has them."""
+        from .steps import put_state, train_state
+
+        self.prepare()
+        self.model.reset_metrics()  # as each fit call does; the bridge puts the epoch's totals back
+        self.model.stop_training = False
+        c = self.compiled
+        for k, (lo, hi, n) in enumerate(self._elements(tensors.n_windows)):
+            callbacks.on_train_batch_begin(k)
+            state = train_state(self.model)
+            offsets, labels = tensors.offsets[lo:hi], tensors.labels[lo:hi]
+            state, logs = c.train(state, tensors.samples, *self._batches(offsets, labels, n))
+            put_state(self.model, state)
+            callbacks.on_train_batch_end(k, _python(logs))
+            if self.model.stop_training:
+                return
+
+    def evaluate(self, tensors: JaxBlock, callbacks: keras.callbacks.CallbackList) -> None:
+        """One group of validation windows in order; the metrics hold its totals (the bridge carries them on)."""
+        from .steps import put_state, test_state
+
+        self.prepare()
+        self.model.reset_metrics()
+        c, b, batch = self.compiled, self.opts.batch_size, 0
+        for lo, hi, n in self._elements(tensors.n_windows):
+            callbacks.on_test_batch_begin(batch)
+            state = test_state(self.model)
+            offsets, labels = tensors.offsets[lo:hi], tensors.labels[lo:hi]
+            state, logs = c.test(state, tensors.samples, *self._batches(offsets, labels, n))
+            put_state(self.model, state)
+            batch += -(-(hi - lo) // b)
+            callbacks.on_test_batch_end(batch - 1, _python(logs))
+
+    def _elements(self, n_windows: int) -> list[tuple[int, int, int]]:
+        """(first window, end, full batches or 0 for the short last batch) of each element of a group."""
+        out, lo, b = [], 0, self.opts.batch_size
+        for k in step_batches(n_windows, b, self.steps):
+            hi = min(lo + k * b, n_windows)
+            out.append((lo, hi, k if hi - lo == k * b else 0))
+            lo = hi
+        return out
+
+    def _batches(self, offsets: np.ndarray, labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """An element's offsets and classes as [batches, batch] (n full batches; 0: one short batch)."""
+        shape = (n, self.opts.batch_size) if n else (1, offsets.size)
+        return offsets.reshape(shape), labels.reshape(shape)
+
+    def exported(self) -> keras.Model:
+        """The trained model behind the run's normalisation: the model that takes raw signal."""
+        return self.normalizer.wrap(self.model)
+
+    def scope(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def lost_worker(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def about(self) -> dict[str, Any] | None:
+        return None
+
+    def epoch_shares(self, groups: list[int]) -> list[list[dict[str, Any]]] | None:
+        return None
+
+    def finish(self) -> None:
+        """Nothing to wait for: one process."""
+
+    def metrics(self) -> dict[str, float]:
+        """The model's metric results now, as Python floats, F1 added and the event class first."""
+        logs: dict[str, Any] = self.model.get_metrics_result()
+        return with_f1({k: float(np.asarray(v)) for k, v in logs.items()})
+
+
+def _python(logs: dict[str, Any]) -> dict[str, Any]:
+    from .steps import python_logs
+
+    return python_logs(logs)
+
+
+def _bucket(n: int) -> int:
+    """``n`` rounded up to one of 8 sizes per power of two: validation groups of other lengths
+    then share a few compiled shapes, at most 1/8 padding."""
+    if n <= 8:
+        return max(n, 1)
+    step = 1 << max(n.bit_length() - 4, 0)
+    return -(-n // step) * step

@@ -1,0 +1,112 @@
+"""The JAX engine (``KERAS_BACKEND=jax`` or ``chunkfit --backend jax``).
+
+Keras picks its backend once per process, so the training guarantees marked ``backends`` (each
+window once per epoch, epoch logs equal to one ``model.fit``, callbacks across blocks, bit-identical
+resume, class weights, normalisation) run again in a pytest of their own on JAX; the CLI tests
+run real subprocesses on it; what only the JAX process can check is marked and skipped here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import zarr
+from support import REPO, run_cli
+
+import chunkfit
+from chunkfit.synth import SynthSpec, balanced_anomalies, synth
+
+pytestmark = pytest.mark.slow
+
+ON_JAX = keras.backend.backend() == "jax"
+WINDOW = 16
+# The modules holding tests marked ``backends``.
+GUARANTEES = ("tests/test_trainer.py", "tests/test_resume.py", "tests/test_jax_engine.py")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("stores") / "s.zarr"
+    synth(path, SynthSpec(samples=4_000, anomalies=balanced_anomalies(4_000, WINDOW), seed=1))
+    return path
+
+
+def marked() -> int:
+    """How many tests the ``backends`` mark selects (in this process's collection)."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-m", "backends", "-p",
+                           "no:cacheprovider", "-o", "addopts=", *GUARANTEES], cwd=REPO, capture_output=True,
+                          text=True, timeout=300, check=False)
+    found = re.search(r"(\d+)(?:/\d+)? tests? (?:collected|selected)", proc.stdout)
+    assert found, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return int(found.group(1))
+
+
+@pytest.mark.skipif(ON_JAX, reason="this process already runs on JAX")
+def test_every_training_guarantee_marked_backends_holds_on_the_jax_backend() -> None:
+    expected = marked()
+    assert expected >= 25
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "backends", "-p", "no:cacheprovider",
+                           "-o", "addopts=-ra", *GUARANTEES], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=1800, check=False)
+    report = proc.stdout[-8000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, report
+    assert re.search(rf"\b{expected} passed\b", proc.stdout), report  # all of them, none skipped
+
+
+@pytest.mark.backends
+@pytest.mark.skipif(not ON_JAX, reason="runs in the JAX pytest of the test above")
+def test_the_jax_engine_trains_and_records_itself_in_run_json(store: Path, tmp_path: Path) -> None:
+    notes: list[str] = []
+    chunkfit.fit("baseline-cnn", store, window=WINDOW, chunk=512, batch_size=64, epochs=1, validation=0.2,
+                 out=tmp_path / "run", progress=lambda p: notes.append(p.message or "") if p.phase == "notice" else None)
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["engine"] == "jax"
+    assert run["compile"] == {"jit": True, "by": "the JAX engine (XLA compiles every step)"}
+    assert any(n.startswith("JAX engine: ") for n in notes), notes
+
+
+def test_the_cli_trains_on_jax_and_both_backends_score_the_saved_model_alike(store: Path, tmp_path: Path) -> None:
+    """``--backend jax`` trains on the JAX engine; the model.keras it saves scores the same on TensorFlow."""
+    run = tmp_path / "run"
+    trained = run_cli("--backend", "jax", "train", store, "--window", str(WINDOW), "--chunk", "512", "--batch-size",
+                      "64", "--epochs", "1", "--validation", "0.2", "--out", run)
+    assert trained.returncode == 0, trained.stderr
+    assert "JAX engine: " in trained.stdout
+    assert json.loads((run / "run.json").read_text())["engine"] == "jax"
+    scores = {}
+    for backend in ("jax", "tensorflow"):
+        out = tmp_path / f"{backend}.zarr"
+        scored = run_cli("--backend", backend, "predict", run, store, "--out", out)
+        assert scored.returncode == 0, scored.stderr
+        scores[backend] = np.asarray(zarr.open_group(str(out), mode="r")["scores"][:])
+    assert scores["jax"].shape == scores["tensorflow"].shape and scores["jax"].size > 1000
+    np.testing.assert_allclose(scores["jax"], scores["tensorflow"], atol=1e-5)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--jit", "off"), "--jit off: the JAX engine compiles every step with XLA"),
+    (("--compute-threads", "2"), "--compute-threads is for the TensorFlow engine"),
+    (("--devices", "cpu:2"), "--devices cpu:2: several devices or workers train on the TensorFlow engine"),
+])
+def test_what_the_jax_engine_cannot_do_is_refused_in_one_line_and_writes_nothing(
+        store: Path, tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    proc = run_cli("--backend", "jax", "train", store, "--window", str(WINDOW), "--out", tmp_path / "run", *args)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"chunkfit: error: {message}"), proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_unknown_backend_is_refused_in_one_line(store: Path) -> None:
+    proc = run_cli("--backend", "torch", "train", store)
+    assert proc.returncode != 0
+    assert proc.stderr.strip() == "chunkfit: error: --backend must be tensorflow or jax (received 'torch')"
