@@ -8,6 +8,7 @@ TensorFlow (chunkfit.train.tensorflow) is the default engine; JAX (chunkfit.trai
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -27,6 +28,9 @@ def keras_backend() -> str:
     if name not in BACKENDS:
         raise UsageError(f"KERAS_BACKEND={name}: chunkfit trains and scores on tensorflow or jax; set "
                          "KERAS_BACKEND=tensorflow or jax")
+    if name == "jax" and "keras" not in sys.modules and importlib.util.find_spec("jax") is None:
+        raise UsageError("the JAX backend needs the jax package: pip install 'chunkfit[jax]', or train on "
+                         "TensorFlow (unset KERAS_BACKEND)")
     return name
 
 
