@@ -36,8 +36,11 @@ from ..errors import (
     WorkerLostError,
 )
 from ..store import Store, open_store
+from .backend import keras_backend
 from .blocks import Block, prefetched, read_group, window_order
 from .budget import chunk_in_budget
+from .jax.engine import JaxEngine
+from .jax.engine import check_options as check_jax_options
 from .metrics import ordered
 from .models import DEFAULT_MODEL
 from .normalize import normalizer_for
@@ -53,9 +56,6 @@ from .runfolder import (
     open_peer_folder,
     open_run_folder,
 )
-from .backend import keras_backend
-from .jax.engine import JaxEngine
-from .jax.engine import check_options as check_jax_options
 from .tensorflow.engine import Shapes, TensorFlowEngine
 from .weights import class_weights
 
