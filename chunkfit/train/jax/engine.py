@@ -11,7 +11,6 @@ and ``--compute-threads`` too (XLA on the CPU uses every core).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 from collections.abc import Callable
@@ -23,10 +22,11 @@ from ...config import FitOptions
 from ...errors import UsageError
 from ..blocks import BlockData
 from ..keras_state import build as build_state
-from ..metrics import with_f1
 from ..models import build_model, check_model, compile_model
 from ..normalize import Normalizer
+from ..oneprocess import OneProcess
 from ..tensorflow.pipeline import element_steps, step_batches
+from .steps import Steps, put_state, python_logs, test_state, train_state
 
 if TYPE_CHECKING:
     import keras
@@ -90,15 +90,13 @@ def seed_keras(seed: int) -> None:
     np.random.seed(seed)
 
 
-class JaxEngine:
+class JaxEngine(OneProcess):
     """Keras on JAX: see the module docstring. Build with ``start``."""
 
     name = "jax"
 
     def __init__(self, model: keras.Model, opts: FitOptions, shapes: Shapes, steps: int, normalizer: Normalizer,
                  class_weights: tuple[float, ...] | None) -> None:
-        from .steps import Steps
-
         self.model, self.opts, self.shapes, self.steps = model, opts, shapes, steps
         self.normalizer = normalizer
         self.threads = {"intra_op": 0, "inter_op": 0}
@@ -124,7 +122,7 @@ class JaxEngine:
 
     @property
     def fitting(self) -> keras.Model | None:
-        """The model whose training the callbacks' ``stop_training`` stops: the model itself."""
+        """No wrapper model: ``train`` checks the model's own ``stop_training`` after each element."""
         return None
 
     def in_flight_bytes(self) -> int:
@@ -179,8 +177,6 @@ class JaxEngine:
 
     def train(self, tensors: JaxBlock, callbacks: keras.callbacks.CallbackList) -> None:
         """One group: its elements in order, each one compiled call, callbacks around each as ``fit`` has them."""
-        from .steps import put_state, train_state
-
         self.prepare()
         self.model.reset_metrics()  # as each fit call does; the bridge puts the epoch's totals back
         self.model.stop_training = False
@@ -191,14 +187,12 @@ class JaxEngine:
             offsets, labels = tensors.offsets[lo:hi], tensors.labels[lo:hi]
             state, logs = c.train(state, tensors.samples, *self._batches(offsets, labels, n))
             put_state(self.model, state)
-            callbacks.on_train_batch_end(k, _python(logs))
+            callbacks.on_train_batch_end(k, python_logs(logs))
             if self.model.stop_training:
                 return
 
     def evaluate(self, tensors: JaxBlock, callbacks: keras.callbacks.CallbackList) -> None:
         """One group of validation windows in order; the metrics hold its totals (the bridge carries them on)."""
-        from .steps import put_state, test_state
-
         self.prepare()
         self.model.reset_metrics()
         c, b, batch = self.compiled, self.opts.batch_size, 0
@@ -209,7 +203,7 @@ class JaxEngine:
             state, logs = c.test(state, tensors.samples, *self._batches(offsets, labels, n))
             put_state(self.model, state)
             batch += -(-(hi - lo) // b)
-            callbacks.on_test_batch_end(batch - 1, _python(logs))
+            callbacks.on_test_batch_end(batch - 1, python_logs(logs))
 
     def _elements(self, n_windows: int) -> list[tuple[int, int, int]]:
         """(first window, end, full batches or 0 for the short last batch) of each element of a group."""
@@ -224,36 +218,6 @@ class JaxEngine:
         """An element's offsets and classes as [batches, batch] (n full batches; 0: one short batch)."""
         shape = (n, self.opts.batch_size) if n else (1, offsets.size)
         return offsets.reshape(shape), labels.reshape(shape)
-
-    def exported(self) -> keras.Model:
-        """The trained model behind the run's normalisation: the model that takes raw signal."""
-        return self.normalizer.wrap(self.model)
-
-    def scope(self) -> contextlib.AbstractContextManager[Any]:
-        return contextlib.nullcontext()
-
-    def lost_worker(self) -> contextlib.AbstractContextManager[Any]:
-        return contextlib.nullcontext()
-
-    def about(self) -> dict[str, Any] | None:
-        return None
-
-    def epoch_shares(self, groups: list[int]) -> list[list[dict[str, Any]]] | None:
-        return None
-
-    def finish(self) -> None:
-        """Nothing to wait for: one process."""
-
-    def metrics(self) -> dict[str, float]:
-        """The model's metric results now, as Python floats, F1 added and the event class first."""
-        logs: dict[str, Any] = self.model.get_metrics_result()
-        return with_f1({k: float(np.asarray(v)) for k, v in logs.items()})
-
-
-def _python(logs: dict[str, Any]) -> dict[str, Any]:
-    from .steps import python_logs
-
-    return python_logs(logs)
 
 
 def _bucket(n: int) -> int:

@@ -74,7 +74,6 @@ class Steps:
                  class_weights: tuple[float, ...] | None) -> None:
         import jax
 
-        self.model = model
         batch = partial(batch_of, window=window, n_classes=n_classes, normalizer=normalizer)
         # Class weights weigh training only, as Keras's ``class_weight`` does.
         self._train = jax.jit(partial(self._single, model.train_step, partial(batch, class_weights=class_weights)),

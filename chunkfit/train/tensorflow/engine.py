@@ -7,16 +7,15 @@ samples into the runtime's tensors (in the loader thread), and training or evalu
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...config import FitOptions
 from ..blocks import BlockData
-from ..metrics import with_f1
 from ..models import build_model, check_model, compile_model
 from ..normalize import Normalizer
+from ..oneprocess import OneProcess
 from .pipeline import (
     BlockTensors,
     element_steps,
@@ -42,7 +41,7 @@ class Shapes:
     classes: int
 
 
-class TensorFlowEngine:
+class TensorFlowEngine(OneProcess):
     """Keras on TensorFlow: see the module docstring. Build with ``start``."""
 
     name = "tensorflow"
@@ -188,37 +187,6 @@ class TensorFlowEngine:
 
     def evaluate(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:
         self.model.evaluate(tensors.dataset, verbose=0, callbacks=callbacks)
-
-    def exported(self) -> keras.Model:
-        """The trained model behind the run's normalisation: the model that takes raw signal."""
-        return self.normalizer.wrap(self.model)
-
-    # What differs with several workers or devices (chunkfit.train.tensorflow.distributed); here, one process, one device.
-    def scope(self) -> contextlib.AbstractContextManager[Any]:
-        """Where the model's variables live: the strategy's scope with several devices."""
-        return contextlib.nullcontext()
-
-    def lost_worker(self) -> contextlib.AbstractContextManager[Any]:
-        """Turns another worker's loss into one line (several workers only)."""
-        return contextlib.nullcontext()
-
-    def about(self) -> dict[str, Any] | None:
-        """The run's distribution for run.json (None: one process, one device)."""
-        return None
-
-    def epoch_shares(self, groups: list[int]) -> list[list[dict[str, Any]]] | None:
-        """Each replica's share of an epoch's trained groups of ``groups`` windows (None: one replica)."""
-        return None
-
-    def finish(self) -> None:
-        """After the run is written: several workers leave together."""
-
-    def metrics(self) -> dict[str, float]:
-        """The model's metric results now, as Python floats, F1 added and the event class first."""
-        import numpy as np
-
-        logs: dict[str, Any] = self.model.get_metrics_result()
-        return with_f1({k: float(np.asarray(v)) for k, v in logs.items()})
 
 
 def _op_determinism() -> bool:
