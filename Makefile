@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python data/demo.py
 
+# Whole test modules run in parallel processes, one per core up to 4 (TEST_WORKERS=0 runs them in this one).
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses=4 --dist loadfile --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest.py

@@ -2,6 +2,7 @@
 
     python benchmarks/train.py [throughput] [memory] [quality] [scoring] [--model NAME] [--samples N]
                                [--repeats R] [--seeds S] [--strategies NAME ...]
+                               [--engines tensorflow|jax ...]
 
 Sections (throughput, memory and quality when none is named):
 
@@ -18,7 +19,8 @@ Sections (throughput, memory and quality when none is named):
   so that machine noise hits all alike; the table shows medians and ratios to (1) and to the best
   anchor: the fastest of (J) and the ceilings.
 - memory: chunkfit --chunk 200000 on a 20,000,000-sample synth store (one epoch) against the 1M
-  store (its second epoch).
+  store (its second epoch), on each engine ``--engines`` names (TensorFlow's, with (4c) run next to
+  each size, and JAX's, with (4j)).
 - quality: on the balanced synth problem (about half the windows positive), validation accuracy
   after 3 epochs of chunkfit against model.fit on the materialised, fully shuffled windows of the
   same split, from the same initial weights, over several seeds (one run's accuracy moves by a
@@ -422,28 +424,35 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
     return lines
 
 
-def memory(repeats: int) -> list[str]:
+# The memory section's engines: chunkfit's strategy, and the ceiling run next to each size.
+MEMORY_ENGINES = {"tensorflow": ("chunkfit", "ceiling-xla", "(4c)"), "jax": ("chunkfit-jax", "ceiling-jax", "(4j)")}
+
+
+def memory(repeats: int, engines: tuple[str, ...] = tuple(MEMORY_ENGINES)) -> list[str]:
     rows = []
-    for samples in (MILLION, LARGE):
-        store = synth_store(samples)
-        # the 1M store's second epoch (after --jit auto's trial), the 20M store's first (the trial is 1% of it)
-        epochs = 1 if samples == LARGE else 2
-        got = [run("chunkfit", store, epochs=epochs, fit={"chunk": 200_000}) for _ in range(repeats)]
-        # The ceiling does not depend on the signal; it runs next to each size for a ratio within the round.
-        ceiling = run("ceiling-xla", store)["windows_per_s"]
-        speed = statistics.median(r["windows_per_s"] for r in got)
-        rows.append((samples, speed, speed / ceiling, max(r["peak_rss"] for r in got)))
-    base = rows[0][1]
+    for engine in engines:
+        strategy, ceiling_strategy, _ = MEMORY_ENGINES[engine]
+        for samples in (MILLION, LARGE):
+            store = synth_store(samples)
+            # the 1M store's second epoch (after --jit auto's trial), the 20M store's first (the trial is 1% of it)
+            epochs = 1 if samples == LARGE else 2
+            got = [run(strategy, store, epochs=epochs, fit={"chunk": 200_000}) for _ in range(repeats)]
+            # The ceiling does not depend on the signal; it runs next to each size for a ratio within the round.
+            ceiling = run(ceiling_strategy, store)["windows_per_s"]
+            speed = statistics.median(r["windows_per_s"] for r in got)
+            rows.append((engine, samples, speed, speed / ceiling, max(r["peak_rss"] for r in got)))
     lines = [
         "### Memory: chunkfit --chunk 200000, baseline-cnn (1M: the second epoch; 20M: the first)",
         "",
-        "| signal samples | materialised float32 windows would need | windows/s | vs 1M | vs (4c) run next to it | peak RSS MB |",
-        "|---:|---:|---:|---:|---:|---:|",
+        ("| engine | signal samples | materialised float32 windows would need | windows/s | vs 1M | "
+         "vs the ceiling run next to it | peak RSS MB |"),
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for samples, speed, vs_ceiling, peak in rows:
+    base = {engine: speed for engine, samples, speed, _, _ in rows if samples == MILLION}
+    for engine, samples, speed, vs_ceiling, peak in rows:
         need = (samples - WINDOW + 1) * WINDOW * 4 / 1e9
-        lines.append(f"| {samples:,} | {need:,.1f} GB | {speed:,.0f} | {speed / base:.2f}x | {vs_ceiling:.2f}x | "
-                     f"{peak / 2**20:,.0f} |")
+        lines.append(f"| {engine} | {samples:,} | {need:,.1f} GB | {speed:,.0f} | {speed / base[engine]:.2f}x | "
+                     f"{vs_ceiling:.2f}x {MEMORY_ENGINES[engine][2]} | {peak / 2**20:,.0f} |")
     return lines
 
 
@@ -527,6 +536,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3, help="quality: seeds per training method")
     ap.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES), metavar="NAME",
                     help=f"throughput: which strategies to run [default: all of {', '.join(STRATEGIES)}]")
+    ap.add_argument("--engines", nargs="+", choices=list(MEMORY_ENGINES), default=list(MEMORY_ENGINES),
+                    metavar="NAME", help="memory: tensorflow, jax [default: both]")
     ap.add_argument("--worker", nargs=3, metavar=("NAME", "STORE", "ARGS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -557,7 +568,7 @@ def main() -> None:
     body: list[str] = []
     for name in sections:
         part = {"throughput": lambda: throughput(args.samples, args.repeats, tuple(args.strategies)),
-                "memory": lambda: memory(1),
+                "memory": lambda: memory(1, tuple(args.engines)),
                 "quality": lambda: quality(args.samples, args.seeds),
                 "scoring": lambda: scoring(args.samples, args.repeats)}[name]()
         body += [*part, ""]

@@ -4,6 +4,11 @@ TensorFlow 2.21 writes these from C++ before any logging setting applies, so the
 a CLI's stderr to the one line a user needs is to point file descriptor 2 elsewhere meanwhile.
 ``install()`` does that lazily: TensorFlow is still imported only when a command first needs it.
 Set ``TF_CPP_MIN_LOG_LEVEL=0`` to see the notices.
+
+Some notices come later, from the first training step, and at ERROR level: on a Zen 4 EPYC,
+TensorFlow 2.21 logs ``E0000 ... oneDNN supports DT_INT32 only on platforms with AVX-512`` (on a CPU
+that has AVX-512) and trains on. So the level chunkfit sets where none is set, ``QUIET_LOG_LEVEL``,
+hides ERROR lines too; failures that matter reach chunkfit as exceptions and still get their line.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
+
+QUIET_LOG_LEVEL = "3"  # TF_CPP_MIN_LOG_LEVEL where none is set: TensorFlow's INFO, WARNING and ERROR logs hidden
 
 
 class Silenced:
@@ -67,9 +74,9 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
 
 def install() -> None:
     """Silence TensorFlow's start-up notices whenever it is first imported in this process."""
-    if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2") in ("0", "1"):
+    if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL) in ("0", "1"):
         return
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL)
     if not any(isinstance(f, _QuietFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _QuietFinder())
 

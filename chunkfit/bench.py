@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from ._quiet import QUIET_LOG_LEVEL
 from .errors import UsageError
 from .train.record import peak_rss_bytes
 
@@ -307,7 +308,7 @@ def bench(
         if progress is not None:
             progress(k, len(strategies), name)
         cmd = [sys.executable, "-m", "chunkfit.bench", name, json.dumps(dataclasses.asdict(spec))]
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL)}
         if name in ON_JAX:
             env["KERAS_BACKEND"] = "jax"
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)

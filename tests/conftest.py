@@ -12,6 +12,8 @@ import pytest
 from hypothesis import settings
 from support import REPO, SUFFIX, write_csv
 
+from chunkfit._quiet import QUIET_LOG_LEVEL
+
 if TYPE_CHECKING:
     from s3support import S3Server
 
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 # with its callbacks (keras.callbacks.OrbaxCheckpoint): the first test module importing keras made it
 # "1" for the whole session, so every CLI subprocess after it kept TensorFlow's native logs, and a
 # worker's native stderr, on. The CLI's own default, unless whoever runs the tests chose a level.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL)
 
 # ``make test`` runs every property test on the same examples, run after run: a property that fails
 # on a rare input fails every time, not one run in twenty. ``HYPOTHESIS_PROFILE=explore`` draws new,
@@ -27,6 +29,19 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", max_examples=500, derandomize=False, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
+
+
+# ``make test`` hands whole modules to parallel workers (pytest-xdist, ``--dist loadfile``), in
+# collection order. The modules that took longest in a serial run on a 2-core machine go first, so
+# that no long module is handed out last and runs alone while the other workers sit idle.
+HEAVIEST_FIRST = ("test_workers", "test_resume", "test_jax_engine", "test_trainer", "test_stepper", "test_bench",
+                  "test_s3_train", "test_lock", "test_threadtune", "test_score_cli", "test_live", "test_train_cli",
+                  "test_bad_input", "test_s3_store", "test_faults")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(HEAVIEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: each module keeps its order
 
 
 @pytest.fixture(scope="session", autouse=True)

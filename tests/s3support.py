@@ -4,7 +4,6 @@ started as a subprocess on a free port and stopped by the tests themselves (no n
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,17 +12,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from support import free_ports
+
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -55,7 +50,7 @@ def start_server(port: int | None = None, *, authenticate: bool = False) -> S3Se
 
     ``authenticate``: the server checks credentials (moto's IAM), so the test keys are denied.
     """
-    port = port or free_port()
+    port = port or free_ports(1)[0]
     env = {**os.environ, **({"INITIAL_NO_AUTH_ACTION_COUNT": "0"} if authenticate else {})}
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],

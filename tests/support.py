@@ -5,6 +5,8 @@ and taking snapshots of a store to prove that a failed command changed nothing.
 from __future__ import annotations
 
 import os
+import random
+import socket
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -31,6 +33,40 @@ def examples(n: int) -> settings:
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
+
+
+_PORT_DRAWS = random.Random(os.getpid())
+
+
+def _ephemeral_floor() -> int:
+    """The lowest port the kernel hands out for ``bind(("", 0))`` and outgoing connections."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports, free now, for servers a test starts (TensorFlow workers, moto).
+
+    Drawn below the kernel's ephemeral range: a port asked of the kernel with ``bind(0)`` and then
+    closed could be handed to any outgoing connection (the S3 tests of another xdist worker make
+    hundreds) before the server binds it. Seeded by the process id, so parallel test processes draw
+    different ports, and drawn on from call to call, so one process does not draw the same ones again.
+    """
+    floor = _ephemeral_floor()
+    ports: list[int] = []
+    while len(ports) < n:
+        port = _PORT_DRAWS.randrange(max(floor - 12_000, 1024), floor)
+        if port in ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        ports.append(port)
+    return ports
 
 
 def cli_env() -> dict[str, str]:

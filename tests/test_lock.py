@@ -92,7 +92,7 @@ def test_a_second_trainer_on_a_folder_in_use_is_refused_naming_the_process(store
         assert tree(run) == before
     finally:
         (run / "checkpoint.tmp" / checkpoint.PAUSED).unlink(missing_ok=True)
-        out, err = first.communicate(timeout=300)
+        _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err.decode()
     assert (run / "model.keras").is_file()
     assert not (run / LOCK_FILE).exists()
@@ -127,7 +127,7 @@ def test_the_same_command_resumes_at_once_after_kill_9(store: Path, tmp_path: Pa
     assert "resuming the run" in again.stdout
 
 
-@pytest.mark.parametrize("pid", STALE_PIDS)
+@pytest.mark.parametrize("pid", STALE_PIDS, ids=["no-such-pid", "a-live-process", "empty", "not-a-pid"])
 def test_a_lock_file_nobody_holds_is_no_obstacle(launched: dict[str, Future[Any]], pid: str) -> None:
     result, run = launched[f"stale-{pid}"].result()
     assert result.returncode == 0, result.stderr

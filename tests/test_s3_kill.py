@@ -1,5 +1,6 @@
-"""``kill -9`` of a real ingest into an ``s3://`` store: a new store stays invisible and ``--repair``
-removes its objects; a killed append leaves the committed store, and the next append takes over."""
+"""``kill -9`` of a real ingest into an ``s3://`` store at the last moment before its commit (every
+chunk written, the root ``zarr.json`` not): a new store stays invisible and ``--repair`` removes its
+objects; a killed append leaves the committed store, and the next append takes over."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from s3support import s3fs_client
 from support import cli_command, cli_env, error_line, make_store, run_cli, write_csv
 
 import chunkfit
+from chunkfit.store.writer import COMMIT_PAUSE_HOOK
 
 ROWS = 200_000
 
@@ -23,26 +25,33 @@ def csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_csv(tmp_path_factory.mktemp("s3kill") / "big.csv", rng.normal(size=(ROWS, 2)), names=["a", "b"])
 
 
-def _kill_once_chunks_are_written(args: list[str], bucket: str, prefix: str) -> None:
-    """Start ``chunkfit ARGS``, wait until its first signal chunks are on the server, ``kill -9`` it."""
-    fs = s3fs_client()
-    proc = subprocess.Popen(cli_command(*args), env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
+def _kill_before_the_commit(args: list[str], flag: Path) -> None:
+    """Run ``chunkfit ARGS`` until every chunk and document of its transaction is on the server and
+    only the root ``zarr.json`` that commits them is left to write (the writer's test hook), then
+    ``kill -9`` it: the latest moment a kill can come, whatever the load on the machine."""
+    env = {**cli_env(), COMMIT_PAUSE_HOOK: f"{flag}:300"}
+    proc = subprocess.Popen(cli_command(*args), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
     try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            fs.invalidate_cache()
-            if any("/signal/c/" in k for k in fs.find(f"{bucket}/{prefix}")):
-                break
+        while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert proc.poll() is None, "the ingest ended before it could be killed"
+        assert flag.exists(), f"the ingest did not reach its commit: {proc.poll()=}"
     finally:
         proc.kill()
-        proc.wait()
+        _, err = proc.communicate()
+    assert b"Traceback" not in err, err.decode()
+
+
+def _chunks(bucket: str, prefix: str) -> list[str]:
+    fs = s3fs_client()
+    fs.invalidate_cache()
+    return [k for k in fs.find(f"{bucket}/{prefix}") if "/signal/c/" in k]
 
 
 def test_killed_new_s3_ingest_leaves_no_store_and_repair_removes_its_objects(bucket: str, csv: Path) -> None:
     url = f"s3://{bucket}/k.zarr"
-    _kill_once_chunks_are_written(["ingest", url, str(csv), "--rate", "10", "--chunk-samples", "256"], bucket, "k.zarr")
+    _kill_before_the_commit(["ingest", url, str(csv), "--rate", "10", "--chunk-samples", "256"], csv.with_name("k1"))
+    assert len(_chunks(bucket, "k.zarr")) == -(-ROWS // 256)  # all written, none committed
     assert error_line(run_cli("info", url)) == (
         f"chunkfit: error: {url}: store not found: it holds objects of an unfinished ingest, but no committed "
         f"store; remove them with `chunkfit ingest --repair {url}`"
@@ -56,7 +65,7 @@ def test_killed_new_s3_ingest_leaves_no_store_and_repair_removes_its_objects(buc
 def test_new_s3_ingest_after_a_killed_one_replaces_its_leftovers(bucket: str, csv: Path) -> None:
     url = f"s3://{bucket}/k.zarr"
     args = ["ingest", url, str(csv), "--rate", "10", "--chunk-samples", "256"]
-    _kill_once_chunks_are_written(args, bucket, "k.zarr")
+    _kill_before_the_commit(args, csv.with_name("k2"))
     result = run_cli("ingest", url, str(csv), "--rate", "10", "--chunk-samples", "65536")
     assert result.returncode == 0, result.stderr
     with chunkfit.open_store(url) as s:
@@ -72,7 +81,8 @@ def test_xarray_sees_only_the_committed_rows_after_a_killed_s3_append(bucket: st
     url = f"s3://{bucket}/x.zarr"
     sig = np.random.default_rng(0).normal(size=(1000, 2)).astype(np.float32)
     make_store(url, sig, channels=["a", "b"], rate=10.0, chunk=4096)
-    _kill_once_chunks_are_written(["ingest", "--append", url, str(csv), "--rate", "10"], bucket, "x.zarr/signal/c/1")
+    _kill_before_the_commit(["ingest", "--append", url, str(csv), "--rate", "10"], csv.with_name("x"))
+    assert len(_chunks(bucket, "x.zarr")) == -(-(1000 + ROWS) // 4096)  # the appended rows are on the server
     ds = xr.open_zarr(url, storage_options=storage_options())
     assert ds["signal"].shape == (1000, 2)
     np.testing.assert_array_equal(ds["signal"].values, sig)
@@ -82,7 +92,7 @@ def test_killed_s3_append_leaves_the_committed_store_and_the_next_append_succeed
     url = f"s3://{bucket}/a.zarr"
     sig = np.random.default_rng(0).normal(size=(1000, 2)).astype(np.float32)
     make_store(url, sig, channels=["a", "b"], rate=10.0, chunk=4096)
-    _kill_once_chunks_are_written(["ingest", "--append", url, str(csv), "--rate", "10"], bucket, "a.zarr/signal/c/1")
+    _kill_before_the_commit(["ingest", "--append", url, str(csv), "--rate", "10"], csv.with_name("a"))
     with chunkfit.open_store(url) as s:
         assert s.n_samples == 1000
         np.testing.assert_array_equal(s.read(0, 1000), sig)

@@ -13,7 +13,6 @@ import csv
 import io
 import json
 import signal
-import socket
 import subprocess
 import time
 import zipfile
@@ -23,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from s3support import S3Server, make_bucket, s3fs_client, use_server
-from support import cli_command, cli_env, make_store
+from support import cli_command, cli_env, free_ports, make_store
 
 from chunkfit.train.blocks import window_order
 
@@ -45,17 +44,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         signal_[e:e + 5, 0] += 4
     return make_store(tmp_path_factory.mktemp("workers") / "s.zarr", signal_, events=events,
                       segments=[(0, 5000), (5000, 8000)])
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def tf_config(ports: Sequence[int], index: int) -> str:

@@ -41,9 +41,9 @@ def _register() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from .._quiet import install
+    from .._quiet import QUIET_LOG_LEVEL, install
 
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL)
     install()  # TensorFlow stays unimported until a command needs it, then starts quietly
     # A request to an object store cut short (the endpoint gone) leaves aiohttp tasks whose errors
     # asyncio logs at exit, after chunkfit's one line has said it all.

@@ -4,6 +4,10 @@ whole or not at all, including under ``kill -9``.
 New stores are built under a hidden temporary name beside the target and renamed into place.
 Zarr appends are protected by the rollback journal; HDF5 appends work on a copy that replaces the
 original on commit (HDF5 files cannot be rolled back in place).
+
+Test hook: ``CHUNKFIT_TEST_COMMIT_PAUSE=FLAG:SECONDS`` makes a commit, once everything but the
+commit itself is written, create the local file FLAG and wait until it is deleted or SECONDS have
+passed: tests kill the process at the last moment before a commit that way, not at a guessed one.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import queue
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,6 +47,18 @@ from .layout import (
 from .remote import LEASE, ROOT, Lease, Remote, guarded, is_remote, translate
 
 TMP_MARK = ".chunkfit-tmp-"
+COMMIT_PAUSE_HOOK = "CHUNKFIT_TEST_COMMIT_PAUSE"
+
+
+def _test_pause_before_commit() -> None:
+    hook = os.environ.get(COMMIT_PAUSE_HOOK)
+    if hook:
+        flag, _, seconds = hook.rpartition(":")
+        deadline = time.monotonic() + float(seconds)
+        Path(flag).touch()
+        while Path(flag).exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        Path(flag).unlink(missing_ok=True)
 
 
 def clean_stale_temporaries(target: Path) -> None:
@@ -286,6 +303,7 @@ class StoreWriter:
             self.b.close()
             self._closed = True
             self._check_backend()
+            _test_pause_before_commit()
             if self.kind == "zarr" and self.append:
                 journal.commit(self.path)
             else:
@@ -323,6 +341,7 @@ class StoreWriter:
         if self._lease is not None:
             self._lease.confirm()  # no other process took the lease over
         self.remote.settle()  # every chunk and document is stored before the root commits them
+        _test_pause_before_commit()
         self.remote.put(ROOT, root)
         self._closed = True
         if self._lease is not None:

@@ -41,6 +41,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..._quiet import QUIET_LOG_LEVEL
+
 # TensorFlow's default of every core, and one compute thread (with one inter-op thread)
 CANDIDATES = (0, 1)
 PROBE_BATCHES = 32  # batches per timed burst
@@ -256,7 +258,7 @@ class _Child:
     @classmethod
     def start(cls, compute: int, spec: ProbeSpec, unsafe: bool) -> _Child:
         job = json.dumps({"compute": compute, "unsafe": unsafe, "spec": dataclasses.asdict(spec)})
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL)}
         proc = subprocess.Popen([sys.executable, "-m", __name__, job], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, env=env)
         return cls(proc, compute)
