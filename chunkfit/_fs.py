@@ -1,10 +1,11 @@
-"""File-system helpers: directory fsync (store journal, run checkpoints) and the lock that gives a run
-folder or an output file one writing process."""
+"""File-system helpers: directory fsync (store journal, run checkpoints), the lock that gives a run
+folder or an output file one writing process, and the flag file the test hooks pause on."""
 
 from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 from .errors import UsageError
@@ -29,6 +30,15 @@ def refuse_url(path: str | os.PathLike[str], what: str, s3: bool = False) -> Non
             f"{text}: {found.group(1)}:// URLs are not supported for {what}; give a local path "
             + ("or an s3:// URL" if s3 else "(copy the data from object storage first)")
         )
+
+
+def pause_on_flag(flag: Path, seconds: float) -> None:
+    """For the test hooks: create ``flag`` and wait until someone deletes it or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    flag.touch()
+    while flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    flag.unlink(missing_ok=True)
 
 
 def fsync_dir(path: Path) -> None:

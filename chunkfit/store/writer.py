@@ -18,14 +18,13 @@ import os
 import queue
 import shutil
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .._fs import pid_alive
+from .._fs import pause_on_flag, pid_alive
 from ..errors import (
     ChunkfitError,
     DiskFullError,
@@ -54,11 +53,7 @@ def _test_pause_before_commit() -> None:
     hook = os.environ.get(COMMIT_PAUSE_HOOK)
     if hook:
         flag, _, seconds = hook.rpartition(":")
-        deadline = time.monotonic() + float(seconds)
-        Path(flag).touch()
-        while Path(flag).exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        Path(flag).unlink(missing_ok=True)
+        pause_on_flag(Path(flag), float(seconds))
 
 
 def clean_stale_temporaries(target: Path) -> None:

@@ -23,13 +23,12 @@ import dataclasses
 import json
 import os
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .._fs import fsync_dir
+from .._fs import fsync_dir, pause_on_flag
 
 CHECKPOINT = "checkpoint"
 NAMES = (CHECKPOINT, CHECKPOINT + ".tmp", CHECKPOINT + ".old")
@@ -148,8 +147,4 @@ def _test_pause(tmp: Path) -> None:
     if hook:
         n, _, seconds = hook.partition(":")
         if int(n) == _written:
-            flag, deadline = tmp / PAUSED, time.monotonic() + float(seconds)
-            flag.touch()
-            while flag.exists() and time.monotonic() < deadline:
-                time.sleep(0.01)
-            flag.unlink(missing_ok=True)
+            pause_on_flag(tmp / PAUSED, float(seconds))
