@@ -4,7 +4,9 @@ bounded retries, naming the URL and what was kept), access denied, a missing buc
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from s3support import S3Server, make_bucket, s3fs_client, start_server, use_server
-from support import cli_command, cli_env, error_line, run_cli, write_csv
+from support import cli_command, cli_env, error_line, free_ports, run_cli, write_csv
 
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
 
@@ -95,3 +97,44 @@ def test_access_denied_is_one_line() -> None:
         f"chunkfit: error: s3://bkt/s.zarr: access denied by {server.endpoint}; check the credentials (AWS_PROFILE "
         "or AWS_ACCESS_KEY_ID) and the bucket policy (nothing was read)"
     )
+
+
+@pytest.fixture
+def cut_short() -> Iterator[str]:
+    """An endpoint on loopback that answers every request with headers promising a body, then hangs up:
+    a server gone in the middle of a response, every time."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", free_ports(1)[0]))
+    listener.listen()
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                try:
+                    conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4061\r\nContent-Type: application/json\r\n\r\n{")
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    listener.close()
+
+
+def test_a_response_cut_short_is_one_line_naming_the_url(cut_short: str) -> None:
+    env = {**cli_env(), "AWS_ENDPOINT_URL": cut_short, "AWS_ENDPOINT_URL_S3": cut_short, "CHUNKFIT_S3_RETRIES": "1",
+           "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    result = subprocess.run(cli_command("info", "s3://bkt/s.zarr"), env=env, capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert error_line(result).startswith(
+        f"chunkfit: error: s3://bkt/s.zarr: the endpoint {cut_short} cannot be reached after retries (")

@@ -137,6 +137,7 @@ def translate(url: str, err: BaseException, kept: str) -> BaseException:
     if isinstance(err, (ConnectionError, TimeoutError)) or type(err).__name__ in {
         "EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ClientConnectorError",
         "ServerDisconnectedError", "ClientOSError", "ConnectionClosedError",
+        "ClientPayloadError", "ResponseStreamingError",  # the connection dropped in the middle of a body
     } or (isinstance(err, OSError) and "connect" in text.lower()):
         return RemoteError(f"{url}: the endpoint {_endpoint()} cannot be reached after retries ({type(err).__name__}); {kept}")
     return err
