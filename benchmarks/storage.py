@@ -11,8 +11,9 @@ epoch line), each in its own subprocess. Prints the ratios to local disk.
 
 moto is a Python server on the same cores: its own CPU per request is part of what is measured,
 so a real S3 endpoint (or MinIO elsewhere) is not slower than this. The table gives the server's CPU
-seconds during each ingest, the ingest's wall time beside them, and the round trips (requests
-and ``100 Continue`` waits) of the delayed ingest.
+seconds during each ingest, the ingest's wall time and its own CPU seconds beside them (on a machine
+whose cores the local ingest keeps busy, every CPU second either adds shows in the wall time), and
+the round trips (requests and ``100 Continue`` waits) of the delayed ingest.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import asyncio
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -73,14 +75,17 @@ def start_proxy(target_port: int, delay: float, trips: list[int]) -> int:
     return ready[0]
 
 
-def chunkfit(args: list[str], env: dict[str, str]) -> tuple[float, str]:
+def chunkfit(args: list[str], env: dict[str, str]) -> tuple[float, str, float]:
+    """Run one chunkfit command; its wall seconds, its output and its own CPU seconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-m", "chunkfit", *args], env=env, capture_output=True, text=True,
                             check=False)
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         raise SystemExit(f"chunkfit {' '.join(args)} failed:\n{result.stderr}")
-    return seconds, result.stdout
+    return seconds, result.stdout, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def main() -> None:
@@ -131,32 +136,33 @@ def main() -> None:
     rows = []
     try:
         for name, (root, env) in places.items():
-            seconds, moto_cpu, round_trips = float("inf"), 0.0, 0
+            seconds, moto_cpu, round_trips, own_cpu = float("inf"), 0.0, 0, 0.0
             for attempt in range(opts.repeat):
                 target = f"{root}/ingest-{attempt}.zarr"
                 cpu0, trips0 = server_cpu(), trips[0]
-                took, _ = chunkfit(["ingest", target, str(csv), "--rate", "100"], env)
+                took, _, cpu = chunkfit(["ingest", target, str(csv), "--rate", "100"], env)
                 if took < seconds:
-                    seconds, moto_cpu, round_trips = took, server_cpu() - cpu0, trips[0] - trips0
+                    seconds, moto_cpu, round_trips, own_cpu = took, server_cpu() - cpu0, trips[0] - trips0, cpu
             wps = float("nan")
             if not opts.no_train:
                 store = f"{root}/train.zarr"
                 os.environ["AWS_ENDPOINT_URL"] = env["AWS_ENDPOINT_URL"]
                 synth(store, spec)
-                _, out = chunkfit(["train", store, "--window", "16", "--epochs", "1", "--chunk", str(opts.chunk),
+                _, out, _ = chunkfit(["train", store, "--window", "16", "--epochs", "1", "--chunk", str(opts.chunk),
                                    "--batch-size", "512", "--out", f"{OUT}/run-{len(rows)}"], env)
                 wps = float(re.search(r"([\d,]+) windows/s", out).group(1).replace(",", ""))  # type: ignore[union-attr]
             delayed = env is not base
-            rows.append((name, mb / seconds, wps, seconds, moto_cpu, round_trips if delayed else None))
-            print(f"{name}: ingest {mb / seconds:.1f} MB/s ({seconds:.2f} s, server CPU {moto_cpu:.1f} s), "
+            rows.append((name, mb / seconds, wps, seconds, own_cpu, moto_cpu, round_trips if delayed else None))
+            print(f"{name}: ingest {mb / seconds:.1f} MB/s ({seconds:.2f} s, its CPU {own_cpu:.1f} s, "
+                  f"server CPU {moto_cpu:.1f} s), "
                   f"train {wps:,.0f} windows/s", flush=True)
     finally:
         server.stop()
     local = rows[0]
-    print("\n| where | ingest MB/s | vs local | ingest wall s | S3 server CPU s | round trips | training windows/s "
-          "| vs local |\n|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name, ingest, train, seconds, moto_cpu, n_trips in rows:
-        print(f"| {name} | {ingest:.1f} | {ingest / local[1]:.2f}x | {seconds:.2f} | {moto_cpu:.1f} | "
+    print("\n| where | ingest MB/s | vs local | ingest wall s | ingest CPU s | S3 server CPU s | round trips | "
+          "training windows/s | vs local |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, ingest, train, seconds, own_cpu, moto_cpu, n_trips in rows:
+        print(f"| {name} | {ingest:.1f} | {ingest / local[1]:.2f}x | {seconds:.2f} | {own_cpu:.1f} | {moto_cpu:.1f} | "
               f"{'' if n_trips is None else n_trips} | {train:,.0f} | {train / local[2]:.2f}x |")
 
 if __name__ == "__main__":

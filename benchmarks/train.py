@@ -425,34 +425,44 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
 
 
 # The memory section's engines: chunkfit's strategy, and the ceiling run next to each size.
-MEMORY_ENGINES = {"tensorflow": ("chunkfit", "ceiling-xla", "(4c)"), "jax": ("chunkfit-jax", "ceiling-jax", "(4j)")}
+MEMORY_ENGINES = {"tensorflow": ("chunkfit", ("ceiling", "ceiling-xla"), "(4)/(4c)"),
+                  "jax": ("chunkfit-jax", ("ceiling-jax",), "(4j)")}
 
 
 def memory(repeats: int, engines: tuple[str, ...] = tuple(MEMORY_ENGINES)) -> list[str]:
+    """Each round trains the 1M store (its second epoch, after --jit auto's trial) and then the 20M
+    store (its first: the trial is 1% of it) back to back, the engine's ceiling (the fastest of its
+    constant-batch ceilings) run next to each, so that a round's 20M/1M ratio is taken within minutes."""
     rows = []
     for engine in engines:
-        strategy, ceiling_strategy, _ = MEMORY_ENGINES[engine]
-        for samples in (MILLION, LARGE):
-            store = synth_store(samples)
-            # the 1M store's second epoch (after --jit auto's trial), the 20M store's first (the trial is 1% of it)
-            epochs = 1 if samples == LARGE else 2
-            got = [run(strategy, store, epochs=epochs, fit={"chunk": 200_000}) for _ in range(repeats)]
-            # The ceiling does not depend on the signal; it runs next to each size for a ratio within the round.
-            ceiling = run(ceiling_strategy, store)["windows_per_s"]
-            speed = statistics.median(r["windows_per_s"] for r in got)
-            rows.append((engine, samples, speed, speed / ceiling, max(r["peak_rss"] for r in got)))
+        strategy, ceilings, _ = MEMORY_ENGINES[engine]
+        for round_ in range(1, repeats + 1):
+            for samples in (MILLION, LARGE):
+                store = synth_store(samples)
+                got = run(strategy, store, epochs=1 if samples == LARGE else 2, fit={"chunk": 200_000})
+                # The ceiling does not depend on the signal; it runs next to each size, as the machine's speed drifts.
+                ceiling = max(run(c, store)["windows_per_s"] for c in ceilings)
+                rows.append((engine, round_, samples, got["windows_per_s"], ceiling, got["peak_rss"]))
     lines = [
         "### Memory: chunkfit --chunk 200000, baseline-cnn (1M: the second epoch; 20M: the first)",
         "",
-        ("| engine | signal samples | materialised float32 windows would need | windows/s | vs 1M | "
+        ("| engine | round | signal samples | materialised float32 windows would need | windows/s | vs 1M, same round | "
          "vs the ceiling run next to it | peak RSS MB |"),
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    base = {engine: speed for engine, samples, speed, _, _ in rows if samples == MILLION}
-    for engine, samples, speed, vs_ceiling, peak in rows:
+    base = {(engine, r): speed for engine, r, samples, speed, _, _ in rows if samples == MILLION}
+    ratios: dict[str, list[float]] = {}
+    for engine, r, samples, speed, ceiling, peak in rows:
         need = (samples - WINDOW + 1) * WINDOW * 4 / 1e9
-        lines.append(f"| {engine} | {samples:,} | {need:,.1f} GB | {speed:,.0f} | {speed / base[engine]:.2f}x | "
-                     f"{vs_ceiling:.2f}x {MEMORY_ENGINES[engine][2]} | {peak / 2**20:,.0f} |")
+        vs = speed / base[(engine, r)]
+        if samples == LARGE:
+            ratios.setdefault(engine, []).append(vs)
+        lines.append(f"| {engine} | {r} | {samples:,} | {need:,.1f} GB | {speed:,.0f} | {vs:.2f}x | "
+                     f"{speed / ceiling:.2f}x {MEMORY_ENGINES[engine][2]} | {peak / 2**20:,.0f} |")
+    lines.append("")
+    for engine, rs in ratios.items():
+        lines.append(f"{engine}: 20M vs 1M per round {', '.join(f'{x:.2f}x' for x in rs)}; median "
+                     f"{statistics.median(rs):.2f}x.")
     return lines
 
 
@@ -527,12 +537,25 @@ def quality(samples: int, seeds: int) -> list[str]:
     ]
 
 
+def cpu_name() -> str:
+    """The CPU's model name and its widest vector extension (from /proc/cpuinfo; Linux only): speeds
+    and the fastest step differ between CPUs that ``lscpu`` names alike."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or "CPU unknown"
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    widest = "AVX-512" if "avx512f" in flags else "AVX2, no AVX-512" if "avx2" in flags else "no AVX2"
+    return f"{model} ({widest})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sections", nargs="*", help="throughput, memory, quality, scoring [default: the first three]")
     ap.add_argument("--model", default="baseline-cnn", help="throughput, scoring: a built-in model [default: baseline-cnn]")
     ap.add_argument("--samples", type=int, default=MILLION)
-    ap.add_argument("--repeats", type=int, default=2, help="throughput rounds")
+    ap.add_argument("--repeats", type=int, default=2, help="rounds (throughput, scoring; memory: each round 1M then 20M)")
     ap.add_argument("--seeds", type=int, default=3, help="quality: seeds per training method")
     ap.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES), metavar="NAME",
                     help=f"throughput: which strategies to run [default: all of {', '.join(STRATEGIES)}]")
@@ -559,7 +582,7 @@ def main() -> None:
     header = [
         f"## `{command}`",
         "",
-        (f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, TensorFlow "
+        (f"{os.cpu_count()} cores, {platform.machine()}, {cpu_name()}, Python {platform.python_version()}, TensorFlow "
          f"{tf.__version__}, Keras {keras.__version__}; niceness {os.nice(0)}; "
          f"load average before: {os.getloadavg()[0]:.1f}"),
         "",
@@ -568,7 +591,7 @@ def main() -> None:
     body: list[str] = []
     for name in sections:
         part = {"throughput": lambda: throughput(args.samples, args.repeats, tuple(args.strategies)),
-                "memory": lambda: memory(1, tuple(args.engines)),
+                "memory": lambda: memory(args.repeats, tuple(args.engines)),
                 "quality": lambda: quality(args.samples, args.seeds),
                 "scoring": lambda: scoring(args.samples, args.repeats)}[name]()
         body += [*part, ""]
