@@ -544,8 +544,11 @@ def cpu_name() -> str:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
         return platform.processor() or "CPU unknown"
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
-    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    fields: dict[str, str] = {}
+    for line in info.splitlines():  # the first CPU's fields
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    model, flags = fields.get("model name", "?"), set(fields.get("flags", "").split())
     widest = "AVX-512" if "avx512f" in flags else "AVX2, no AVX-512" if "avx2" in flags else "no AVX2"
     return f"{model} ({widest})"
 
