@@ -226,6 +226,31 @@ def test_ctrl_c_on_a_stream_commits_the_rows_not_committed_yet(tmp_path: Path, s
         assert s.segments.tolist() == [[0, 250]]
 
 
+def test_readers_opening_all_the_time_never_see_a_commit_half_done_nor_disturb_the_stream(
+    tmp_path: Path, streams: list[Stream]
+) -> None:
+    """A commit every 20 ms while this process opens the store as fast as it can: every open sees one
+    commit or the next (never a mix read as damage), and no open takes a journal being set up or taken
+    down for a dead writer's and rolls it back under the stream."""
+    store = tmp_path / "busy.zarr"
+    stream = Stream(tmp_path, store, [3000], "--commit-every", "0.02")
+    streams.append(stream)
+    seen: list[int] = []
+    while stream.ingest.poll() is None:
+        try:
+            with chunkfit.open_store(store) as s:
+                assert s.segments[-1, 1] == s.n_samples
+                seen.append(s.n_samples)
+        except (chunkfit.errors.StoreNotFoundError, chunkfit.errors.StoreBusyError):
+            pass
+    code, _out, err = stream.finish()
+    assert (code, err) == (0, "")
+    assert seen == sorted(seen) and len(set(seen)) >= 2, seen
+    with chunkfit.open_store(store) as s:
+        assert (s.n_samples, s.segments.tolist()) == (3000, [[0, 3000]])
+        np.testing.assert_array_equal(s.read(0, 3000)[:, 0], stream_values(stream.gate))
+
+
 def test_kill_9_between_commits_keeps_the_committed_rows_readable(tmp_path: Path, streams: list[Stream]) -> None:
     store = tmp_path / "live.zarr"
     stream = Stream(tmp_path, store, [300, 200], "--commit-every", "0.2", hold=True)

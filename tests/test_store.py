@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import h5py
@@ -421,6 +424,113 @@ def test_zarr_store_being_appended_by_a_live_process_is_reported_busy_and_left_a
     assert proc.returncode == 0, err
     with chunkfit.open_store(store) as s:
         np.testing.assert_array_equal(s.read(500, 503), [[1, 2], [3, 4], [5, 6]])
+
+
+def _append_inside_the_load(monkeypatch: pytest.MonkeyPatch, append: Callable[[], None]) -> list[str]:
+    """Run ``append`` once, the moment the next store open has read the signal's length and is about to
+    read the segments: the interleaving of a reader with a live stream's commit."""
+    ran: list[str] = []
+    read_all = chunkfit.Store._read_all
+
+    def racing(self: chunkfit.Store, name: str) -> np.ndarray:
+        if name == "segments" and not ran:
+            ran.append(f"{self.n_samples}")
+            append()
+        return read_all(self, name)
+
+    monkeypatch.setattr(chunkfit.Store, "_read_all", racing)
+    return ran
+
+
+def _extend(store: Path, rows: int) -> chunkfit.StoreWriter:
+    """An append that continues the store's one segment, as a live stream's commit does."""
+    w = chunkfit.StoreWriter(store, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True)
+    w.write(np.ones((rows, 2), dtype=np.float32))
+    w.extend_last_segment(0, SIGNAL.shape[0] + rows)
+    return w
+
+
+def test_an_open_that_overlaps_a_commit_reads_the_store_again_instead_of_calling_it_damaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(tmp_path / "live.zarr", SIGNAL)
+
+    def commit() -> None:
+        with _extend(store, 200) as w:
+            w.commit()
+
+    ran = _append_inside_the_load(monkeypatch, commit)
+    with chunkfit.open_store(store) as s:
+        assert ran == ["500"]  # the first load saw the old length, then the commit rewrote the segment
+        assert (s.n_samples, s.segments.tolist()) == (700, [[0, 700]])
+        assert not s.changed()
+        np.testing.assert_array_equal(s.read(498, 502), np.r_[SIGNAL[498:], np.ones((2, 2))])
+
+
+def test_an_append_that_begins_during_an_open_makes_it_busy_not_damaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(tmp_path / "live.zarr", SIGNAL)
+    held: list[chunkfit.StoreWriter] = []
+
+    def begin() -> None:  # the segment row is rewritten in place; the commit has not happened
+        w = _extend(store, 200)
+        w._write_small()
+        held.append(w)
+
+    _append_inside_the_load(monkeypatch, begin)
+    with pytest.raises(StoreBusyError, match="is appending to this store right now"):
+        chunkfit.open_store(store)
+    [w] = held
+    w.abort()
+    with chunkfit.open_store(store) as s:
+        assert (s.n_samples, s.segments.tolist()) == (500, [[0, 500]])
+
+
+def test_a_journal_being_set_up_is_busy_to_readers_and_appenders_never_rolled_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The moment an append's journal appears it names its writer, so nobody takes it for a dead
+    writer's journal and rolls it back under the append."""
+    store = make_store(tmp_path / "setup.zarr", SIGNAL)
+    entered, release = threading.Event(), threading.Event()
+    record = journal._record
+
+    def slow_record(root: Path, where: Path) -> None:
+        entered.set()
+        release.wait(60)
+        record(root, where)
+
+    monkeypatch.setattr(journal, "_record", slow_record)
+    failed: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            with chunkfit.StoreWriter(
+                store, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
+            ) as w:
+                w.write(np.ones((10, 2), dtype=np.float32))
+                w.add_segment(500, 510)
+                w.commit()
+        except BaseException as err:  # noqa: BLE001 - reported by the assertion below
+            failed.append(err)
+
+    thread = threading.Thread(target=append)
+    thread.start()
+    try:
+        assert entered.wait(60)
+        with pytest.raises(StoreBusyError, match="is appending to this store right now"):
+            chunkfit.open_store(store)
+        with pytest.raises(StoreBusyError, match="is appending to this store right now"):
+            chunkfit.StoreWriter(store, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True)
+        assert (store / journal.JOURNAL / journal.OWNER).read_text() == str(os.getpid())
+    finally:
+        release.set()
+        thread.join(60)
+    assert failed == []
+    assert sorted(p.name for p in store.iterdir() if p.name.startswith(".")) == []  # nothing left aside
+    with chunkfit.open_store(store) as s:
+        assert (s.n_samples, s.segments.tolist()) == (510, [[0, 500], [500, 510]])
 
 
 def test_zarr_store_opened_during_an_append_in_this_process_is_busy_and_not_rolled_back(

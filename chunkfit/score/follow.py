@@ -32,7 +32,6 @@ from ..errors import (
     ChunkfitError,
     StoreBusyError,
     StoreChangedError,
-    StoreFormatError,
     StoreNotFoundError,
     UsageError,
 )
@@ -58,7 +57,7 @@ if TYPE_CHECKING:
 
 # Windows scored per read: bounds memory when following starts on a store that is already long.
 READ_WINDOWS = 65_536
-# A store seen busy (a commit under way) or half-written is opened again for this long before giving up.
+# A store seen busy (an append holding its journal) is opened again for this long before giving up.
 RETRY_SECONDS = 30.0
 
 
@@ -116,12 +115,13 @@ def _wait_for_store(path: Path, options: FollowOptions, stop: _Stop) -> None:
 
 
 def _open(path: Path, poll: float) -> Store:
-    """The store as last committed; a commit under way (busy, or read half-written) is waited out."""
+    """The store as last committed; an append under way (busy) is waited out. (An open that overlaps
+    a commit reads again by itself: a StoreFormatError is damage, reported at once.)"""
     deadline = time.monotonic() + RETRY_SECONDS
     while True:
         try:
             return Store(path)
-        except (StoreBusyError, StoreFormatError, StoreNotFoundError):
+        except (StoreBusyError, StoreNotFoundError):
             if time.monotonic() > deadline:
                 raise
             time.sleep(poll)

@@ -5,10 +5,13 @@ chunk of each array along time) are copied into ``.chunkfit-journal/`` and a man
 atomically. Removing the manifest is the commit. Whoever opens a store that still holds a journal
 whose writer is gone rolls it back first: the copies return and chunks past the old ends are
 deleted. A journal whose writer is still running belongs to an append in progress: it is left alone.
+The journal appears (by a rename) already naming its writer, and leaves by a rename too, so nobody
+ever finds one half made or half removed and takes it for a dead writer's.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -20,6 +23,7 @@ from ..errors import StoreBusyError
 JOURNAL = ".chunkfit-journal"
 MANIFEST = "manifest.json"
 OWNER = "owner"
+ASIDE = ".aside"  # suffix of a journal being set up or being removed, under its writer's pid
 
 
 def _array_shapes(root: Path) -> dict[str, dict[str, list[int]]]:
@@ -63,24 +67,46 @@ def busy_error(root: Path, pid: int) -> StoreBusyError:
 def begin(root: Path) -> None:
     """Record what an append may change; after this returns the store can always be rolled back."""
     journal = root / JOURNAL
-    try:
-        journal.mkdir()  # exclusive: two appends never share a journal
-    except FileExistsError:
-        pid = writer(root)
-        if pid is not None:
-            raise busy_error(root, pid) from None
-        rollback(root)
-        journal.mkdir()
+    _claim(root, journal)
     try:
         _record(root, journal)
     except BaseException:
         # The store itself is untouched until the manifest exists: dropping the journal undoes it all.
-        shutil.rmtree(journal, ignore_errors=True)
+        _remove(root, journal)
+        raise
+
+
+def _claim(root: Path, journal: Path) -> None:
+    """Make the journal appear with its owner already named: built under a name of this process's own
+    and renamed into place, so a reader never finds a journal it cannot tell from a dead writer's
+    (which it would roll back) and two appends never share one (the rename fails if it exists)."""
+    for stale in root.glob(f"{JOURNAL}.*{ASIDE}"):
+        pid = stale.name[len(JOURNAL) + 1 : -len(ASIDE)]
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    staged = _aside(root)
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir()
+    (staged / OWNER).write_text(str(os.getpid()))
+    try:
+        for _ in range(3):
+            try:
+                os.rename(staged, journal)
+                return
+            except OSError as err:
+                if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+            pid = writer(root)
+            if pid is not None:
+                raise busy_error(root, pid)
+            rollback(root)
+        raise busy_error(root, writer(root) or 0)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
         raise
 
 
 def _record(root: Path, journal: Path) -> None:
-    (journal / OWNER).write_text(str(os.getpid()))
     files = journal / "files"
     files.mkdir()
     shapes = _array_shapes(root)
@@ -124,7 +150,22 @@ def commit(root: Path) -> None:
     journal = root / JOURNAL
     (journal / MANIFEST).unlink()
     fsync_dir(journal)
-    shutil.rmtree(journal, ignore_errors=True)
+    _remove(root, journal)
+
+
+def _remove(root: Path, journal: Path) -> None:
+    """Drop this process's journal: out of sight at once, so a reader never finds it half deleted."""
+    gone = _aside(root)
+    shutil.rmtree(gone, ignore_errors=True)
+    try:
+        os.rename(journal, gone)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(gone, ignore_errors=True)
+
+
+def _aside(root: Path) -> Path:
+    return root / f"{JOURNAL}.{os.getpid()}{ASIDE}"
 
 
 def pending(root: Path) -> bool:

@@ -6,17 +6,21 @@ import itertools
 import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .._fs import refuse_url
-from ..errors import StoreFormatError, StoreNotFoundError, UsageError
+from ..errors import StoreBusyError, StoreFormatError, StoreNotFoundError, UsageError
 from . import journal
 from .backends import Backend, open_backend
 from .layout import committed_lengths, suffix_backend, validate, validate_events, validate_segments
 from .remote import ROOT, Remote, guarded, is_remote, translate
+
+OPEN_TRIES = 20  # loads of a local zarr store that raced a commit, before giving up
+BUSY_WAIT = 2.0  # seconds an open waits for another process's commit to finish
 
 
 def _dir_size(path: Path) -> int:
@@ -55,25 +59,66 @@ class Store:
         if self.backend_kind == "zarr":
             if not self.path.is_dir():
                 raise StoreFormatError(f"{self.path}: a zarr store is a directory, this is a file")
-            if journal.pending(self.path):
-                pid = journal.writer(self.path)
-                if pid is not None:
-                    raise journal.busy_error(self.path, pid)
-                if os.access(self.path, os.W_OK):
-                    journal.rollback(self.path)
-                else:
+        elif self.path.is_dir():
+            raise StoreFormatError(f"{self.path}: an HDF5 store is a file, this is a directory")
+        self._open_local()
+
+    def _open_local(self) -> None:
+        """Load the store as last committed. A zarr append commits by rewriting several files, so a load
+        that overlapped a commit (or an append that began meanwhile) is read again, never reported as
+        damage: what is read must match the commit marks taken before the read."""
+        for _ in range(OPEN_TRIES):
+            mark = self._settle_journal() if self.backend_kind == "zarr" else None
+            self._stamp = self._disk_stamp()
+            self._backend: Backend = open_backend(self.path, self.backend_kind)
+            try:
+                self._load()
+            except StoreFormatError:
+                self._backend.close()
+                if mark is not None and self._moved(mark):
+                    continue
+                raise
+            except BaseException:
+                self._backend.close()
+                raise
+            if mark is None or not self._moved(mark):
+                return
+            self._backend.close()
+        raise StoreBusyError(
+            f"{self.path}: the store changed {OPEN_TRIES} times while it was being opened; "
+            "a process is appending to it: run the command again"
+        )
+
+    def _settle_journal(self) -> tuple[bytes | None, ...]:
+        """Wait out a commit under way (a few seconds at most), roll back an append whose writer died,
+        and return the commit marks: the root and signal ``zarr.json`` as they are now."""
+        deadline = time.monotonic() + BUSY_WAIT
+        while journal.pending(self.path):
+            pid = journal.writer(self.path)
+            if pid is None:
+                if not os.access(self.path, os.W_OK):
                     raise StoreFormatError(
                         f"{self.path}: an interrupted append must be rolled back, but the store is read-only"
                     )
-        elif self.path.is_dir():
-            raise StoreFormatError(f"{self.path}: an HDF5 store is a file, this is a directory")
-        self._backend: Backend = open_backend(self.path, self.backend_kind)
-        try:
-            self._load()
-        except BaseException:
-            self._backend.close()
-            raise
-        self._stamp = self._disk_stamp()
+                journal.rollback(self.path)
+            elif pid == os.getpid() or time.monotonic() > deadline:
+                raise journal.busy_error(self.path, pid)
+            else:
+                time.sleep(0.02)
+        return self._marks()
+
+    def _marks(self) -> tuple[bytes | None, ...]:
+        out: list[bytes | None] = []
+        for f in (self.path / "zarr.json", self.path / "signal" / "zarr.json"):
+            try:
+                out.append(f.read_bytes())
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def _moved(self, marks: tuple[bytes | None, ...]) -> bool:
+        """Whether an append began or committed since ``marks`` were taken."""
+        return journal.pending(self.path) or self._marks() != marks
 
     def _open_remote(self, url: str) -> None:
         """Open a zarr store on object storage: only what its root ``zarr.json`` commits is read."""
