@@ -55,12 +55,18 @@ RESULTS = Path(__file__).with_name("RESULTS-train.md")
 WINDOW, BATCH = 104, 128
 MODEL = "baseline-cnn"  # --model
 SCORE_BATCH = 1024
+SCAN = 256  # steps per call of (4js): chunkfit's batches per element for baseline-cnn
 MILLION = 1_049_344
 LARGE = 20_000_000
 STRATEGIES = ("reference", "reference-1t", "pydataset", "jax", "chunkfit", "chunkfit-jax", "chunkfit-spe1",
-              "chunkfit-1t", "chunkfit-nojit", "ceiling", "ceiling-1t", "ceiling-xla", "ceiling-xla-1t", "ceiling-jax")
-ANCHORS = ("jax", "ceiling", "ceiling-1t", "ceiling-xla", "ceiling-xla-1t", "ceiling-jax")
-ON_JAX = ("jax", "score-jax", "chunkfit-jax", "ceiling-jax", "score-evaluate-jax", "score-predict-jax")
+              "chunkfit-1t", "chunkfit-nojit", "chunkfit-jax-dispatch", "chunkfit-jax-scan", "ceiling", "ceiling-1t",
+              "ceiling-xla", "ceiling-xla-1t", "ceiling-jax", "ceiling-jax-scan")
+# Run when no strategy is named: every strategy but the --jax-loop overrides, which (3j) chooses between.
+DEFAULT_STRATEGIES = tuple(s for s in STRATEGIES if s not in ("chunkfit-jax-dispatch", "chunkfit-jax-scan"))
+# What runs without TensorFlow (a machine with JAX alone, e.g. a GPU whose image has no TensorFlow).
+JAX_ONLY = ("jax", "chunkfit-jax", "chunkfit-jax-dispatch", "chunkfit-jax-scan", "ceiling-jax", "ceiling-jax-scan")
+ANCHORS = ("jax", "ceiling", "ceiling-1t", "ceiling-xla", "ceiling-xla-1t", "ceiling-jax", "ceiling-jax-scan")
+ON_JAX = (*JAX_ONLY, "score-jax", "score-evaluate-jax", "score-predict-jax")
 LABELS = {
     "reference": "(1) model.fit, materialised float64 windows (the original question)",
     "reference-1t": "(1b) the same on 1 compute thread",
@@ -76,6 +82,9 @@ LABELS = {
     "ceiling-xla": "(4c) compute ceiling, the step under XLA, TensorFlow's default threads",
     "ceiling-xla-1t": "(4d) compute ceiling, the step under XLA, 1 compute thread",
     "ceiling-jax": "(4j) compute ceiling on JAX: constant batch, Keras's stateless train step jitted, one call per step",
+    "chunkfit-jax-dispatch": "(3jd) chunkfit on JAX, --jax-loop dispatch (one compiled call per batch)",
+    "chunkfit-jax-scan": "(3js) chunkfit on JAX, --jax-loop scan (an element's batches in one compiled call)",
+    "ceiling-jax-scan": "(4js) compute ceiling on JAX: constant batch, 256 steps per jitted call (lax.scan)",
 }
 
 
@@ -268,15 +277,31 @@ def work_ceiling_jax(store: str, args: dict[str, Any]) -> dict[str, Any]:
              [v.value for v in model.optimizer.variables], [v.value for v in model.metrics_variables])
     step = jax.jit(lambda s: model.train_step(s, (x, y))[1], donate_argnums=0)
 
-    def loop(state: Any, steps: int) -> Any:
-        for _ in range(steps):
-            state = step(state)
-        return jax.block_until_ready(state)
+    if args.get("scan"):  # SCAN steps per call, as chunkfit's --jax-loop scan runs an element
+        def looped(s: Any, _: Any) -> tuple[Any, None]:
+            return model.train_step(s, (x, y))[1], None
 
-    state = loop(state, 20)
-    t0 = time.perf_counter()
-    state = loop(state, 20)
-    steps = max(200, min(4000, round(10 * 20 / (time.perf_counter() - t0))))  # about 10 s
+        many = jax.jit(lambda s: jax.lax.scan(looped, s, None, length=SCAN)[0], donate_argnums=0)
+
+        def loop(state: Any, steps: int) -> Any:
+            for _ in range(steps // SCAN):
+                state = many(state)
+            return jax.block_until_ready(state)
+
+        state = loop(state, 2 * SCAN)
+        t0 = time.perf_counter()
+        state = loop(state, 2 * SCAN)
+        steps = SCAN * max(2, min(64, round(10 * 2 / (time.perf_counter() - t0))))  # about 10 s
+    else:
+        def loop(state: Any, steps: int) -> Any:
+            for _ in range(steps):
+                state = step(state)
+            return jax.block_until_ready(state)
+
+        state = loop(state, 20)
+        t0 = time.perf_counter()
+        state = loop(state, 20)
+        steps = max(200, min(4000, round(10 * 20 / (time.perf_counter() - t0))))  # about 10 s
     t0 = time.perf_counter()
     loop(state, steps)
     return {"windows": steps * BATCH, "seconds": time.perf_counter() - t0}
@@ -342,7 +367,10 @@ WORKERS = {
     "chunkfit-1t": lambda s, a: work_chunkfit(s, {**a, "fit": {"compute_threads": 1}}),
     "chunkfit-nojit": lambda s, a: work_chunkfit(s, {**a, "fit": {"jit": "off"}}),
     "chunkfit-jax": work_chunkfit,
+    "chunkfit-jax-dispatch": lambda s, a: work_chunkfit(s, {**a, "fit": {"jax_loop": "dispatch"}}),
+    "chunkfit-jax-scan": lambda s, a: work_chunkfit(s, {**a, "fit": {"jax_loop": "scan"}}),
     "ceiling-jax": work_ceiling_jax,
+    "ceiling-jax-scan": lambda s, a: work_ceiling_jax(s, {**a, "scan": True}),
     "jax": work_jax,
     "ceiling-xla": lambda s, a: work_ceiling(s, {**a, "xla": True}),
     "ceiling-xla-1t": lambda s, a: work_ceiling(s, {**a, "threads": 1, "xla": True}),
@@ -418,6 +446,10 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
     if "chunkfit" in results:
         picks = [(r.get("compile") or {}).get("jit") for r in results["chunkfit"]]
         lines += [f"chunkfit's --jit auto chose XLA in {sum(bool(p) for p in picks)} of {len(picks)} round(s)."]
+    if "chunkfit-jax" in results:
+        loops = [(r.get("compile") or {}).get("loop") for r in results["chunkfit-jax"]]
+        lines += [(f"chunkfit's JAX engine (--jax-loop auto) chose the scan in {loops.count('scan')} of "
+                   f"{len(loops)} round(s), dispatch in the others.")]
     if "reference" in results:
         prep = statistics.median(r["prep_seconds"] for r in results["reference"])
         lines += [f"Materialising the reference's windows took a further {prep:.1f} s (not counted above)."]
@@ -553,6 +585,33 @@ def cpu_name() -> str:
     return f"{model} ({widest})"
 
 
+def package_versions() -> dict[str, str]:
+    """The versions of what trains, without importing it (importing JAX here would take the GPU's
+    memory from the workers): TensorFlow only where installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for label, names in (("TensorFlow", ("tensorflow-cpu", "tensorflow")), ("Keras", ("keras",)),
+                         ("JAX", ("jax",)), ("jaxlib", ("jaxlib",))):
+        for name in names:
+            try:
+                out[label] = version(name)
+                break
+            except PackageNotFoundError:
+                continue
+    return out
+
+
+def accelerator() -> str:
+    """The GPU(s) ``nvidia-smi`` names, or "no GPU"."""
+    try:
+        names = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                               capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "no GPU"
+    return "GPU: " + "; ".join(line.strip() for line in names.splitlines()) if names else "no GPU"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sections", nargs="*", help="throughput, memory, quality, scoring [default: the first three]")
@@ -560,8 +619,9 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=MILLION)
     ap.add_argument("--repeats", type=int, default=2, help="rounds (throughput, scoring; memory: each round 1M then 20M)")
     ap.add_argument("--seeds", type=int, default=3, help="quality: seeds per training method")
-    ap.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES), metavar="NAME",
-                    help=f"throughput: which strategies to run [default: all of {', '.join(STRATEGIES)}]")
+    ap.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=None, metavar="NAME",
+                    help=(f"throughput: which strategies to run, of {', '.join(STRATEGIES)} [default: all but the "
+                          "chunkfit-jax-dispatch/scan overrides; without TensorFlow, the JAX ones]"))
     ap.add_argument("--engines", nargs="+", choices=list(MEMORY_ENGINES), default=list(MEMORY_ENGINES),
                     metavar="NAME", help="memory: tensorflow, jax [default: both]")
     ap.add_argument("--worker", nargs=3, metavar=("NAME", "STORE", "ARGS"), help=argparse.SUPPRESS)
@@ -576,17 +636,18 @@ def main() -> None:
     if unknown:
         ap.error(f"unknown section(s): {', '.join(sorted(unknown))}")
     command = " ".join(["python", "benchmarks/train.py", *sys.argv[1:]])
-    from chunkfit._quiet import import_tensorflow_quietly
-
-    import_tensorflow_quietly()
-    import keras
-    import tensorflow as tf
-
+    versions = package_versions()
+    if args.strategies is None:
+        args.strategies = list(DEFAULT_STRATEGIES if "TensorFlow" in versions else JAX_ONLY)
+    needs_tf = set(sections) - {"throughput"} or set(args.strategies) - set(JAX_ONLY)
+    if "TensorFlow" not in versions and needs_tf:
+        ap.error("TensorFlow is not installed here: only the throughput section's JAX strategies run "
+                 f"({', '.join(JAX_ONLY)})")
     header = [
         f"## `{command}`",
         "",
-        (f"{os.cpu_count()} cores, {platform.machine()}, {cpu_name()}, Python {platform.python_version()}, TensorFlow "
-         f"{tf.__version__}, Keras {keras.__version__}; niceness {os.nice(0)}; "
+        (f"{os.cpu_count()} cores, {platform.machine()}, {cpu_name()}; {accelerator()}; Python "
+         f"{platform.python_version()}, {', '.join(f'{k} {v}' for k, v in versions.items())}; niceness {os.nice(0)}; "
          f"load average before: {os.getloadavg()[0]:.1f}"),
         "",
     ]

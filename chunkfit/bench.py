@@ -14,7 +14,9 @@ number of epochs, each in its own subprocess so that peak memory is per strategy
 - ``ceiling``: the same train step on one constant batch inside one compiled loop (no input work);
 - ``ceiling-xla``: the same with the step compiled by XLA;
 - ``ceiling-jax``: Keras's stateless train step on the JAX backend, jitted, on one constant batch,
-  one call per step (its fastest form on these CPUs).
+  one call per step (its fastest form on these CPUs);
+- ``ceiling-jax-scan``: the same with 256 steps looped inside each call (``lax.scan``; its fastest
+  form on a GPU, where a step is shorter than its dispatch: chunkfit's ``--jax-loop scan``).
 
 Every strategy runs under TensorFlow's default threads (every core), chunkfit's rule for a run too
 short to measure threads (chunkfit.train.tensorflow.threadtune).
@@ -45,10 +47,10 @@ from .errors import UsageError
 from .train.record import peak_rss_bytes
 
 STRATEGIES = ("materialised", "pydataset", "pydataset-workers", "train-on-batch", "timeseries", "jax", "chunkfit",
-              "chunkfit-jax", "ceiling", "ceiling-xla", "ceiling-jax")
+              "chunkfit-jax", "ceiling", "ceiling-xla", "ceiling-jax", "ceiling-jax-scan")
 REFERENCE = "materialised"
-ANCHORS = ("jax", "ceiling", "ceiling-xla", "ceiling-jax")
-ON_JAX = ("jax", "chunkfit-jax", "ceiling-jax")  # strategies run with KERAS_BACKEND=jax (they need jax)
+ANCHORS = ("jax", "ceiling", "ceiling-xla", "ceiling-jax", "ceiling-jax-scan")
+ON_JAX = ("jax", "chunkfit-jax", "ceiling-jax", "ceiling-jax-scan")  # strategies run with KERAS_BACKEND=jax (they need jax)
 MIN_WINDOW = 12  # baseline-cnn: Conv1D(kernel 9) leaves window - 8 samples, MaxPooling1D(4) needs 4
 
 
@@ -182,9 +184,9 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
         model = _model(spec)
         loss = _ceiling(model, x, onehot, spec, xla=name == "ceiling-xla")
         t0, c0 = _ceiling_start
-    elif name == "ceiling-jax":
+    elif name in ("ceiling-jax", "ceiling-jax-scan"):
         model = _model(spec)
-        loss = _ceiling_jax(model, x, onehot, spec)
+        loss = _ceiling_jax(model, x, onehot, spec, scan=name == "ceiling-jax-scan")
         t0, c0 = _ceiling_start
     else:
         raise UsageError(f"unknown strategy {name!r} (strategies: {', '.join(STRATEGIES)})")
@@ -233,9 +235,10 @@ def _ceiling(model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec, xla
     return float(loop(tf.constant(steps)))
 
 
-def _ceiling_jax(model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec) -> float:
-    """Keras's stateless train step on the JAX backend, jitted, on one constant batch, one call per
-    step: the JAX engine's step without its gather (a ``lax`` loop over the steps ran slower)."""
+def _ceiling_jax(model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec, scan: bool) -> float:
+    """Keras's stateless train step on the JAX backend, jitted, on one constant batch: the JAX
+    engine's step without its gather, one call per step, or with ``scan`` up to SCAN steps per call
+    (the rest one call each; fewer per call when the run has fewer steps)."""
     global _ceiling_start
     import jax
 
@@ -248,12 +251,28 @@ def _ceiling_jax(model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec)
              [v.value for v in model.optimizer.variables], [v.value for v in model.metrics_variables])
     step = jax.jit(lambda s: model.train_step(s, (xb, yb)), donate_argnums=0)
     steps = math.ceil(spec.n_windows / b) * spec.epochs
-    logs, state = step(state)  # compile and warm up outside the timing
+    size = min(SCAN, steps)
+    looped, n_loops = None, steps // size if scan else 0
+
+    def body(s: Any, _: Any) -> tuple[Any, Any]:
+        logs, s = model.train_step(s, (xb, yb))
+        return s, logs["loss"]
+
+    if n_loops:
+        looped = jax.jit(lambda s: jax.lax.scan(body, s, None, length=size), donate_argnums=0)
+        state, _ = looped(state)  # compile and warm up outside the timing
+    logs, state = step(state)
     jax.block_until_ready(logs)
     _ceiling_start = (time.perf_counter(), _cpu())
-    for _ in range(steps):
+    for _ in range(n_loops):
+        state, losses = looped(state)  # type: ignore[misc]
+        logs = {"loss": losses[-1]}
+    for _ in range(steps - n_loops * size):
         logs, state = step(state)
     return float(logs["loss"])
+
+
+SCAN = 256  # ceiling-jax-scan's steps per call: the JAX engine's element for baseline-cnn
 
 
 class _WindowBatches:

@@ -216,6 +216,9 @@ class FitOptions(_Config):
     threshold on the validation split (chunkfit.score.threshold). ``jit`` is whether the train
     step runs under XLA: on, off, or auto (timed on this machine at the start of the run,
     chunkfit.train.tensorflow.autotune); like ``compute_threads`` it changes how fast, not what.
+    ``jax_loop`` is how the JAX engine runs an element's batches: one compiled call each
+    (dispatch), all in one compiled call (scan), or auto (timed at the start of the run,
+    chunkfit.train.jax.loopchoice); it too changes how fast, not what.
     """
 
     windows: WindowSpec = WindowSpec()
@@ -235,6 +238,7 @@ class FitOptions(_Config):
     class_weight: str = "auto"
     threshold_for: str = "f1"
     jit: str = "auto"
+    jax_loop: str = "auto"
 
     _nested: ClassVar[dict[str, type[_Config]]] = {"windows": WindowSpec, "split": SplitSpec, "blocks": BlockSpec}
 
@@ -271,6 +275,11 @@ class FitOptions(_Config):
             # e.g. "GPU MaxPool gradient ops do not yet have a deterministic XLA implementation"
             raise UsageError("--jit on cannot be combined with --deterministic: XLA has no deterministic form of some "
                              "ops (MaxPooling's gradient); drop one of them")
+        if self.jax_loop not in ("auto", "dispatch", "scan"):
+            raise UsageError(f"--jax-loop must be auto, dispatch or scan (received {self.jax_loop!r})")
+        if self.jax_loop == "scan" and self.deterministic:
+            raise UsageError("--jax-loop scan cannot be combined with --deterministic: deterministic runs dispatch one "
+                             "call per batch, so that a resumed run is bit-identical; drop one of them")
         if self.normalize not in NORMALIZE_MODES:
             raise UsageError(f"--normalize must be one of {', '.join(NORMALIZE_MODES)} (received {self.normalize!r})")
 

@@ -260,3 +260,15 @@ def tree(folder: Path) -> dict[str, bytes | None]:
     return {
         str(p.relative_to(folder)): (None if p.is_dir() else p.read_bytes()) for p in sorted(folder.rglob("*"))
     }
+
+
+def run_trial(choice: Any, seconds: dict[bool, float], batches: int) -> list[bool]:
+    """Drive a compile trial (JitChoice, LoopChoice) to its decision: each trial element of ``batches``
+    takes ``seconds[mode]``, the first of the True mode 30 s (it compiles); returns the modes tried."""
+    modes: list[bool] = []
+    while not choice.decided:
+        mode = choice.next_mode()
+        modes.append(mode)
+        compiling = mode and mode not in modes[:-1]
+        choice.timed(mode, 30.0 if compiling else seconds[mode], batches)
+    return modes

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import run_trial
 
 import chunkfit
 from chunkfit.errors import UsageError
@@ -25,13 +26,7 @@ def tiny_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_trial_alternates_modes_skips_xlas_compiling_element_and_keeps_the_faster() -> None:
     choice = JitChoice("auto", False, MIN_ELEMENTS, 256)
-    seconds = {False: 2.0, True: 1.0}  # per element of 4 batches: XLA twice as fast
-    modes = []
-    while not choice.decided:
-        mode = choice.next_mode()
-        modes.append(mode)
-        compiling = mode and mode not in modes[:-1]
-        choice.timed(mode, 30.0 if compiling else seconds[mode], 4)
+    modes = run_trial(choice, {False: 2.0, True: 1.0}, 4)  # per element of 4 batches: XLA twice as fast
     assert modes == list(TRIALS)
     assert choice.jit is True and choice.next_mode() is True
     # the compiling element (30 s) is not counted: 4 batches of 128 in 1 s

@@ -178,12 +178,23 @@ def windows_of(store_path: Path, ranges: list[list[int]], classes: int = 2) -> t
 
 
 @pytest.mark.backends
-@pytest.mark.parametrize(("steps", "class_weight"), [(1, "none"), (3, "none"), (1, "0:1,1:3"), (3, "balanced")])
+@pytest.mark.parametrize(("steps", "class_weight", "loop"), [
+    (1, "none", "auto"), (3, "none", "auto"), (1, "0:1,1:3", "auto"), (3, "balanced", "auto"),
+    (3, "none", "scan"), (40, "balanced", "scan"),
+])
 def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store: Path, tmp_path: Path, steps: int,
-                                                                       class_weight: str) -> None:
+                                                                       class_weight: str, loop: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Unshuffled, with blocks a multiple of the batch, block-wise training is one fit call,
     also when each step of the block's fit runs several batches (3: groups of 3, then 1), and with
-    class weights as Keras's own ``class_weight``."""
+    class weights as Keras's own ``class_weight``. On JAX, ``auto`` with one batch per call runs the
+    loop trial (both loops train), and ``scan`` loops every element (40: each group's one element
+    is shorter than 40 batches, so it runs in power-of-two lengths)."""
+    if loop == "scan" and keras.backend.backend() != "jax":
+        pytest.skip("--jax-loop is the JAX engine's (this test runs again on JAX)")
+    from chunkfit.train.jax import loopchoice
+
+    monkeypatch.setattr(loopchoice, "TRIAL_SECONDS", 0.0)  # the loop trial in this short run, both loops training
     keras.utils.set_random_seed(3)
     ours = chunkfit.build_model("baseline-cnn", WINDOW, 1, 2)
     reference = keras.models.clone_model(ours)
@@ -192,7 +203,7 @@ def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store
         windows=WindowSpec(WINDOW), split=SplitSpec(0.2), blocks=BlockSpec(chunk=256, shuffle_blocks=False, shuffle_windows=False),
         batch_size=64, epochs=2, steps_per_execution=steps, normalize="none", class_weight=class_weight,
         # TensorFlow: model.fit's step, without XLA (whose fused ops round otherwise); JAX: XLA, as its fit
-        jit="off" if keras.backend.backend() == "tensorflow" else "auto",
+        jit="off" if keras.backend.backend() == "tensorflow" else "auto", jax_loop=loop,
     )
     history = chunkfit.fit(ours, tiny_store, options=options, out=tmp_path / "run")
     run = json.loads((tmp_path / "run" / "run.json").read_text())

@@ -90,6 +90,7 @@ def fit(
     steps_per_execution: int | None = FitOptions.steps_per_execution,
     compute_threads: int | None = None,
     jit: str = "auto",
+    jax_loop: str = "auto",
     optimizer: str | None = None,
     lr: float | None = None,
     loss: str | None = None,
@@ -118,7 +119,8 @@ def fit(
     its decision threshold on the validation split by ``threshold_for`` ("f1", "recall=0.9",
     "precision=0.8"; chunkfit.score.threshold) and records it in run.json. ``jit`` ("auto", "on",
     "off") is whether the train step runs under XLA; "auto" times both on this machine first
-    (chunkfit.train.tensorflow.autotune; the choice goes to run.json). ``tensorboard`` is a folder for Keras's TensorBoard
+    (chunkfit.train.tensorflow.autotune; the choice goes to run.json). ``jax_loop`` ("auto",
+    "dispatch", "scan") is how the JAX engine runs an element's batches (chunkfit.train.jax.loopchoice). ``tensorboard`` is a folder for Keras's TensorBoard
     callback: epoch summaries, and evaluation figures against the optimizer's step count, which runs
     on across blocks. ``devices`` ("all", or "cpu:N" logical CPU devices for trying it out) trains on
     several devices of this machine, and TF_CONFIG in the environment makes this process one worker of
@@ -136,6 +138,7 @@ def fit(
         steps_per_execution=steps_per_execution,
         compute_threads=compute_threads,
         jit=jit,
+        jax_loop=jax_loop,
         optimizer=optimizer,
         lr=lr,
         loss=loss,
@@ -151,6 +154,9 @@ def fit(
     distribution = _distribution(devices)
     if keras_backend() == "jax":
         check_jax_options(opts)
+    elif opts.jax_loop != "auto":
+        raise UsageError(f"--jax-loop {opts.jax_loop} is for the JAX engine (TensorFlow loops its batches in its "
+                         "own compiled call); leave it out, or train on JAX (--backend jax)")
     with contextlib.ExitStack() as stack:
         if not isinstance(store, Store):
             store = stack.enter_context(open_store(store))
@@ -573,7 +579,7 @@ def _same(saved: list[Any], weights: list[Any]) -> bool:
 def run_identity(opts: FitOptions, model: keras.Model | str, store: Store) -> dict[str, Any]:
     """What a checkpoint must share with the run resuming it: settings, model and store."""
     config = opts.to_dict()
-    for speed in ("compute_threads", "steps_per_execution", "jit"):  # how fast, not what, is trained
+    for speed in ("compute_threads", "steps_per_execution", "jit", "jax_loop"):  # how fast, not what, is trained
         config.pop(speed)
     return {"config": config, "model": model if isinstance(model, str) else model.name, "store": store.identity}
 

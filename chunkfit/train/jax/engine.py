@@ -1,10 +1,12 @@
 """``JaxEngine``: Keras on the JAX backend, driven one group of blocks at a time by the training loop.
 
 The same interface as ``chunkfit.train.tensorflow.engine.TensorFlowEngine``: the loop owns
-epochs, block order, callbacks and checkpoints. Here a group's samples become one JAX array in
-the loader thread, and ``train`` runs the group's elements (``steps.Steps``: one compiled call per
-batch, gather inside, several batches dispatched per element) with the model's state read from and written back to its Keras
-variables around each call, so that callbacks, checkpoints and ``model.get_weights`` see the
+epochs, block order, callbacks and checkpoints. Here a group's samples (and its shuffled window
+offsets and classes) become JAX arrays in the loader thread, and ``train`` runs the group's
+elements (``steps.Steps``: the windows gathered inside each compiled step; an element's batches one
+call each, or looped inside one call, ``--jax-loop``, chosen per machine by
+chunkfit.train.jax.loopchoice) with the model's state read from and written back to its Keras
+variables around each element, so that callbacks, checkpoints and ``model.get_weights`` see the
 weights as they are. Every step is compiled by XLA (that is how JAX runs): ``--jit off`` is refused,
 and ``--compute-threads`` too (XLA on the CPU uses every core).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +29,8 @@ from ..models import build_model, check_model, compile_model
 from ..normalize import Normalizer
 from ..oneprocess import OneProcess
 from ..tensorflow.pipeline import element_steps, step_batches
-from .steps import Steps, put_state, python_logs, test_state, train_state
+from .loopchoice import LoopChoice
+from .steps import Steps, put_state, python_logs, scan_sizes, test_state, train_state
 
 if TYPE_CHECKING:
     import keras
@@ -43,6 +47,7 @@ class JaxBlock:
     samples: Any  # jax.Array float32 [samples, channels]
     offsets: np.ndarray  # int32 [windows]
     labels: np.ndarray  # int32 [windows]
+    on_device: tuple[Any, Any]  # the same offsets and labels as jax.Arrays, for the scan
 
 
 def check_options(opts: FitOptions) -> None:
@@ -101,9 +106,11 @@ class JaxEngine(OneProcess):
         self.normalizer = normalizer
         self.threads = {"intra_op": 0, "inter_op": 0}
         self.group_samples: int | None = None
-        self.compiled = Steps(model, window=shapes.window, n_classes=shapes.classes, normalizer=normalizer,
-                              class_weights=class_weights)
+        self.compiled = Steps(model, window=shapes.window, n_classes=shapes.classes, batch_size=opts.batch_size,
+                              normalizer=normalizer, class_weights=class_weights)
         self._ready = False
+        self.loop: LoopChoice | None = None
+        self._warm = False  # the dispatched step has run once (compiled)
 
     @classmethod
     def start(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes, normalizer: Normalizer,
@@ -144,11 +151,17 @@ class JaxEngine(OneProcess):
             padded = np.zeros((capacity, *samples.shape[1:]), dtype=np.float32)
             padded[: samples.shape[0]] = samples
             samples = padded
+        offsets, labels = np.asarray(data.offsets, np.int32), np.asarray(data.labels, np.int32)
         return JaxBlock(int(data.offsets.shape[0]), len(data.blocks), jax.device_put(np.asarray(samples, np.float32)),
-                        np.asarray(data.offsets, np.int32), np.asarray(data.labels, np.int32))
+                        offsets, labels, (jax.device_put(offsets), jax.device_put(labels)))
 
     def choose_compile(self, run_batches: int) -> None:
-        """Nothing to choose: XLA compiles every step on JAX."""
+        """Set how an element's batches run (``--jax-loop``; for ``auto``, by timing both in the first
+        full elements, chunkfit.train.jax.loopchoice). ``run_batches``: the run's training batches."""
+        import jax
+
+        self.loop = LoopChoice(self.opts.jax_loop, self.opts.deterministic, -(-run_batches // self.steps), self.steps,
+                               accelerator=jax.default_backend() != "cpu", run_batches=run_batches)
 
     def threads_info(self) -> dict[str, Any]:
         return {**self.threads, "compute": None, "by": "XLA on JAX: every core"}
@@ -157,12 +170,17 @@ class JaxEngine(OneProcess):
         return "XLA's threads on every core"
 
     def compile_info(self) -> dict[str, Any]:
-        return {"jit": True, "by": "the JAX engine (XLA compiles every step)"}
+        """The compile choice for run.json; ``loop`` is None while the trial runs."""
+        assert self.loop is not None
+        return self.loop.to_dict(self.opts.batch_size)
 
     def compile_line(self) -> str | None:
-        """The run's one line on how it trains."""
+        """The run's one line on how it trains, once the loop is chosen."""
+        if self.loop is None or not self.loop.decided:
+            return None
         return (f"JAX engine: each step under XLA with its windows gathered inside, {self.steps} steps per "
-                f"callback call, {self.describe_threads()}")
+                f"callback call, {self.loop.describe(self.opts.batch_size)}; {self.describe_threads()}; "
+                "--jax-loop dispatch|scan to choose")
 
     def prepare(self) -> None:
         """Create the optimizer slots and metric totals before the first step (a resumed run puts its own back)."""
@@ -176,34 +194,75 @@ class JaxEngine(OneProcess):
         return step_batches(n_windows, self.opts.batch_size, self.steps)
 
     def train(self, tensors: JaxBlock, callbacks: keras.callbacks.CallbackList) -> None:
-        """One group: its elements in order, each one compiled call, callbacks around each as ``fit`` has them."""
+        """One group: its elements in order (dispatched or looped, ``--jax-loop``), callbacks around each as
+        ``fit`` has them around each compiled call."""
         self.prepare()
         self.model.reset_metrics()  # as each fit call does; the bridge puts the epoch's totals back
         self.model.stop_training = False
-        c = self.compiled
+        loop = self.loop
+        assert loop is not None, "choose_compile first"
         for k, (lo, hi, n) in enumerate(self._elements(tensors.n_windows)):
             callbacks.on_train_batch_begin(k)
             state = train_state(self.model)
-            offsets, labels = tensors.offsets[lo:hi], tensors.labels[lo:hi]
-            state, logs = c.train(state, tensors.samples, *self._batches(offsets, labels, n))
+            # Only full elements take part in the trial, each with its first TRIAL_BATCHES batches (the
+            # rest dispatched); the other elements follow the choice once made.
+            if n == self.steps and not loop.decided:
+                state, logs = self._trial(state, tensors, lo, hi, n)
+            else:
+                state, logs = self._element(state, tensors, lo, hi, n, loop.jit is True, training=True)
             put_state(self.model, state)
             callbacks.on_train_batch_end(k, python_logs(logs))
             if self.model.stop_training:
                 return
 
+    def _trial(self, state: Any, tensors: JaxBlock, lo: int, hi: int, n: int) -> tuple[Any, Any]:
+        """A full element of the loop trial: its first TRIAL_BATCHES batches in the mode on trial, timed
+        (after one untimed batch the first time, which compiles the step), the rest dispatched."""
+        loop, b = self.loop, self.opts.batch_size
+        assert loop is not None
+        scan = loop.next_mode()
+        if not scan and not self._warm and n > 1:
+            state, _ = self._element(state, tensors, lo, lo + b, 1, False, training=True)
+            _finished(state, 0.0)
+            lo, n, self._warm = lo + b, n - 1, True
+        part = min(TRIAL_BATCHES, n)
+        t0, cut = time.perf_counter(), lo + part * b
+        state, logs = self._element(state, tensors, lo, cut, part, scan, training=True)
+        loop.timed(scan, _finished(state, t0), part)
+        if cut < hi:
+            state, logs = self._element(state, tensors, cut, hi, n - part, False, training=True)
+        return state, logs
+
     def evaluate(self, tensors: JaxBlock, callbacks: keras.callbacks.CallbackList) -> None:
         """One group of validation windows in order; the metrics hold its totals (the bridge carries them on)."""
         self.prepare()
         self.model.reset_metrics()
-        c, b, batch = self.compiled, self.opts.batch_size, 0
+        b, batch, scan = self.opts.batch_size, 0, self.loop is not None and self.loop.jit is True
         for lo, hi, n in self._elements(tensors.n_windows):
             callbacks.on_test_batch_begin(batch)
-            state = test_state(self.model)
-            offsets, labels = tensors.offsets[lo:hi], tensors.labels[lo:hi]
-            state, logs = c.test(state, tensors.samples, *self._batches(offsets, labels, n))
+            state, logs = self._element(test_state(self.model), tensors, lo, hi, n, scan, training=False)
             put_state(self.model, state)
             batch += -(-(hi - lo) // b)
             callbacks.on_test_batch_end(batch - 1, python_logs(logs))
+
+    def _element(self, state: Any, tensors: JaxBlock, lo: int, hi: int, n: int, scan: bool,
+                 training: bool) -> tuple[Any, Any]:
+        """The windows ``lo:hi`` of a group (``n`` full batches, 0: one short batch): looped inside
+        compiled calls with ``scan`` (the rest of a group's last element, under MIN_SCAN batches, one
+        call each), else one call per batch. Returns (state, the last batch's logs)."""
+        c, b, logs = self.compiled, self.opts.batch_size, None
+        if scan and n:
+            sizes, _ = scan_sizes(n, self.steps)
+            looped = c.train_scan if training else c.test_scan
+            for size in sizes:
+                state, logs = looped(state, tensors.samples, *tensors.on_device, lo, size)
+                lo += size * b
+            if lo == hi:
+                return state, logs
+            n = (hi - lo) // b
+        offsets, labels = tensors.offsets[lo:hi], tensors.labels[lo:hi]
+        single = c.train if training else c.test
+        return single(state, tensors.samples, *self._batches(offsets, labels, n))
 
     def _elements(self, n_windows: int) -> list[tuple[int, int, int]]:
         """(first window, end, full batches or 0 for the short last batch) of each element of a group."""
@@ -218,6 +277,20 @@ class JaxEngine(OneProcess):
         """An element's offsets and classes as [batches, batch] (n full batches; 0: one short batch)."""
         shape = (n, self.opts.batch_size) if n else (1, offsets.size)
         return offsets.reshape(shape), labels.reshape(shape)
+
+
+# Batches of a trial element run in the mode on trial and timed: enough to time a step, few enough
+# that the slower mode and the scan's compile cost the run little (the scan's length compiled for
+# the trial serves groups' last elements after).
+TRIAL_BATCHES = 32
+
+
+def _finished(state: Any, t0: float) -> float:
+    """Seconds since ``t0`` once ``state`` is computed (JAX returns before the work is done)."""
+    import jax
+
+    jax.block_until_ready(state)
+    return time.perf_counter() - t0
 
 
 def _bucket(n: int) -> int:

@@ -9,10 +9,12 @@ state (weights, optimizer slots, metric totals) goes in and comes out of each ca
 it is updated in place. Full batches share one compiled step for the run; a short last batch
 compiles one of its own per size (the batch size is in the shapes, as in Keras's own fit).
 
-The steps of an element are dispatched one call each from Python, not looped inside one
-compiled call: JAX dispatches ahead while the steps run, and on a 2-core AMD EPYC a ``lax.scan``
-over baseline-cnn's steps ran at 0.55-0.6x the rate of the same steps called one by one (XLA
-on the CPU runs a loop's body slower), where one call per step ran at 0.93x a constant batch.
+An element's batches run in one of two ways (``--jax-loop``, chosen by timing both when
+``auto``: chunkfit.train.jax.loopchoice): ``dispatch``, one compiled call per batch from Python,
+JAX dispatching ahead while the steps run; or ``scan``, the element's batches looped inside one
+compiled call (``lax.scan``), which spares the per-call dispatch. On a 2-core AMD EPYC the scan
+ran baseline-cnn's steps at 0.55-0.6x the rate of the calls one by one (XLA on the CPU runs a
+loop's body slower); where a step is shorter than its dispatch (a GPU) the loop is the faster.
 
 Evaluation is the same with ``test_step``.
 """
@@ -70,22 +72,43 @@ def batch_of(samples: Any, offsets: Any, labels: Any, *, window: int, n_classes:
 class Steps:
     """The compiled training and evaluation steps of ``model``; see the module docstring."""
 
-    def __init__(self, model: keras.Model, *, window: int, n_classes: int, normalizer: Normalizer,
+    def __init__(self, model: keras.Model, *, window: int, n_classes: int, batch_size: int, normalizer: Normalizer,
                  class_weights: tuple[float, ...] | None) -> None:
         import jax
 
         batch = partial(batch_of, window=window, n_classes=n_classes, normalizer=normalizer)
         # Class weights weigh training only, as Keras's ``class_weight`` does.
-        self._train = jax.jit(partial(self._single, model.train_step, partial(batch, class_weights=class_weights)),
-                              donate_argnums=0)
-        self._test = jax.jit(partial(self._single, model.test_step, partial(batch, class_weights=None)),
-                             donate_argnums=0)
+        train_batch, test_batch = partial(batch, class_weights=class_weights), partial(batch, class_weights=None)
+        self._train = jax.jit(partial(self._single, model.train_step, train_batch), donate_argnums=0)
+        self._test = jax.jit(partial(self._single, model.test_step, test_batch), donate_argnums=0)
+        looped = partial(self._scan, batch_size=batch_size)
+        self._train_scan = jax.jit(partial(looped, model.train_step, train_batch), donate_argnums=0,
+                                   static_argnames="batches")
+        self._test_scan = jax.jit(partial(looped, model.test_step, test_batch), donate_argnums=0,
+                                  static_argnames="batches")
 
     @staticmethod
     def _single(step: Callable[..., Any], batch: Callable[..., tuple[Any, ...]], state: Any, samples: Any,
                 offsets: Any, labels: Any) -> Any:
         logs, state = step(state, batch(samples, offsets, labels))
         return state, logs
+
+    @staticmethod
+    def _scan(step: Callable[..., Any], batch: Callable[..., tuple[Any, ...]], state: Any, samples: Any,
+              offsets: Any, labels: Any, first: Any, *, batch_size: int, batches: int) -> Any:
+        """``batches`` full batches in turn, inside one call: the group's offsets and classes stay on the
+        device whole, and each batch is sliced from them from window ``first`` on."""
+        import jax
+
+        def body(state: Any, k: Any) -> tuple[Any, Any]:
+            at = first + k * batch_size
+            o = jax.lax.dynamic_slice_in_dim(offsets, at, batch_size)
+            y = jax.lax.dynamic_slice_in_dim(labels, at, batch_size)
+            logs, state = step(state, batch(samples, o, y))
+            return state, logs
+
+        state, logs = jax.lax.scan(body, state, jax.numpy.arange(batches, dtype=offsets.dtype))
+        return state, jax.tree.map(lambda v: v[-1], logs)
 
     def train(self, state: Any, samples: Any, offsets: np.ndarray, labels: np.ndarray) -> tuple[Any, Any]:
         """The batches ``offsets[k]``, ``labels[k]`` in turn, one compiled step each: (state, last logs)."""
@@ -94,12 +117,40 @@ class Steps:
     def test(self, state: Any, samples: Any, offsets: np.ndarray, labels: np.ndarray) -> tuple[Any, Any]:
         return self._run(self._test, state, samples, offsets, labels)
 
+    def train_scan(self, state: Any, samples: Any, offsets: Any, labels: Any, first: int,
+                   batches: int) -> tuple[Any, Any]:
+        """``batches`` full batches of a group from window ``first``, in one compiled call (compiled once
+        per number of batches): ``offsets`` and ``labels`` are the group's, on the device."""
+        return self._train_scan(state, samples, offsets, labels, first, batches=batches)
+
+    def test_scan(self, state: Any, samples: Any, offsets: Any, labels: Any, first: int,
+                  batches: int) -> tuple[Any, Any]:
+        return self._test_scan(state, samples, offsets, labels, first, batches=batches)
+
     @staticmethod
     def _run(step: Any, state: Any, samples: Any, offsets: np.ndarray, labels: np.ndarray) -> tuple[Any, Any]:
         logs = None
         for o, y in zip(offsets, labels, strict=True):  # JAX dispatches ahead while the steps run
             state, logs = step(state, samples, o, y)
         return state, logs
+
+
+def scan_sizes(batches: int, steps: int) -> tuple[list[int], int]:
+    """How the scan runs ``batches`` full batches of an element of up to ``steps``: ([batches] for a
+    full element, else powers of two down to MIN_SCAN, so that a few compiled lengths serve every
+    group's last element), and how many batches are left over for one call each."""
+    if batches == steps:
+        return [steps], 0
+    sizes, size = [], 1 << (max(batches, 1).bit_length() - 1)
+    while size >= MIN_SCAN:
+        if batches >= size:
+            sizes.append(size)
+            batches -= size
+        size >>= 1
+    return sizes, batches
+
+
+MIN_SCAN = 16  # shorter runs of batches are called one by one: fewer compiled lengths
 
 
 def train_state(model: keras.Model) -> tuple[list[Any], ...]:
@@ -125,5 +176,8 @@ def put_state(model: keras.Model, state: tuple[list[Any], ...]) -> None:
 
 
 def python_logs(logs: dict[str, Any]) -> dict[str, Any]:
-    """Logs as Python floats (what callbacks get), waiting for the element to finish."""
+    """Logs as Python floats (what callbacks get), waiting for the element to finish (one transfer)."""
+    import jax
+
+    logs = jax.device_get(logs)
     return {k: float(np.asarray(v)) if np.ndim(v) == 0 else np.asarray(v) for k, v in logs.items()}
