@@ -20,9 +20,6 @@ from typing import Any
 
 from ..tensorflow.autotune import MIN_ELEMENTS, JitChoice
 
-MODES = ("auto", "dispatch", "scan")
-
-
 # What the trial may cost a run: it is tried only when this is under 5% of the run's estimated
 # time (the scan's compile on 2 cores took about 2 s; the slower mode's batches cost little).
 TRIAL_SECONDS = 2.0
@@ -39,14 +36,12 @@ class LoopChoice(JitChoice):
                  accelerator: bool = False, run_batches: int = 0) -> None:
         super().__init__("auto", False, run_elements, steps)
         self.accelerator, self.run_batches = accelerator, run_batches
-        where = "an accelerator" if accelerator else "a CPU"
         if mode in ("dispatch", "scan"):
             self.jit, self.by = mode == "scan", f"--jax-loop {mode}"
         elif deterministic:
             self.jit, self.by = False, "--deterministic (a fixed choice keeps a resumed run bit-identical)"
         elif run_elements < MIN_ELEMENTS:
-            self.jit, self.by = accelerator, (f"autotune: a run of {run_elements} training calls of up to {steps} "
-                                              f"batches is too short to try both loops; the default on {where}")
+            self._default(f"a run of {run_elements} training calls of up to {steps} batches")
 
     def timed(self, jit: bool, seconds: float, batches: int) -> None:
         """As ``JitChoice.timed``; after the first timing, a run estimated too short to pay for the
@@ -56,9 +51,12 @@ class LoopChoice(JitChoice):
         if first:
             estimate = self.run_batches * seconds / max(batches, 1)
             if TRIAL_SECONDS > 0.05 * estimate:
-                where = "an accelerator" if self.accelerator else "a CPU"
-                self.jit, self.by = self.accelerator, (f"autotune: a run of about {estimate:.0f} s is too short to "
-                                                       f"try both loops; the default on {where}")
+                self._default(f"a run of about {estimate:.0f} s")
+
+    def _default(self, run: str) -> None:
+        """No trial for ``run``: the default for where JAX computes."""
+        where = "an accelerator" if self.accelerator else "a CPU"
+        self.jit, self.by = self.accelerator, f"autotune: {run} is too short to try both loops; the default on {where}"
 
     @property
     def mode(self) -> str | None:
