@@ -11,7 +11,9 @@ Sections (throughput, memory and quality when none is named):
   windows per second of training and peak RSS of (1) model.fit on the fully materialised float64
   window array, (2) a keras.utils.PyDataset building batches on the fly, (J) Keras on the JAX
   backend (``KERAS_BACKEND=jax``, the bench extra's jax) with plain model.fit on materialised
-  float32 windows, (3) chunkfit default (its second epoch, after ``--jit auto``'s trial), (3b)
+  float32 windows, (3) chunkfit default (its second epoch, after ``--jit auto``'s trial; each chunkfit
+  run has an empty threads cache of its own, as on a machine chunkfit has not trained on), (3t) the same
+  in a later run on this machine (the threads measurement made before it, untimed, and cached), (3b)
   chunkfit with steps_per_execution=1, (3d) chunkfit ``--jit off``, (4) the compute ceiling: the
   train step on one constant batch in one compiled loop, under TensorFlow's default threads, and
   (4c) the same with the step under XLA. (1b), (3c), (4b) and (4d) run on one compute thread, to
@@ -19,7 +21,7 @@ Sections (throughput, memory and quality when none is named):
   so that machine noise hits all alike; the table shows medians and ratios to (1) and to the best
   anchor: the fastest of (J) and the ceilings.
 - memory: chunkfit --chunk 200000 on a 20,000,000-sample synth store (one epoch) against the 1M
-  store (its second epoch), on each engine ``--engines`` names (TensorFlow's, with (4c) run next to
+  store (its second epoch), on each engine ``--engines`` names (TensorFlow's, with (4), (4b) and (4c) run next to
   each size, and JAX's, with (4j)).
 - quality: on the balanced synth problem (about half the windows positive), validation accuracy
   after 3 epochs of chunkfit against model.fit on the materialised, fully shuffled windows of the
@@ -58,7 +60,8 @@ SCORE_BATCH = 1024
 SCAN = 256  # steps per call of (4js): chunkfit's batches per element for baseline-cnn
 MILLION = 1_049_344
 LARGE = 20_000_000
-STRATEGIES = ("reference", "reference-1t", "pydataset", "jax", "chunkfit", "chunkfit-jax", "chunkfit-spe1",
+STRATEGIES = ("reference", "reference-1t", "pydataset", "jax", "chunkfit", "chunkfit-cached", "chunkfit-jax",
+              "chunkfit-spe1",
               "chunkfit-1t", "chunkfit-nojit", "chunkfit-jax-dispatch", "chunkfit-jax-scan", "ceiling", "ceiling-1t",
               "ceiling-xla", "ceiling-xla-1t", "ceiling-jax", "ceiling-jax-scan")
 # Run when no strategy is named: every strategy but the --jax-loop overrides, which (3j) chooses between.
@@ -74,6 +77,8 @@ LABELS = {
     "jax": "(J) Keras on the JAX backend, plain model.fit on materialised float32 windows",
     "chunkfit": "(3) chunkfit defaults (chunk 200,000, mix 4; --jit auto, threads and batches per compiled step chosen by chunkfit)",
     "chunkfit-nojit": "(3d) chunkfit, --jit off",
+    "chunkfit-cached": ("(3t) chunkfit defaults in a later run on this machine: threads and compile mode from the "
+                        "measurement an earlier run cached (made before, untimed)"),
     "chunkfit-jax": "(3j) chunkfit on its JAX engine (KERAS_BACKEND=jax), defaults otherwise",
     "chunkfit-spe1": "(3b) chunkfit, steps_per_execution=1",
     "chunkfit-1t": "(3c) chunkfit, --compute-threads 1",
@@ -191,6 +196,11 @@ def work_pydataset(store: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def work_chunkfit(store: str, args: dict[str, Any]) -> dict[str, Any]:
+    # A threads cache of the run's own: empty, as on a machine chunkfit has not trained on, or with
+    # "cached" holding a measurement made before the run, untimed, as for a later run on this machine.
+    os.environ["CHUNKFIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="chunkfit-cache-")
+    if args.get("cached"):
+        measure_threads(args["model"])
     import chunkfit
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -199,7 +209,18 @@ def work_chunkfit(store: str, args: dict[str, Any]) -> dict[str, Any]:
         run = json.loads((Path(tmp) / "run" / "run.json").read_text())
     last = run["epochs"][-1]  # the second epoch: after --jit auto's trial, as in a run of several epochs
     return {"windows": last["train_windows"], "seconds": last["train_seconds"], "epochs": run["epochs"],
-            "compile": run.get("compile")}
+            "compile": run.get("compile"), "threads": run.get("threads")}
+
+
+def measure_threads(model: str) -> None:
+    """What a run long enough to measure threads does first (chunkfit.train.tensorflow.threadtune),
+    here before the timed run, which then reads it from the cache."""
+    from chunkfit.train.tensorflow.threadtune import Probe, ProbeSpec, choose_threads
+
+    spec = choose_threads(None, model, deterministic=False, window=WINDOW, channels=1, classes=2, batch_size=BATCH,
+                          run_windows=1, group_samples=4 * 200_000 + WINDOW, probe_windows=0)
+    assert isinstance(spec, ProbeSpec), spec
+    Probe(spec).finish()
 
 
 def work_jax(store: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -365,6 +386,7 @@ WORKERS = {
     "chunkfit": work_chunkfit,
     "chunkfit-spe1": lambda s, a: work_chunkfit(s, {**a, "fit": {"steps_per_execution": 1}}),
     "chunkfit-1t": lambda s, a: work_chunkfit(s, {**a, "fit": {"compute_threads": 1}}),
+    "chunkfit-cached": lambda s, a: work_chunkfit(s, {**a, "cached": True}),
     "chunkfit-nojit": lambda s, a: work_chunkfit(s, {**a, "fit": {"jit": "off"}}),
     "chunkfit-jax": work_chunkfit,
     "chunkfit-jax-dispatch": lambda s, a: work_chunkfit(s, {**a, "fit": {"jax_loop": "dispatch"}}),
@@ -446,6 +468,11 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
     if "chunkfit" in results:
         picks = [(r.get("compile") or {}).get("jit") for r in results["chunkfit"]]
         lines += [f"chunkfit's --jit auto chose XLA in {sum(bool(p) for p in picks)} of {len(picks)} round(s)."]
+    if "chunkfit-cached" in results:
+        used = [(r.get("threads") or {}).get("intra_op") for r in results["chunkfit-cached"]]
+        picks = [(r.get("compile") or {}).get("jit") for r in results["chunkfit-cached"]]
+        lines += [(f"(3t)'s measurement chose one compute thread in {used.count(1)} of {len(used)} round(s) (every "
+                   f"core in the others) and XLA in {sum(bool(p) for p in picks)}.")]
     if "chunkfit-jax" in results:
         loops = [(r.get("compile") or {}).get("loop") for r in results["chunkfit-jax"]]
         lines += [(f"chunkfit's JAX engine (--jax-loop auto) chose the scan in {loops.count('scan')} of "
@@ -457,21 +484,25 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
 
 
 # The memory section's engines: chunkfit's strategy, and the ceiling run next to each size.
-MEMORY_ENGINES = {"tensorflow": ("chunkfit", ("ceiling", "ceiling-xla"), "(4)/(4c)"),
+MEMORY_ENGINES = {"tensorflow": ("chunkfit", ("ceiling", "ceiling-1t", "ceiling-xla"), "(4)/(4b)/(4c)"),
                   "jax": ("chunkfit-jax", ("ceiling-jax",), "(4j)")}
 
 
 def memory(repeats: int, engines: tuple[str, ...] = tuple(MEMORY_ENGINES)) -> list[str]:
     """Each round trains the 1M store (its second epoch, after --jit auto's trial) and then the 20M
     store (its first: the trial is 1% of it) back to back, the engine's ceiling (the fastest of its
-    constant-batch ceilings) run next to each, so that a round's 20M/1M ratio is taken within minutes."""
+    constant-batch ceilings) run next to each, so that a round's 20M/1M ratio is taken within minutes.
+    On TensorFlow both sizes use the threads measured before the run, as (3t) does."""
     rows = []
     for engine in engines:
         strategy, ceilings, _ = MEMORY_ENGINES[engine]
         for round_ in range(1, repeats + 1):
             for samples in (MILLION, LARGE):
                 store = synth_store(samples)
-                got = run(strategy, store, epochs=1 if samples == LARGE else 2, fit={"chunk": 200_000})
+                # Both sizes train with the threads measured before the run (TensorFlow's engine): a 20M
+                # run measures them itself, while the 1M one is too short to, and would use the rule.
+                got = run(strategy, store, epochs=1 if samples == LARGE else 2, fit={"chunk": 200_000},
+                          cached=engine == "tensorflow")
                 # The ceiling does not depend on the signal; it runs next to each size, as the machine's speed drifts.
                 ceiling = max(run(c, store)["windows_per_s"] for c in ceilings)
                 rows.append((engine, round_, samples, got["windows_per_s"], ceiling, got["peak_rss"]))

@@ -50,19 +50,21 @@ def _twins(custom: bool) -> tuple[keras.Model, keras.Model]:
     return ours, theirs
 
 
+@pytest.mark.parametrize("gathered", [False, True])  # True: the windows gathered in tf.data, not in the step
 @pytest.mark.parametrize("custom", [False, True])
 @pytest.mark.parametrize(("n_windows", "steps", "eager"), [
     (5 * BATCH + 7, 2, False), (3 * BATCH, 2, False), (9, 4, False), (4 * BATCH + 1, 1, False),
     (3 * BATCH + 5, 2, True),  # Keras's own loop, as under a distribution strategy: Stepper.train_step
 ])
 def test_stepper_trains_every_batch_as_model_fit_does_short_last_batch_included(
-    n_windows: int, steps: int, eager: bool, custom: bool
+    n_windows: int, steps: int, eager: bool, custom: bool, gathered: bool
 ) -> None:
     data = _block(n_windows)
     ours, theirs = _twins(custom)
     block = to_tensors(data)
-    ds = train_dataset(block, batch_size=BATCH, steps=steps)
-    stepper = Stepper(ours, window=WINDOW, n_classes=2)
+    ds = train_dataset(block, batch_size=BATCH, steps=steps, window=WINDOW if gathered else None)
+    assert ds.element_spec == train_element_spec(BATCH, WINDOW if gathered else None)
+    stepper = Stepper(ours, window=WINDOW, n_classes=2, gathered=gathered)
     stepper.run_eagerly = eager
     history = stepper.fit(ds, samples=block.samples, epochs=1, verbose=0, shuffle=False)
 

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import json
-import re
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from support import cli_env, run_cli
 
@@ -25,6 +26,14 @@ from chunkfit.train.tensorflow.threadtune import (
 pytestmark = pytest.mark.slow
 
 SHAPES = {"window": 104, "channels": 1, "classes": 2, "batch_size": 128}
+# Where a run gathers its training windows, and what its one line says of it: in tf.data when its
+# compute threads leave a core of this machine free (chunkfit.train.tensorflow.engine.spare_core).
+GATHER = {True: "input pipeline", False: "train step"}
+SAID = {True: "; windows gathered in the input pipeline, on a core the step leaves free", False: ""}
+
+
+def spare(threads: int) -> bool:
+    return threads < len(os.sched_getaffinity(0))
 
 # In a fresh process: a long run is measured (child processes, started before TensorFlow is imported
 # here), then a short run finds the measurement cached; this process's runtime is still configurable.
@@ -142,10 +151,10 @@ def test_a_cached_choice_trains_the_run_is_said_in_one_line_and_recorded(tmp_pat
     by = f"cache ({cache / CACHE_FILE}, measured 2026-01-02 03:04)"
     assert line == (f"train step without XLA, chosen by autotune at start; TensorFlow on 2 compute threads, chosen by "
                     f"{by} (1 thread without XLA 1,000, every core without XLA 900, 1 thread XLA 800, every core XLA "
-                    f"700 windows/s; 7.5 s); --jit on|off, --compute-threads N to choose"), line
+                    f"700 windows/s; 7.5 s){SAID[spare(2)]}; --jit on|off, --compute-threads N to choose"), line
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["threads"] == {"intra_op": 2, "inter_op": 1, "by": by, "windows_per_s": rates, "seconds": 7.5}
-    assert run["compile"] == {"jit": False, "by": "autotune at start"}
+    assert run["compile"] == {"jit": False, "by": "autotune at start", "gather": GATHER[spare(2)]}
 
 
 def test_given_jit_and_threads_override_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -159,9 +168,20 @@ def test_given_jit_and_threads_override_the_cache(tmp_path: Path, monkeypatch: p
     result = run_cli("train", store, "--epochs", "1", "--chunk", "5000", "--out", tmp_path / "run", "--jit", "on",
                      "--compute-threads", "1", timeout=300)
     assert result.returncode == 0, result.stderr
-    assert re.fullmatch(r"train step under XLA, chosen by --jit on; TensorFlow on 1 compute thread, chosen by "
-                        r"--compute-threads; --jit on\|off, --compute-threads N to choose",
-                        result.stdout.splitlines()[0]), result.stdout
+    assert result.stdout.splitlines()[0] == (
+        "train step under XLA, chosen by --jit on; TensorFlow on 1 compute thread, chosen by --compute-threads"
+        f"{SAID[spare(1)]}; --jit on|off, --compute-threads N to choose"), result.stdout
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert (run["threads"]["intra_op"], run["threads"]["by"]) == (1, "--compute-threads")
-    assert run["compile"] == {"jit": True, "by": "--jit on"}
+    # one compute thread leaves a core (on a machine of more than one) to gather the windows in tf.data
+    assert run["compile"] == {"jit": True, "by": "--jit on", "gather": GATHER[spare(1)]}
+    assert run["epochs"][0]["train_windows"] > 0 and np.isfinite(run["epochs"][0]["loss"])
+
+
+def test_windows_are_gathered_in_the_input_pipeline_only_where_the_compute_threads_leave_a_core() -> None:
+    from chunkfit.train.tensorflow.engine import spare_core
+
+    cores = len(os.sched_getaffinity(0))
+    assert not spare_core({"intra_op": 0, "inter_op": 0})  # every core: the step gathers its windows
+    assert not spare_core({"intra_op": cores, "inter_op": 1})
+    assert spare_core({"intra_op": 1, "inter_op": 1}) is (cores > 1)

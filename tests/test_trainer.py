@@ -4,6 +4,7 @@ determinism, and every bad input refused before training."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -280,6 +281,46 @@ def test_a_callback_stopping_inside_an_epoch_ends_the_run_after_validation(tiny_
 
     history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=3, steps_per_execution=1), callbacks=[StopAtBatch()])
     assert history.epoch == [0] and "val_loss" in history.history
+
+
+@pytest.mark.backends
+def test_the_next_epochs_first_group_is_read_while_the_epoch_validates_and_once(tiny_store: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from chunkfit.train.loop import Trainer
+
+    loads: list[tuple[int | None, int, str]] = []
+    started = {epoch: threading.Event() for epoch in range(3)}
+    load = Trainer._load
+
+    def recorded(self: Trainer, group: Any, epoch: int | None, k: int) -> Any:
+        loads.append((epoch, k, threading.current_thread().name))
+        if epoch is not None and k == 0:
+            started[epoch].set()
+        return load(self, group, epoch, k)
+
+    class Check(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.read_before_begin: list[bool] = []
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            if epoch:  # read in the loader thread while the epoch before validated: long started by now
+                self.read_before_begin.append(started[epoch].wait(timeout=60))
+
+    monkeypatch.setattr(Trainer, "_load", recorded)
+    check = Check()
+    chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=3), callbacks=[check])
+    assert check.read_before_begin == [True, True]
+    trained = [(e, k) for e, k, _ in loads if e is not None]
+    assert len(trained) == len(set(trained)) and {e for e, _ in trained} == {0, 1, 2}  # each group read once
+    assert all(name.startswith("chunkfit-prefetch") for *_, name in loads)
+
+    # A run that stops after an epoch leaves no loader thread behind with the group it read ahead.
+    loads.clear()
+    stop = keras.callbacks.EarlyStopping(monitor="loss", min_delta=10.0, patience=0)
+    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=6), callbacks=[stop])
+    assert history.epoch == [0, 1] and (2, 0) in [(e, k) for e, k, _ in loads]
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("chunkfit-prefetch")]
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ samples into the runtime's tensors (in the loader thread), and training or evalu
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from ..normalize import Normalizer
 from ..oneprocess import OneProcess
 from .pipeline import (
     BlockTensors,
+    batch_bytes,
     element_steps,
     eval_dataset,
     step_batches,
@@ -48,7 +50,7 @@ class TensorFlowEngine(OneProcess):
 
     def __init__(self, model: keras.Model, opts: FitOptions, shapes: Shapes, steps: int, threads: dict[str, int],
                  normalizer: Normalizer, class_weights: tuple[float, ...] | None,
-                 thread_choice: ThreadChoice | None = None) -> None:
+                 thread_choice: ThreadChoice | None = None, gathered: bool = False) -> None:
         from .stepper import Stepper
 
         self.model, self.opts, self.shapes, self.steps, self.threads = model, opts, shapes, steps, threads
@@ -56,8 +58,9 @@ class TensorFlowEngine(OneProcess):
         self.normalizer = normalizer
         self.class_weights = None if class_weights is None else list(class_weights)
         self.group_samples: int | None = None  # training groups' samples are padded to this (``sized``)
+        self.gathered = gathered  # training windows gathered in the input pipeline (``spare_core``)
         self.stepper = Stepper(model, window=shapes.window, n_classes=shapes.classes, normalize=normalizer.apply,
-                               class_weights=self.class_weights)
+                               class_weights=self.class_weights, gathered=gathered)
 
     @classmethod
     def start(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes, normalizer: Normalizer,
@@ -107,8 +110,7 @@ class TensorFlowEngine(OneProcess):
         steps = opts.steps_per_execution or element_steps(opts.batch_size, shapes.window, shapes.channels)
         compile_model(built, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss, steps_per_execution=steps,
                       classes=shapes.classes)
-        engine = cls(built, opts, shapes, steps, threads, normalizer, class_weights, choice)
-        return engine
+        return cls(built, opts, shapes, steps, threads, normalizer, class_weights, choice, spare_core(threads))
 
     @property
     def fitting(self) -> keras.Model:
@@ -117,9 +119,11 @@ class TensorFlowEngine(OneProcess):
 
     def in_flight_bytes(self) -> int:
         """Memory of what trains beside the blocks: the offsets and classes of three elements (two
-        prefetched, one training) and one batch of gathered windows (see pipeline)."""
+        prefetched, one training) and one batch of gathered windows (see pipeline); ``gathered``,
+        the windows of three elements."""
         s, b = self.shapes, self.opts.batch_size
-        return 3 * self.steps * b * 8 + b * s.window * s.channels * 4
+        windows = (3 * self.steps if self.gathered else 1) * batch_bytes(b, s.window, s.channels)
+        return 3 * self.steps * b * 8 + windows
 
     def sized(self, group_samples: int) -> None:
         """The most samples a training group holds (chunkfit.train.plan): every group's samples are
@@ -130,8 +134,9 @@ class TensorFlowEngine(OneProcess):
         """A group's samples as tensors with the dataset it trains (or validates) from; runs in the loader thread."""
         if training:
             tensors = to_tensors(data, self.group_samples)
+            window = self.shapes.window if self.gathered else None
             return dataclasses.replace(tensors, dataset=train_dataset(tensors, batch_size=self.opts.batch_size,
-                                                                      steps=self.steps))
+                                                                      steps=self.steps, window=window))
         tensors = to_tensors(data)
         return dataclasses.replace(tensors, dataset=eval_dataset(
             tensors, window=self.shapes.window, batch_size=self.opts.batch_size, n_classes=self.shapes.classes,
@@ -163,19 +168,23 @@ class TensorFlowEngine(OneProcess):
     def compile_info(self) -> dict[str, Any]:
         """The compile choice for run.json; ``jit`` is None while the trial runs."""
         assert self.stepper.choice is not None
-        return self.stepper.choice.to_dict(self.opts.batch_size)
+        return {**self.stepper.choice.to_dict(self.opts.batch_size),
+                "gather": "input pipeline" if self.gathered else "train step"}
 
     def compile_line(self) -> str | None:
         """The run's one line on how it trains, once the compile choice is decided."""
         choice = self.stepper.choice
         if choice is None or not choice.decided:
             return None
-        parts = [choice.describe(self.opts.batch_size), self.describe_threads()]
+        gathered = "windows gathered in the input pipeline, on a core the step leaves free" if self.gathered else None
+        parts = [choice.describe(self.opts.batch_size), self.describe_threads(), gathered]
         return "; ".join(p for p in parts if p is not None) + "; --jit on|off, --compute-threads N to choose"
 
     def prepare(self) -> None:
         """Compile the train step (the loop calls this while the first group loads)."""
-        self.stepper.prepare(train_element_spec(self.opts.batch_size), self.shapes.channels)
+        window = self.shapes.window if self.gathered else None
+        self.stepper.prepare(train_element_spec(self.opts.batch_size, window, self.shapes.channels),
+                             self.shapes.channels)
 
     def step_batches(self, n_windows: int) -> list[int]:
         """Batches in each training step of a group of ``n_windows``, for callbacks' batch numbers."""
@@ -187,6 +196,23 @@ class TensorFlowEngine(OneProcess):
 
     def evaluate(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:
         self.model.evaluate(tensors.dataset, verbose=0, callbacks=callbacks)
+
+
+def spare_core(threads: dict[str, int]) -> bool:
+    """Whether TensorFlow computes on fewer threads than this process has cores (``threads`` as
+    ``start_tensorflow`` returns them): then the input pipeline gathers the training windows, on a
+    core the train step leaves free, rather than the step itself. With one compute thread on 2 cores
+    (a choice measured for the machine: chunkfit.train.tensorflow.threadtune) baseline-cnn then
+    trained 1.14-1.17x faster; with every core, gathering beside the step costs the step a core."""
+    n = threads.get("intra_op", 0)
+    return 0 < n < _cores()
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _op_determinism() -> bool:

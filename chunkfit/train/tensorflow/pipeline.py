@@ -4,7 +4,10 @@ A block crosses into TensorFlow as three float32/int32 tensors (its raw samples,
 offsets and their class indices), never as a (windows x window) array. Training elements carry only
 offsets and class indices: ``chunkfit.train.tensorflow.stepper.Stepper`` gathers each batch's windows
 from the raw samples inside its compiled step, where XLA fuses the gather with the first layer
-(measured on 2 cores: the step then ran as fast as on one constant batch). The samples are padded
+(measured on 2 cores: the step then ran as fast as on one constant batch). When TensorFlow computes
+on fewer threads than there are cores, the windows of an element are gathered instead in tf.data's
+thread, on a core the step leaves free (``train_dataset``'s ``window``: one compute thread on 2 cores
+then trained 1.14-1.17x faster than with the gather in the step). The samples are padded
 to one length for the whole run (``to_tensors``' ``capacity``), so that XLA compiles the step once.
 Evaluation batches are gathered by ``tf.gather`` in the tf.data graph, for ``model.evaluate``. A
 block costs about (chunk + window) x channels x 4 bytes instead of chunk x window x channels x 4.
@@ -84,13 +87,15 @@ def step_batches(n_windows: int, batch_size: int, steps: int) -> list[int]:
     return [steps] * groups + ([rest] if rest else []) + ([1] if short else [])
 
 
-def train_element_spec(batch_size: int) -> tuple[tf.TypeSpec, ...]:
-    """The element spec of every ``train_dataset`` with this batch size:
-    window offsets and class indices [batches, batch_size], and the real windows of the last batch."""
+def train_element_spec(batch_size: int, window: int | None = None, n_channels: int = 1) -> tuple[tf.TypeSpec, ...]:
+    """The element spec of every ``train_dataset`` with this batch size (and ``window``):
+    window offsets, or with ``window`` the windows themselves [batches, batch_size, window,
+    channels], and class indices [batches, batch_size], and the real windows of the last batch."""
     import tensorflow as tf
 
     index = tf.TensorSpec([None, batch_size], tf.int32)
-    return (index, index, tf.TensorSpec([], tf.int32))
+    first = index if window is None else tf.TensorSpec([None, batch_size, window, n_channels], tf.float32)
+    return (first, index, tf.TensorSpec([], tf.int32))
 
 
 def samples_spec(n_channels: int) -> tf.TensorSpec:
@@ -100,26 +105,34 @@ def samples_spec(n_channels: int) -> tf.TensorSpec:
     return tf.TensorSpec([None, n_channels], tf.float32)
 
 
-def batch_of(samples: Any, offsets: Any, labels: Any, *, window: int, n_classes: int,
-             normalize: Callable[[Any], Any] | None = None, class_weights: Any = None) -> tuple[Any, ...]:
-    """One batch as a train step takes it, ``(x, y[, sample_weight])``: the windows
-    ``samples[o : o + window]`` of ``offsets`` (standardised by ``normalize``), the one-hot ``labels``
-    and, with ``class_weights`` (a tensor, one weight per class index), each window's weight."""
+def windows_at(samples: Any, offsets: Any, window: int) -> Any:
+    """The windows ``samples[o : o + window]`` of ``offsets`` (any shape: the windows' shape is
+    offsets' shape + [window, channels])."""
     import tensorflow as tf
 
-    x = tf.gather(samples, offsets[:, None] + tf.range(window, dtype=offsets.dtype))
-    if normalize is not None:
-        x = normalize(x)
+    return tf.gather(samples, offsets[..., None] + tf.range(window, dtype=offsets.dtype))
+
+
+def batch_of(windows: Any, labels: Any, *, n_classes: int, normalize: Callable[[Any], Any] | None = None,
+             class_weights: Any = None) -> tuple[Any, ...]:
+    """One batch as a train step takes it, ``(x, y[, sample_weight])``: the ``windows`` (standardised
+    by ``normalize``), the one-hot ``labels`` and, with ``class_weights`` (a tensor, one weight per
+    class index), each window's weight."""
+    import tensorflow as tf
+
+    x = windows if normalize is None else normalize(windows)
     y = tf.one_hot(labels, n_classes, dtype=tf.float32)
     return (x, y) if class_weights is None else (x, y, tf.gather(class_weights, labels))
 
 
-def train_dataset(block: BlockTensors, *, batch_size: int, steps: int) -> tf.data.Dataset:
+def train_dataset(block: BlockTensors, *, batch_size: int, steps: int, window: int | None = None) -> tf.data.Dataset:
     """The block's training elements for ``Stepper``: ``(offsets [k, batch_size], classes [k,
     batch_size], last)``, whole groups of ``steps`` full batches, then the remaining full batches,
     then the short last batch alone, padded to ``batch_size`` with window 0; ``last`` is how many
     windows the element's last batch really holds. Elements keep the batch size in their shape: a
-    train step traced for unknown batch sizes ran baseline-cnn 10-15% slower.
+    train step traced for unknown batch sizes ran baseline-cnn 10-15% slower. With ``window``, an
+    element holds the windows of its offsets instead, gathered in tf.data's thread (a core the train
+    step does not use; see chunkfit.train.tensorflow.engine).
 
     Example: 2 * 128 + 5 windows, batch 128, steps 4 -> elements of 2 batches (last 128) and of 1
     (last 5).
@@ -139,8 +152,10 @@ def train_dataset(block: BlockTensors, *, batch_size: int, steps: int) -> tf.dat
 
     def any_length(o: tf.Tensor, y: tf.Tensor, last: tf.Tensor) -> tuple[tf.Tensor, ...]:
         # one spec for every block, whatever its parts (else Keras retraces its train function per block)
-        return (tf.raw_ops.PlaceholderWithDefault(input=o, shape=[None, b]),
-                tf.raw_ops.PlaceholderWithDefault(input=y, shape=[None, b]), last)
+        o = tf.raw_ops.PlaceholderWithDefault(input=o, shape=[None, b])
+        if window is not None:
+            o = windows_at(block.samples, o, window)
+        return (o, tf.raw_ops.PlaceholderWithDefault(input=y, shape=[None, b]), last)
 
     return _finish(ds.map(any_length))
 
@@ -158,7 +173,7 @@ def eval_dataset(block: BlockTensors, *, window: int, batch_size: int, n_classes
     def windows(offsets: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         offsets = tf.raw_ops.PlaceholderWithDefault(input=offsets, shape=[None])
         labels = tf.raw_ops.PlaceholderWithDefault(input=labels, shape=[None])
-        return batch_of(samples, offsets, labels, window=window, n_classes=n_classes, normalize=normalize)
+        return batch_of(windows_at(samples, offsets, window), labels, n_classes=n_classes, normalize=normalize)
 
     parts = [((full, b), b), ((1, short), short)]
     ds = _sliced(parts, lambda lo, hi, shape, last: (

@@ -8,8 +8,10 @@ train step run back to back on one constant batch, however the batches were made
 is a thin model around the user's: ``fit`` hands it elements of up to ``steps_per_execution``
 batches of window offsets and class indices (``chunkfit.train.tensorflow.pipeline.train_dataset``),
 with the block's raw samples beside them (``fit(..., samples=...)``), and its compiled loop runs,
-for each batch in turn, the gather of its windows (``pipeline.batch_of``: standardisation, one-hot
-labels, class weights) and the wrapped model's own ``train_step``. Loss, optimizer, metrics and any
+for each batch in turn, the gather of its windows (``pipeline.windows_at``), the batch
+(``pipeline.batch_of``: standardisation, one-hot labels, class weights) and the wrapped model's own ``train_step``; with ``gathered`` the elements
+hold the windows, gathered in the input pipeline on a core the step leaves free
+(chunkfit.train.tensorflow.engine decides). Loss, optimizer, metrics and any
 custom ``train_step`` are the wrapped model's, batch by batch, exactly as ``fit`` would run them.
 With ``jit`` the gather and the step of a full batch are one XLA computation: XLA fuses the gather
 with the first layer, and the step ran as fast as on one constant batch (2-core AMD EPYC), where
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import keras
 
-from .pipeline import batch_of, samples_spec
+from .pipeline import batch_of, samples_spec, windows_at
 
 if TYPE_CHECKING:
     from .autotune import JitChoice
@@ -42,14 +44,19 @@ class Stepper(keras.Model):
     """
 
     def __init__(self, model: keras.Model, *, window: int, n_classes: int, jit: bool = False,
-                 normalize: Callable[[Any], Any] | None = None, class_weights: list[float] | None = None) -> None:
+                 normalize: Callable[[Any], Any] | None = None, class_weights: list[float] | None = None,
+                 gathered: bool = False) -> None:
         super().__init__(name="chunkfit_stepper")
         self.wrapped = model
         self.jit = jit  # the step under XLA, unless ``choice`` says
         self.choice: JitChoice | None = None  # set before the first step: chunkfit.train.tensorflow.autotune
+        # Elements hold the windows, gathered in the input pipeline (``train_dataset``'s ``window``),
+        # instead of their offsets.
+        self.gathered = gathered
         self.built = True
         self.history = None  # fit returns it; the run's History lives with the wrapped model
-        self._batch = partial(batch_of, window=window, n_classes=n_classes, normalize=normalize)
+        self._window = window
+        self._batch = partial(batch_of, n_classes=n_classes, normalize=normalize)
         self._n_classes = n_classes
         self._class_weights = class_weights
         self._samples: Any = None  # the raw samples of the block being trained
@@ -112,10 +119,12 @@ class Stepper(keras.Model):
         return self.wrapped.train_step(self._batch_of(samples, offsets, labels))
 
     def _batch_of(self, samples: Any, offsets: Any, labels: Any) -> tuple[Any, ...]:
+        """The batch of ``offsets`` (or, ``gathered``, of the windows they hold) and ``labels``."""
         import tensorflow as tf
 
         weights = None if self._class_weights is None else tf.constant(self._class_weights, tf.float32)
-        return self._batch(samples, offsets, labels, class_weights=weights)
+        windows = offsets if self.gathered else windows_at(samples, offsets, self._window)
+        return self._batch(windows, labels, class_weights=weights)
 
     def _own_loop(self) -> bool:
         import tensorflow as tf

@@ -10,7 +10,7 @@ core on one 2-core AMD EPYC, and its XLA step 0.75x as fast on another. So, when
 - else, for a run long enough that measuring costs at most ``BUDGET_SHARE`` of it (at
   ``ASSUMED_RATE``), each candidate of ``CANDIDATES`` is measured in a child process of its own,
   started before this process imports TensorFlow so that their start-up overlaps its import (a
-  first measurement took 18-19 s on 2 cores, 10 of them the import). The children build the model
+  first measurement added 6-8 s to a run on 2 cores: ``PROBE_SECONDS``). The children build the model
   and compile chunkfit's train step in each compile mode the run may use, side by side (compiling
   is not timed), on a block of the run's group size, then take turns timing bursts of
   ``PROBE_BATCHES`` batches (A B A B ...), so that a change in the machine's load hits every
@@ -50,7 +50,10 @@ ROUNDS = 4  # bursts per candidate and compile mode
 MARGIN = 1.05  # how much faster than the rule another thread count must be to be chosen
 PROBE_TIMEOUT = 120.0  # seconds for the whole measurement; past it the rule applies
 BUDGET_SHARE = 0.05  # of the run's estimated length
-PROBE_SECONDS = 20.0  # what a first measurement costs, at most, on 2 cores (both modes: 18-19 s measured)
+# What a first measurement adds to a run's wall time on 2 cores, both modes: a whole 1-epoch run
+# with it against the same run without, paired (farm-bench), 6.6 s median (6.0-8.4 s); the children's
+# own import of TensorFlow overlaps the run's. An earlier bound of 20 s counted the run's import too.
+PROBE_SECONDS = 8.0
 ASSUMED_RATE = 50_000.0  # training windows/s for estimating a run's length (a fast model on 2 cores)
 CACHE_FILE = "threads.json"
 RULE = "the rule: every core"
