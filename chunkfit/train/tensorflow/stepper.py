@@ -9,11 +9,11 @@ is a thin model around the user's: ``fit`` hands it elements of up to ``steps_pe
 batches of window offsets and class indices (``chunkfit.train.tensorflow.pipeline.train_dataset``),
 with the block's raw samples beside them (``fit(..., samples=...)``), and its compiled loop runs,
 for each batch in turn, the gather of its windows (``pipeline.windows_at``), the batch
-(``pipeline.batch_of``: standardisation, one-hot labels, class weights) and the wrapped model's own ``train_step``; with ``gathered`` the elements
-hold the windows, gathered in the input pipeline on a core the step leaves free
-(chunkfit.train.tensorflow.engine decides). Loss, optimizer, metrics and any
-custom ``train_step`` are the wrapped model's, batch by batch, exactly as ``fit`` would run them.
-With ``jit`` the gather and the step of a full batch are one XLA computation: XLA fuses the gather
+(``pipeline.batch_of``: standardisation, one-hot labels, class weights) and the wrapped model's
+own ``train_step``; with ``gathered`` the elements hold the windows, gathered in the input
+pipeline on a core the step leaves free (chunkfit.train.tensorflow.engine decides). Loss,
+optimizer, metrics and any custom ``train_step`` are the wrapped model's, batch by batch, exactly
+as ``fit`` would run them. With ``jit`` the gather and the step of a full batch are one XLA computation: XLA fuses the gather
 with the first layer, and the step ran as fast as on one constant batch (2-core AMD EPYC), where
 gathering in tf.data beside it cost a core. The batch size is part of the traced shapes, and the
 short last batch of a block gets a compiled step of its own (without XLA): for unknown batch sizes
