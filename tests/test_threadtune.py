@@ -185,3 +185,31 @@ def test_windows_are_gathered_in_the_input_pipeline_only_where_the_compute_threa
     assert not spare_core({"intra_op": 0, "inter_op": 0})  # every core: the step gathers its windows
     assert not spare_core({"intra_op": cores, "inter_op": 1})
     assert spare_core({"intra_op": 1, "inter_op": 1}) is (cores > 1)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a core the compute thread leaves free")
+def test_windows_gathered_in_the_input_pipeline_train_as_those_gathered_in_the_step(tmp_path: Path) -> None:
+    # Two channels, three per-sample classes, balanced class weights, per-window standardisation:
+    # one compute thread (the windows gathered in tf.data) against every core (gathered in the step).
+    from chunkfit import StoreWriter
+
+    store = tmp_path / "labelled.h5"
+    rng = np.random.default_rng(2)
+    classes = np.repeat(rng.choice([-1, 0, 5], size=100), 40).astype(np.int32)
+    with StoreWriter(store, channels=["a", "b"], sample_rate=50.0, has_labels=True, append=False) as w:
+        w.write((classes[:, None] + rng.normal(0, 0.3, (4000, 2))).astype(np.float32), labels=classes)
+        w.add_segment(0, 2500)
+        w.add_segment(2500, 4000)
+        w.commit()
+    runs = {}
+    for threads in ("1", "0"):
+        out = tmp_path / f"run{threads}"
+        result = run_cli("train", store, "--window", "16", "--chunk", "512", "--batch-size", "64", "--epochs", "2",
+                         "--label", "majority", "--class-weight", "balanced", "--normalize", "window",
+                         "--compute-threads", threads, "--out", out, timeout=300)
+        assert result.returncode == 0, result.stderr
+        runs[threads] = json.loads((out / "run.json").read_text())
+    assert [runs[t]["compile"]["gather"] for t in ("1", "0")] == ["input pipeline", "train step"]
+    for name in ("loss", "val_loss", "val_accuracy"):
+        np.testing.assert_allclose([e[name] for e in runs["1"]["epochs"]], [e[name] for e in runs["0"]["epochs"]],
+                                   rtol=1e-4, err_msg=name)
