@@ -198,12 +198,12 @@ def work_pydataset(store: str, args: dict[str, Any]) -> dict[str, Any]:
 def work_chunkfit(store: str, args: dict[str, Any]) -> dict[str, Any]:
     # A threads cache of the run's own: empty, as on a machine chunkfit has not trained on, or with
     # "cached" holding a measurement made before the run, untimed, as for a later run on this machine.
-    os.environ["CHUNKFIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="chunkfit-cache-")
-    if args.get("cached"):
-        measure_threads(args["model"])
-    import chunkfit
-
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["CHUNKFIT_CACHE_DIR"] = str(Path(tmp) / "cache")
+        if args.get("cached"):
+            measure_threads(args["model"])  # before TensorFlow is imported here
+        import chunkfit
+
         chunkfit.fit(args["model"], store, window=WINDOW, batch_size=BATCH, epochs=args.get("epochs", 2),
                      out=Path(tmp) / "run", **args.get("fit", {}))
         run = json.loads((Path(tmp) / "run" / "run.json").read_text())
