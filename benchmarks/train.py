@@ -16,7 +16,10 @@ Sections (throughput, memory and quality when none is named):
   in a later run on this machine (the threads measurement made before it, untimed, and cached), (3b)
   chunkfit with steps_per_execution=1, (3d) chunkfit ``--jit off``, (4) the compute ceiling: the
   train step on one constant batch in one compiled loop, under TensorFlow's default threads, and
-  (4c) the same with the step under XLA. (1b), (3c), (4b) and (4d) run on one compute thread, to
+  (4c) the same with the step under XLA. The ceilings run Keras's own train step, its metrics updated
+  after every batch, as ``fit`` runs it; chunkfit's step updates Keras's own metrics once per
+  compiled call (chunkfit.train.tensorflow.stepper), so it can pass them. (1b), (3c), (4b) and (4d)
+  run on one compute thread, to
   show what the thread setting alone is worth. Each strategy runs in its own subprocess, in rounds
   so that machine noise hits all alike; the table shows medians and ratios to (1) and to the best
   anchor: the fastest of (J) and the ceilings.

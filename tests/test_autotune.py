@@ -12,7 +12,7 @@ from support import run_trial
 import chunkfit
 from chunkfit.errors import UsageError
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
-from chunkfit.train.tensorflow.autotune import MIN_ELEMENTS, TRIALS, JitChoice
+from chunkfit.train.tensorflow.autotune import MIN_ELEMENTS, TRIALS, XLA_MARGIN, JitChoice
 
 WINDOW = 16
 
@@ -40,6 +40,14 @@ def test_a_slower_xla_is_not_chosen_and_one_slow_moment_does_not_decide() -> Non
         mode = choice.next_mode()
         choice.timed(mode, 1.5 if mode else next(graph_times), 1)
     assert choice.jit is False
+
+
+@pytest.mark.parametrize(("xla_speedup", "jit"), [(1.05, False), (XLA_MARGIN * 0.99, False), (XLA_MARGIN * 1.01, True)])
+def test_xla_must_win_the_trial_by_the_margin(xla_speedup: float, jit: bool) -> None:
+    """The trial flattered XLA against whole epochs: a close call keeps the step without it."""
+    choice = JitChoice("auto", False, MIN_ELEMENTS, 256)
+    run_trial(choice, {False: 1.0, True: 1.0 / xla_speedup}, 4)
+    assert choice.jit is jit
 
 
 @pytest.mark.parametrize(("mode", "deterministic", "elements", "jit", "by"), [

@@ -18,7 +18,7 @@ from chunkfit.train.tensorflow.pipeline import (
     train_dataset,
     train_element_spec,
 )
-from chunkfit.train.tensorflow.stepper import Stepper
+from chunkfit.train.tensorflow.stepper import Stepper, _deferrable
 
 WINDOW, BATCH = 12, 16
 
@@ -28,6 +28,21 @@ class _LossOnly(keras.Sequential):
 
     def train_step(self, data: Any) -> Any:
         return {"loss": super().train_step(data)["loss"]}
+
+
+class _LastBatchMean(keras.metrics.Metric):
+    """A user's metric that does not add up across batches: the event class's mean prediction on the
+    last batch it saw."""
+
+    def __init__(self, name: str = "last_batch_mean", **kwargs: Any) -> None:
+        super().__init__(name=name, **kwargs)
+        self.value = self.add_variable(shape=(), initializer="zeros", name="value")
+
+    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        self.value.assign(keras.ops.mean(y_pred[:, 1]))
+
+    def result(self) -> Any:
+        return self.value
 
 
 def _block(n_windows: int, seed: int = 0) -> BlockData:
@@ -75,10 +90,34 @@ def test_stepper_trains_every_batch_as_model_fit_does_short_last_batch_included(
     for a, b in zip(ours.get_weights(), theirs.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     if not custom:  # a custom train_step's logs are those of its last batch, under Keras's fit as here
+        # Keras's own metrics, updated once per element of several batches: the same as batch by batch.
+        assert _deferrable(ours, 2)
         results = {k: float(v) for k, v in ours.get_metrics_result().items()}
-        for name in ("loss", "accuracy"):
-            assert results[name] == pytest.approx(expected.history[name][-1], rel=1e-5)
+        assert set(results) == set(expected.history) == {"loss", "pr_auc", "precision", "recall", "accuracy"}
+        for name, values in expected.history.items():
+            assert results[name] == pytest.approx(values[-1], rel=1e-5), name
     assert history is None or isinstance(history, keras.callbacks.History)
+
+
+@pytest.mark.parametrize("gathered", [False, True])
+def test_a_metric_of_the_users_own_is_updated_batch_by_batch_as_model_fit_does(gathered: bool) -> None:
+    """Keras's own metrics are updated once per element (they add up); a user's metric might not, and
+    is updated after each batch: its last-batch value is fit's, not the element's."""
+    data = _block(6 * BATCH, seed=5)
+    ours, theirs = _twins(custom=False)
+    for model in (ours, theirs):
+        model.compile(optimizer="adam", loss="categorical_crossentropy", metrics=[_LastBatchMean(), "accuracy"])
+    block = to_tensors(data)
+    stepper = Stepper(ours, window=WINDOW, n_classes=2, gathered=gathered)
+    stepper.fit(train_dataset(block, batch_size=BATCH, steps=3, window=WINDOW if gathered else None),
+                samples=block.samples, epochs=1, verbose=0, shuffle=False)
+    assert not _deferrable(ours, 2)
+
+    windows = np.stack([data.samples[o : o + WINDOW] for o in data.offsets])
+    expected = theirs.fit(windows, keras.utils.to_categorical(data.labels, 2), batch_size=BATCH, shuffle=False, verbose=0)
+    results = {k: float(v) for k, v in ours.get_metrics_result().items()}
+    for name in ("loss", "last_batch_mean", "accuracy"):
+        assert results[name] == pytest.approx(expected.history[name][-1], rel=1e-5), name
 
 
 def test_training_elements_keep_the_batch_size_in_their_shape_and_pad_the_short_batch() -> None:
@@ -132,7 +171,9 @@ def test_padded_samples_class_weights_and_standardisation_train_as_model_fit_wit
                           class_weight={0: weights[0], 1: weights[1]}, verbose=0)
     for a, b in zip(ours.get_weights(), theirs.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
-    assert float(ours.get_metrics_result()["loss"]) == pytest.approx(expected.history["loss"][-1], rel=1e-4)
+    results = {k: float(v) for k, v in ours.get_metrics_result().items()}
+    for name, values in expected.history.items():  # weighted metrics, updated once per element
+        assert results[name] == pytest.approx(values[-1], rel=1e-4), name
 
 
 @pytest.mark.parametrize(("batch", "window", "channels", "expected"), [
@@ -153,6 +194,10 @@ class _Counting(Stepper):
     def _train_whole(self, one_step: Any, *parts: Any) -> Any:
         self.traces["whole"] += 1  # runs once per trace of the compiled step
         return super()._train_whole(one_step, *parts)
+
+    def _train_kept(self, one_step: Any, *parts: Any) -> Any:  # the loop for Keras's own metrics
+        self.traces["whole"] += 1
+        return super()._train_kept(one_step, *parts)
 
     def _train_short(self, *parts: Any) -> Any:
         self.traces["short"] += 1
