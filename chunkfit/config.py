@@ -215,7 +215,8 @@ class FitOptions(_Config):
     weighted by class (chunkfit.train.weights); ``threshold_for`` how the run picks its decision
     threshold on the validation split (chunkfit.score.threshold). ``jit`` is whether the train
     step runs under XLA: on, off, or auto (timed on this machine at the start of the run,
-    chunkfit.train.tensorflow.autotune); like ``compute_threads`` it changes how fast, not what.
+    chunkfit.train.tensorflow.autotune); like ``compute_threads`` it changes how fast, not what,
+    up to float rounding: off also keeps Keras's Adam update op for op (chunkfit.train.tensorflow.fused).
     ``jax_loop`` is how the JAX engine runs an element's batches: one compiled call each
     (dispatch), all in one compiled call (scan), or auto (timed at the start of the run,
     chunkfit.train.jax.loopchoice); it too changes how fast, not what.

@@ -203,7 +203,8 @@ def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store
     options = FitOptions(
         windows=WindowSpec(WINDOW), split=SplitSpec(0.2), blocks=BlockSpec(chunk=256, shuffle_blocks=False, shuffle_windows=False),
         batch_size=64, epochs=2, steps_per_execution=steps, normalize="none", class_weight=class_weight,
-        # TensorFlow: model.fit's step, without XLA (whose fused ops round otherwise); JAX: XLA, as its fit
+        # TensorFlow: model.fit's step op for op, without XLA or the fused Adam kernel (both round
+        # otherwise); JAX: XLA, as its fit
         jit="off" if keras.backend.backend() == "tensorflow" else "auto", jax_loop=loop,
     )
     history = chunkfit.fit(ours, tiny_store, options=options, out=tmp_path / "run")

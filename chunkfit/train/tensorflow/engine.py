@@ -60,7 +60,7 @@ class TensorFlowEngine(OneProcess):
         self.group_samples: int | None = None  # training groups' samples are padded to this (``sized``)
         self.gathered = gathered  # training windows gathered in the input pipeline (``spare_core``)
         self.stepper = Stepper(model, window=shapes.window, n_classes=shapes.classes, normalize=normalizer.apply,
-                               class_weights=self.class_weights, gathered=gathered)
+                               class_weights=self.class_weights, gathered=gathered, fuse=opts.jit != "off")
 
     @classmethod
     def start(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes, normalizer: Normalizer,

@@ -18,7 +18,8 @@ its compiled metrics are all Keras's own (PR-AUC, precision, recall, accuracy...
 once per element, on the labels and predictions of all its batches, instead of after each batch.
 Those metrics add counts and sums, so their results are the same up to float rounding; the update
 was a sixth of baseline-cnn's step (1 thread, AMD EPYC: 150k windows/s with it per batch, 179k
-without). A metric of the user's own is updated batch by batch. With ``jit`` the gather and the
+without). A metric of the user's own is updated batch by batch. With ``fuse``, a plain Adam
+updates each variable in one kernel (chunkfit.train.tensorflow.fused). With ``jit`` the gather and the
 step of a full batch are one XLA computation: XLA fuses the gather with the first layer, and the step ran as fast as on one constant batch (2-core AMD EPYC), where
 gathering in tf.data beside it cost a core. The batch size is part of the traced shapes, and the
 short last batch of a block gets a compiled step of its own (without XLA): for unknown batch sizes
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import keras
 
+from .fused import fused_adam
 from .pipeline import batch_of, samples_spec, windows_at
 
 if TYPE_CHECKING:
@@ -50,7 +52,7 @@ class Stepper(keras.Model):
 
     def __init__(self, model: keras.Model, *, window: int, n_classes: int, jit: bool = False,
                  normalize: Callable[[Any], Any] | None = None, class_weights: list[float] | None = None,
-                 gathered: bool = False) -> None:
+                 gathered: bool = False, fuse: bool = False) -> None:
         super().__init__(name="chunkfit_stepper")
         self.wrapped = model
         self.jit = jit  # the step under XLA, unless ``choice`` says
@@ -58,6 +60,9 @@ class Stepper(keras.Model):
         # Elements hold the windows, gathered in the input pipeline (``train_dataset``'s ``window``),
         # instead of their offsets.
         self.gathered = gathered
+        # Keras's Adam update as one kernel per variable (chunkfit.train.tensorflow.fused); off, the
+        # step is Keras's op for op, and its logs equal model.fit's to the last digit.
+        self.fuse = fuse
         self.built = True
         self.history = None  # fit returns it; the run's History lives with the wrapped model
         self._window = window
@@ -125,7 +130,7 @@ class Stepper(keras.Model):
 
     def _one(self, samples: Any, offsets: Any, labels: Any) -> Any:
         """One full batch: its windows gathered from ``samples``, then the model's train step."""
-        with self._trace_lock:
+        with self._trace_lock, fused_adam(self._fused_optimizer()):
             return self.wrapped.train_step(self._batch_of(samples, offsets, labels))
 
     def _one_kept(self, samples: Any, offsets: Any, labels: Any) -> tuple[Any, ...]:
@@ -140,13 +145,17 @@ class Stepper(keras.Model):
             kept.extend(t for t in (y, tf.cast(y_pred, tf.float32), sample_weight) if t is not None)
             return {}
 
-        with self._trace_lock:  # Keras's train_step ends with self.compute_metrics(x, y, y_pred, sample_weight)
+        # Keras's train_step ends with self.compute_metrics(x, y, y_pred, sample_weight)
+        with self._trace_lock, fused_adam(self._fused_optimizer()):
             object.__setattr__(model, "compute_metrics", keep)
             try:
                 model.train_step(self._batch_of(samples, offsets, labels))
             finally:
                 object.__delattr__(model, "compute_metrics")
         return tuple(kept)
+
+    def _fused_optimizer(self) -> Any:
+        return self.wrapped.optimizer if self.fuse else None
 
     def _batch_of(self, samples: Any, offsets: Any, labels: Any) -> tuple[Any, ...]:
         """The batch of ``offsets`` (or, ``gathered``, of the windows they hold) and ``labels``."""
@@ -259,7 +268,7 @@ class Stepper(keras.Model):
     def _train_short(self, samples: Any, offsets: Any, labels: Any, last: Any) -> Any:
         """The element is the short last batch alone, padded to the batch size; ``last`` is how many
         windows are real."""
-        with self._trace_lock:
+        with self._trace_lock, fused_adam(self._fused_optimizer()):
             return self.wrapped.train_step(self._batch_of(samples, offsets[0][:last], labels[0][:last]))
 
 

@@ -315,7 +315,7 @@ def _serve(compute: int, spec: ProbeSpec, unsafe: bool) -> None:
 
     model = build_model(spec.model, spec.window, spec.channels, spec.classes, unsafe=unsafe)
     compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=PROBE_BATCHES, classes=spec.classes)
-    stepper = Stepper(model, window=spec.window, n_classes=spec.classes)
+    stepper = Stepper(model, window=spec.window, n_classes=spec.classes, fuse=spec.modes != (False,))
     stepper.build_state(train_element_spec(spec.batch_size), spec.channels)
     rng = np.random.default_rng(0)
     n = PROBE_BATCHES * spec.batch_size
