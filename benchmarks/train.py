@@ -42,6 +42,7 @@ validation excluded). Tables are printed and written to benchmarks/RESULTS-train
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -216,14 +217,16 @@ def work_chunkfit(store: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def measure_threads(model: str) -> None:
-    """What a run long enough to measure threads does first (chunkfit.train.tensorflow.threadtune),
-    here before the timed run, which then reads it from the cache."""
-    from chunkfit.train.tensorflow.threadtune import Probe, ProbeSpec, choose_threads
+    """What a first run long enough to measure threads does (chunkfit.train.tensorflow.threadtune),
+    here in a process of its own before the timed run, which then reads it from the cache."""
+    from chunkfit.train.tensorflow.threadtune import ProbeSpec, choose_threads
 
     spec = choose_threads(None, model, deterministic=False, window=WINDOW, channels=1, classes=2, batch_size=BATCH,
                           run_windows=1, group_samples=4 * 200_000 + WINDOW, probe_windows=0)
     assert isinstance(spec, ProbeSpec), spec
-    Probe(spec).finish()
+    job = json.dumps({**dataclasses.asdict(spec), "modes": list(spec.modes)})
+    subprocess.run([sys.executable, "-m", "chunkfit.train.tensorflow.threadtune", job], check=True,
+                   stdout=subprocess.DEVNULL)
 
 
 def work_jax(store: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -471,6 +474,12 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
     if "chunkfit" in results:
         picks = [(r.get("compile") or {}).get("jit") for r in results["chunkfit"]]
         lines += [f"chunkfit's --jit auto chose XLA in {sum(bool(p) for p in picks)} of {len(picks)} round(s)."]
+        threads = [r.get("threads") or {} for r in results["chunkfit"]]
+        measured = [t["seconds"] for t in threads if str(t.get("by", "")).startswith("autotune")]
+        if measured:  # a first run long enough measures its threads before training (not in the time above)
+            lines += [(f"(3) measured its threads first in {len(measured)} of {len(threads)} round(s), taking "
+                       f"{', '.join(f'{x:.1f}' for x in measured)} s before training, and chose one compute thread "
+                       f"in {sum(t.get('intra_op') == 1 for t in threads)}.")]
     if "chunkfit-cached" in results:
         used = [(r.get("threads") or {}).get("intra_op") for r in results["chunkfit-cached"]]
         picks = [(r.get("compile") or {}).get("jit") for r in results["chunkfit-cached"]]

@@ -28,7 +28,7 @@ from .pipeline import (
     train_element_spec,
 )
 from .threads import start_tensorflow
-from .threadtune import RULE, Probe, ProbeSpec, ThreadChoice, cache_path, choose_threads
+from .threadtune import RULE, ProbeSpec, ThreadChoice, cache_path, choose_threads, measure
 
 if TYPE_CHECKING:
     import keras
@@ -74,29 +74,21 @@ class TensorFlowEngine(OneProcess):
         tuned = choose_threads(opts.compute_threads, model, deterministic=opts.deterministic, window=shapes.window,
                                channels=shapes.channels, classes=shapes.classes, batch_size=opts.batch_size,
                                run_windows=run_windows, jit=opts.jit, group_samples=group_samples)
-        probe = None
-        if isinstance(tuned, ProbeSpec):
-            if say is not None:
-                say(f"measuring how fast {model} trains on every core and on one thread (once for this machine and "
-                    f"model: cached in {cache_path()})")
-            probe = Probe(tuned)  # its children start while this process imports TensorFlow
+        if isinstance(tuned, ProbeSpec) and say is not None:
+            say(f"measuring how fast {model} trains on every core and on one thread (once for this machine and "
+                f"model: cached in {cache_path()})")
         decided: list[ThreadChoice] = []
 
         def compute(tf: Any) -> int | None:  # TensorFlow imported, its runtime not started
-            if probe is None:
-                decided.append(tuned)  # type: ignore[arg-type]
+            if not isinstance(tuned, ProbeSpec):
+                decided.append(tuned)
             elif tf.config.list_physical_devices("GPU"):
-                probe.stop()
                 decided.append(ThreadChoice(None, f"{RULE} (a GPU trains the model)"))
             else:
-                decided.append(probe.finish())
+                decided.append(measure(tuned))  # in forks of this process, before its runtime starts
             return decided[0].compute
 
-        try:
-            threads = start_tensorflow(compute)
-        finally:
-            if probe is not None:
-                probe.stop()
+        threads = start_tensorflow(compute)
         choice = decided[0]
         import keras
 

@@ -8,16 +8,19 @@ core on one 2-core AMD EPYC, and its XLA step 0.75x as fast on another. So, when
 
 - a measurement cached for this machine, TensorFlow version, model and shapes is used (``by: cache``);
 - else, for a run long enough that measuring costs at most ``BUDGET_SHARE`` of it (at
-  ``ASSUMED_RATE``), each candidate of ``CANDIDATES`` is measured in a child process of its own,
-  started before this process imports TensorFlow so that their start-up overlaps its import (a
-  first measurement added 6-8 s to a run on 2 cores: ``PROBE_SECONDS``). The children build the model
-  and compile chunkfit's train step in each compile mode the run may use, side by side (compiling
-  is not timed), on a block of the run's group size, then take turns timing bursts of
-  ``PROBE_BATCHES`` batches (A B A B ...), so that a change in the machine's load hits every
-  candidate alike. The median burst of each counts; another thread count than the rule's must beat
-  it by ``MARGIN`` (on one 2-core EPYC the children measured one thread at 0.9-1.0x every core where
-  whole runs trained at 0.6-0.75x: a close call stays with the rule). The fastest candidate trains
-  the run; with ``--jit auto`` its fastest compile mode is the run's too, and the choice is cached;
+  ``ASSUMED_RATE``; ``PROBE_SECONDS``), each candidate of ``CANDIDATES`` is measured in a child of its
+  own: a fork of this process made once TensorFlow is imported and before its runtime starts, so a
+  child imports nothing again and starts the runtime with its own threads (a measurement took 1.3-1.4 s
+  for baseline-cnn on 2 cores; in child processes that imported TensorFlow themselves it added
+  6-8 s). The children build the model and compile chunkfit's train step side by side (compiling is
+  not timed), without XLA under ``--jit auto`` (the run's own trial then chooses XLA or not, on the
+  threads chosen here) and in the run's mode under ``--jit on|off``, on a block of the run's group
+  size, then take turns timing bursts of ``PROBE_BATCHES`` batches (A B A B ...), so that a change
+  in the machine's load hits every candidate alike. The median burst of each counts; another thread
+  count than the rule's must beat it by ``MARGIN`` (on one 2-core EPYC child processes measured one
+  thread at 0.9-1.0x every core where whole runs trained at 0.6-0.75x: a close call stays with the
+  rule). The fastest candidate trains the run, and the choice is cached. Linux only: a fork of a
+  process that imported TensorFlow is not safe on macOS;
 - else, and for models a child cannot rebuild (a ``keras.Model`` object; ``module:function``, whose
   code chunkfit runs once only), the rule: TensorFlow's default of every core. The windows are
   gathered inside the compiled step, so no input work waits for a free core.
@@ -34,26 +37,27 @@ import json
 import os
 import platform
 import select
+import signal
 import statistics
-import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
-
-from ..._quiet import QUIET_LOG_LEVEL
 
 # TensorFlow's default of every core, and one compute thread (with one inter-op thread)
 CANDIDATES = (0, 1)
 PROBE_BATCHES = 32  # batches per timed burst
-ROUNDS = 4  # bursts per candidate and compile mode
+ROUNDS = 4  # bursts per candidate and compile mode, at most
+TIMING_SECONDS = 0.5  # past it (a slow model's bursts), no more rounds than two
 MARGIN = 1.05  # how much faster than the rule another thread count must be to be chosen
 PROBE_TIMEOUT = 120.0  # seconds for the whole measurement; past it the rule applies
 BUDGET_SHARE = 0.05  # of the run's estimated length
-# What a first measurement adds to a run's wall time on 2 cores, both modes: a whole 1-epoch run
-# with it against the same run without, paired (farm-bench), 6.6 s median (6.0-8.4 s); the children's
-# own import of TensorFlow overlaps the run's. An earlier bound of 20 s counted the run's import too.
-PROBE_SECONDS = 8.0
+# What a first measurement adds to a run's wall time on 2 cores, by the compile mode measured (True:
+# XLA). Without XLA, baseline-cnn on a 2-core Intel Xeon: 1.3 s by its own clock (ThreadChoice.seconds;
+# the parent waits meanwhile), 1.1-2.1 s on a whole 2-epoch run timed with and without it, paired
+# (medians of two sittings); under XLA 2.6 s by its own clock.
+PROBE_SECONDS = {False: 1.5, True: 3.5}
 ASSUMED_RATE = 50_000.0  # training windows/s for estimating a run's length (a fast model on 2 cores)
 CACHE_FILE = "threads.json"
 RULE = "the rule: every core"
@@ -108,6 +112,7 @@ class ProbeSpec:
     batch_size: int
     modes: tuple[bool, ...]
     samples: int = 0
+    fuse: bool = True
 
 
 def cache_path() -> Path:
@@ -174,40 +179,41 @@ def choose_threads(compute_threads: int | None, model: Any, *, deterministic: bo
                             cached.get("jit"), cached.get("seconds"))
     if "tensorflow" in sys.modules:
         return ThreadChoice(None, f"{RULE} (TensorFlow was imported before the run, so none is measured)")
-    if os.name != "posix":
-        return ThreadChoice(None, f"{RULE} (threads are measured on POSIX systems only)")
-    least = probe_windows if probe_windows is not None else int(PROBE_SECONDS / BUDGET_SHARE * ASSUMED_RATE)
+    if not sys.platform.startswith("linux"):
+        return ThreadChoice(None, f"{RULE} (threads are measured on Linux only)")
+    xla = jit == "on"  # --jit auto leaves XLA to the run's own trial, on the threads chosen here
+    least = probe_windows if probe_windows is not None else int(PROBE_SECONDS[xla] / BUDGET_SHARE * ASSUMED_RATE)
     if run_windows < least:
         return ThreadChoice(None, f"{RULE} (a run of {run_windows:,} windows is too short to measure threads)")
-    modes = (True, False) if jit == "auto" else (jit == "on",)
-    return ProbeSpec(model, window, channels, classes, batch_size, modes, group_samples)
+    return ProbeSpec(model, window, channels, classes, batch_size, (xla,), group_samples, fuse=jit != "off")
 
 
-class Probe:
-    """The measurement of ``spec``: children started now, timed by ``finish``."""
-
-    def __init__(self, spec: ProbeSpec) -> None:
+def measure(spec: ProbeSpec) -> ThreadChoice:
+    """Measure ``spec`` now, in this process's children, and cache the fastest. Call it with TensorFlow
+    imported and its runtime not started (``start_tensorflow``'s callable): each child is a fork of
+    this process, so it starts TensorFlow with its own threads without importing it again."""
+    t0 = time.perf_counter()
+    children: list[_Child] = []
+    try:
         from ..models import unsafe_files_allowed
 
-        self.spec, self.t0 = spec, time.perf_counter()
-        self.children: list[_Child] = []
-        try:
-            # All start and compile at once (compiling is timed by no one); they take turns later.
-            self.children.extend(_Child.start(c, spec, unsafe_files_allowed()) for c in CANDIDATES)
-        except OSError:
-            self.stop()
-
-    def finish(self) -> ThreadChoice:
-        """Time every candidate, taking turns; cache and return the fastest."""
-        try:
-            speeds = _timed(self.children, self.spec) if len(self.children) == len(CANDIDATES) else None
-        finally:
-            self.stop()
-        return _chosen(self.spec, speeds, round(time.perf_counter() - self.t0, 1))
-
-    def stop(self) -> None:
-        for child in self.children:
+        _import_for_children()
+        unsafe = unsafe_files_allowed()
+        # All build and compile at once (compiling is timed by no one); they take turns later.
+        children.extend(_Child.fork(c, spec, unsafe) for c in CANDIDATES)
+        speeds = _timed(children, spec)
+    except OSError:  # no fork: out of processes or memory
+        speeds = None
+    finally:
+        for child in children:
             child.stop()
+    return _chosen(spec, speeds, round(time.perf_counter() - t0, 1))
+
+
+def _import_for_children() -> None:
+    """What a child needs, imported once here (this process needs it next anyway), not in each child."""
+    from .. import models  # noqa: F401  (Keras)
+    from . import pipeline, stepper  # noqa: F401
 
 
 def _chosen(spec: ProbeSpec, speeds: dict[str, float] | None, seconds: float) -> ThreadChoice:
@@ -240,7 +246,10 @@ def _timed(children: list[_Child], spec: ProbeSpec) -> dict[str, float] | None:
     if any(child.ask("ready", deadline) is None for child in children):
         return None
     bursts: dict[str, list[float]] = {}
-    for _ in range(ROUNDS):
+    timing = time.monotonic()
+    for done in range(ROUNDS):
+        if done >= 2 and time.monotonic() - timing > TIMING_SECONDS:  # a slow model: fewer rounds
+            break
         for mode in spec.modes:
             for child in children:
                 seconds = child.ask("xla" if mode else "graph", deadline)
@@ -252,33 +261,45 @@ def _timed(children: list[_Child], spec: ProbeSpec) -> dict[str, float] | None:
 
 
 class _Child:
-    """A child process measuring one candidate; it answers one line per request on its stdout."""
+    """A forked child measuring one candidate; it answers one line per request on its pipe."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], compute: int) -> None:
-        self.proc, self.compute = proc, compute
+    def __init__(self, pid: int, requests: int, answers: int, compute: int) -> None:
+        self.pid, self.requests, self.answers, self.compute = pid, requests, answers, compute
         self.buffer = b""
 
     @classmethod
-    def start(cls, compute: int, spec: ProbeSpec, unsafe: bool) -> _Child:
-        job = json.dumps({"compute": compute, "unsafe": unsafe, "spec": dataclasses.asdict(spec)})
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL)}
-        proc = subprocess.Popen([sys.executable, "-m", __name__, job], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, env=env)
-        return cls(proc, compute)
+    def fork(cls, compute: int, spec: ProbeSpec, unsafe: bool) -> _Child:
+        requests, answers = os.pipe(), os.pipe()
+        parent = os.getpid()
+        for stream in (sys.stdout, sys.stderr):  # what is buffered here is written once, by this process
+            stream.flush()
+        with warnings.catch_warnings():  # Python 3.12+: fork with threads running (TensorFlow's, idle)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the child: it never returns from here
+            code = 1
+            try:
+                os.close(requests[1])
+                os.close(answers[0])
+                _detach(parent)
+                _serve(compute, spec, unsafe, requests[0], answers[1])
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(requests[0])
+        os.close(answers[1])
+        return cls(pid, requests[1], answers[0], compute)
 
     def ask(self, request: str, deadline: float) -> float | None:
         """Send ``request``; its answer (seconds, or 0.0 for "ready"), or None on failure or timeout."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        out = self.proc.stdout.fileno()
         try:
             if request != "ready":
-                self.proc.stdin.write(request.encode() + b"\n")
-                self.proc.stdin.flush()
+                os.write(self.requests, request.encode() + b"\n")
             while b"\n" not in self.buffer:
                 left = deadline - time.monotonic()
-                if left <= 0 or not select.select([out], [], [], left)[0]:
+                if left <= 0 or not select.select([self.answers], [], [], left)[0]:
                     return None
-                chunk = os.read(out, 4096)
+                chunk = os.read(self.answers, 4096)
                 if not chunk:
                     return None
                 self.buffer += chunk
@@ -291,31 +312,52 @@ class _Child:
             return None
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                stream.close()
+        for fd in (self.requests, self.answers):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self.pid, 0)
 
 
-def _serve(compute: int, spec: ProbeSpec, unsafe: bool) -> None:
-    """In a child: start TensorFlow with ``compute`` threads, compile the train step in each mode of
-    ``spec``, then time one burst per line of stdin, answering on stdout."""
-    from .threads import start_tensorflow
+def _detach(parent: int) -> None:
+    """In a child: killed with this process's parent (Linux), its output and the parent's signal
+    handlers (Ctrl-C's checkpoint) left behind."""
+    try:
+        import ctypes
 
-    threads = start_tensorflow(compute)  # before TensorFlow's first op: after it they are fixed
-    assert compute == 0 or threads["intra_op"] == compute, threads
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+
+
+def _serve(compute: int, spec: ProbeSpec, unsafe: bool, requests: int, answers: int) -> None:
+    """In a child: start TensorFlow's runtime with ``compute`` threads, compile the train step in
+    each mode of ``spec``, then time one burst per request line, answering on ``answers``."""
     import numpy as np
     import tensorflow as tf
 
+    if compute > 0:  # as start_tensorflow sets them: the runtime starts with this child's first op
+        tf.config.threading.set_intra_op_parallelism_threads(compute)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
     from ..models import build_model, compile_model
     from .pipeline import train_element_spec
     from .stepper import Stepper
 
     model = build_model(spec.model, spec.window, spec.channels, spec.classes, unsafe=unsafe)
     compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=PROBE_BATCHES, classes=spec.classes)
-    stepper = Stepper(model, window=spec.window, n_classes=spec.classes, fuse=spec.modes != (False,))
+    stepper = Stepper(model, window=spec.window, n_classes=spec.classes, fuse=spec.fuse)
     stepper.build_state(train_element_spec(spec.batch_size), spec.channels)
     rng = np.random.default_rng(0)
     n = PROBE_BATCHES * spec.batch_size
@@ -327,15 +369,12 @@ def _serve(compute: int, spec: ProbeSpec, unsafe: bool) -> None:
     steps = {mode: stepper.whole(mode) for mode in spec.modes}
     for step in steps.values():
         step(samples, offsets, labels)  # compiles
-    out = sys.stdout.buffer
-    out.write(b"0\n")
-    out.flush()
-    for line in sys.stdin.buffer:
+    os.write(answers, b"0\n")
+    for line in os.fdopen(requests, "rb"):
         step = steps[line.strip() == b"xla"]
         t0 = time.perf_counter()
         step(samples, offsets, labels)
-        out.write(f"{time.perf_counter() - t0!r}\n".encode())
-        out.flush()
+        os.write(answers, f"{time.perf_counter() - t0!r}\n".encode())
 
 
 def _read_cache() -> dict[str, Any]:
@@ -359,6 +398,9 @@ def _write_cache(key: str, entry: dict[str, Any]) -> None:
         pass
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # measure and cache now (benchmarks/train.py: a later run's cache)
+    from ..._quiet import import_tensorflow_quietly
+
     job = json.loads(sys.argv[1])
-    _serve(int(job["compute"]), ProbeSpec(**{**job["spec"], "modes": tuple(job["spec"]["modes"])}), bool(job["unsafe"]))
+    spec = ProbeSpec(**{**job, "modes": tuple(job["modes"])})
+    import_tensorflow_quietly(lambda tf: print(json.dumps(dataclasses.asdict(measure(spec)))))
