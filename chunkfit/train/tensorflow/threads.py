@@ -30,10 +30,7 @@ def start_tensorflow(compute_threads: int | None | Callable[[ModuleType], int | 
     """
 
     def setup(tf: ModuleType) -> None:
-        compute = compute_threads(tf) if callable(compute_threads) else compute_threads
-        if compute is not None and compute > 0:
-            tf.config.threading.set_intra_op_parallelism_threads(compute)
-            tf.config.threading.set_inter_op_parallelism_threads(1)
+        set_compute_threads(tf, compute_threads(tf) if callable(compute_threads) else compute_threads)
         if before is not None:
             before(tf)
 
@@ -51,3 +48,11 @@ def start_tensorflow(compute_threads: int | None | Callable[[ModuleType], int | 
         "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
         "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
     }
+
+
+def set_compute_threads(tf: ModuleType, compute: int | None) -> None:
+    """Before TensorFlow's runtime starts: ``compute`` threads for the model's arithmetic, with one
+    inter-op thread (None or 0: TensorFlow's default of every core)."""
+    if compute is not None and compute > 0:
+        tf.config.threading.set_intra_op_parallelism_threads(compute)
+        tf.config.threading.set_inter_op_parallelism_threads(1)

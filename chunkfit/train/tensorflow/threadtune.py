@@ -348,12 +348,12 @@ def _serve(compute: int, spec: ProbeSpec, unsafe: bool, requests: int, answers: 
     import numpy as np
     import tensorflow as tf
 
-    if compute > 0:  # as start_tensorflow sets them: the runtime starts with this child's first op
-        tf.config.threading.set_intra_op_parallelism_threads(compute)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
     from ..models import build_model, compile_model
     from .pipeline import train_element_spec
     from .stepper import Stepper
+    from .threads import set_compute_threads
+
+    set_compute_threads(tf, compute)  # the runtime starts with this child's first op
 
     model = build_model(spec.model, spec.window, spec.channels, spec.classes, unsafe=unsafe)
     compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=PROBE_BATCHES, classes=spec.classes)
