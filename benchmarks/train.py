@@ -16,7 +16,8 @@ Sections (throughput, memory and quality when none is named):
   in a later run on this machine (the threads measurement made before it, untimed, and cached), (3b)
   chunkfit with steps_per_execution=1, (3d) chunkfit ``--jit off``, (4) the compute ceiling: the
   train step on one constant batch in one compiled loop, under TensorFlow's default threads, and
-  (4c) the same with the step under XLA. The ceilings run Keras's own train step, its metrics updated
+  (4c) the same with the step under XLA, (4e) with each batch as two halves side by side (half the
+  cores each: chunkfit.train.tensorflow.halves). The ceilings run Keras's own train step, its metrics updated
   after every batch, as ``fit`` runs it; chunkfit's step updates Keras's own metrics once per
   compiled call (chunkfit.train.tensorflow.stepper), so it can pass them. (1b), (3c), (4b) and (4d)
   run on one compute thread, to
@@ -67,12 +68,13 @@ LARGE = 20_000_000
 STRATEGIES = ("reference", "reference-1t", "pydataset", "jax", "chunkfit", "chunkfit-cached", "chunkfit-jax",
               "chunkfit-spe1",
               "chunkfit-1t", "chunkfit-nojit", "chunkfit-jax-dispatch", "chunkfit-jax-scan", "ceiling", "ceiling-1t",
-              "ceiling-xla", "ceiling-xla-1t", "ceiling-jax", "ceiling-jax-scan")
+              "ceiling-xla", "ceiling-xla-1t", "ceiling-halves", "ceiling-jax", "ceiling-jax-scan")
 # Run when no strategy is named: every strategy but the --jax-loop overrides, which (3j) chooses between.
 DEFAULT_STRATEGIES = tuple(s for s in STRATEGIES if s not in ("chunkfit-jax-dispatch", "chunkfit-jax-scan"))
 # What runs without TensorFlow (a machine with JAX alone, e.g. a GPU whose image has no TensorFlow).
 JAX_ONLY = ("jax", "chunkfit-jax", "chunkfit-jax-dispatch", "chunkfit-jax-scan", "ceiling-jax", "ceiling-jax-scan")
-ANCHORS = ("jax", "ceiling", "ceiling-1t", "ceiling-xla", "ceiling-xla-1t", "ceiling-jax", "ceiling-jax-scan")
+ANCHORS = ("jax", "ceiling", "ceiling-1t", "ceiling-xla", "ceiling-xla-1t", "ceiling-halves", "ceiling-jax",
+           "ceiling-jax-scan")
 ON_JAX = (*JAX_ONLY, "score-jax", "score-evaluate-jax", "score-predict-jax")
 LABELS = {
     "reference": "(1) model.fit, materialised float64 windows (the original question)",
@@ -90,6 +92,8 @@ LABELS = {
     "ceiling-1t": "(4b) compute ceiling on 1 compute thread",
     "ceiling-xla": "(4c) compute ceiling, the step under XLA, TensorFlow's default threads",
     "ceiling-xla-1t": "(4d) compute ceiling, the step under XLA, 1 compute thread",
+    "ceiling-halves": ("(4e) compute ceiling, each batch as two halves side by side (half the cores each, one "
+                       "inter-op thread per half)"),
     "ceiling-jax": "(4j) compute ceiling on JAX: constant batch, Keras's stateless train step jitted, one call per step",
     "chunkfit-jax-dispatch": "(3jd) chunkfit on JAX, --jax-loop dispatch (one compiled call per batch)",
     "chunkfit-jax-scan": "(3js) chunkfit on JAX, --jax-loop scan (an element's batches in one compiled call)",
@@ -249,13 +253,16 @@ def work_jax(store: str, args: dict[str, Any]) -> dict[str, Any]:
 def work_ceiling(store: str, args: dict[str, Any]) -> dict[str, Any]:
     from chunkfit.train.tensorflow.threads import start_tensorflow
 
-    # The train step chunkfit runs, on one constant batch: TensorFlow's default threads unless given.
-    start_tensorflow(args.get("threads"))
+    # The train step chunkfit runs, on one constant batch: TensorFlow's default threads unless given;
+    # with "halves", each batch's halves side by side, an inter-op thread each.
+    halves = args.get("halves", 1)
+    start_tensorflow((args["threads"], halves) if "threads" in args else None)
     import keras
     import numpy as np
     import tensorflow as tf
 
     from chunkfit.train.models import build_model, compile_model
+    from chunkfit.train.tensorflow.halves import split_batch, splittable
 
     keras.utils.set_random_seed(0)
     model = build_model(args["model"], WINDOW, 1, 2)
@@ -274,7 +281,10 @@ def work_ceiling(store: str, args: dict[str, Any]) -> dict[str, Any]:
             step((x, y))
         return steps
 
-    loop(tf.constant(20))
+    if halves > 1:
+        assert splittable(model), args["model"]
+    with split_batch(model, halves):  # traced here
+        loop(tf.constant(20))
     t0 = time.perf_counter()
     loop(tf.constant(20))
     steps = max(200, min(4000, round(10 * 20 / (time.perf_counter() - t0))))  # about 10 s
@@ -405,6 +415,8 @@ WORKERS = {
     "reference-1t": lambda s, a: work_reference(s, {**a, "threads": 1}),
     "ceiling": work_ceiling,
     "ceiling-1t": lambda s, a: work_ceiling(s, {**a, "threads": 1}),
+    "ceiling-halves": lambda s, a: work_ceiling(s, {**a, "threads": max(1, len(os.sched_getaffinity(0)) // 2),
+                                                    "halves": 2}),
     "quality-reference": work_quality_reference,
     "score-run": lambda s, a: work_score_run(s, a),
     "score-keras": lambda s, a: work_score_keras(s, a),
@@ -479,12 +491,15 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
         if measured:  # a first run long enough measures its threads before training (not in the time above)
             lines += [(f"(3) measured its threads first in {len(measured)} of {len(threads)} round(s), taking "
                        f"{', '.join(f'{x:.1f}' for x in measured)} s before training, and chose one compute thread "
-                       f"in {sum(t.get('intra_op') == 1 for t in threads)}.")]
+                       f"in {sum(t.get('intra_op') == 1 and 'halves' not in t for t in threads)}, each batch in "
+                       f"halves side by side in {sum('halves' in t for t in threads)}.")]
     if "chunkfit-cached" in results:
-        used = [(r.get("threads") or {}).get("intra_op") for r in results["chunkfit-cached"]]
+        cached = [r.get("threads") or {} for r in results["chunkfit-cached"]]
         picks = [(r.get("compile") or {}).get("jit") for r in results["chunkfit-cached"]]
-        lines += [(f"(3t)'s measurement chose one compute thread in {used.count(1)} of {len(used)} round(s) (every "
-                   f"core in the others) and XLA in {sum(bool(p) for p in picks)}.")]
+        lines += [(f"(3t)'s measurement chose one compute thread in "
+                   f"{sum(t.get('intra_op') == 1 and 'halves' not in t for t in cached)} of {len(cached)} round(s), "
+                   f"each batch in halves side by side in {sum('halves' in t for t in cached)} (every core in the "
+                   f"others) and XLA in {sum(bool(p) for p in picks)}.")]
     if "chunkfit-jax" in results:
         loops = [(r.get("compile") or {}).get("loop") for r in results["chunkfit-jax"]]
         lines += [(f"chunkfit's JAX engine (--jax-loop auto) chose the scan in {loops.count('scan')} of "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -16,6 +17,8 @@ import pytest
 from support import REPO, error_line, make_store, run_cli
 
 from chunkfit.train.blocks import plan_blocks
+
+CORES = len(os.sched_getaffinity(0))
 
 pytestmark = pytest.mark.slow
 
@@ -102,9 +105,13 @@ def test_train_on_the_ecg_log_succeeds_quietly(ecg_run: tuple[subprocess.Complet
 def test_train_prints_one_line_per_epoch_and_the_run_folder(ecg_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     result, out = ecg_run
     compile_line, *lines = result.stdout.splitlines()
-    # a run this short trains without XLA, on the threads of the rule, and says why in one line
+    # a run this short trains without XLA, on the threads of the rule (a built-in model: each batch
+    # in halves side by side, on 2 cores or more), and says why in one line
+    threads = ("every core, chosen by the rule: every core" if CORES < 2 else
+               f"{CORES // 2} compute threads? for each of 2 halves of every batch, side by side, chosen by the rule "
+               "for built-in models: each batch in halves side by side")
     assert re.fullmatch(r"train step without XLA, chosen by autotune: a run of \d+ training calls of up to \d+ "
-                        r"batches is too short to try XLA; TensorFlow on every core, chosen by the rule: every core "
+                        rf"batches is too short to try XLA; TensorFlow on {threads} "
                         r"\(a run of [\d,]+ windows is too short to measure threads\); --jit on\|off, "
                         r"--compute-threads N to choose", compile_line), compile_line
     assert [line.split("  ")[0] for line in lines[:2]] == ["epoch 1/2", "epoch 2/2"]
@@ -132,9 +139,13 @@ def test_run_json_describes_the_ecg_run(ecg_run: tuple[subprocess.CompletedProce
     assert run["split"]["validation_ranges"] == [[97200, 108000]]
     assert [e["epoch"] for e in run["epochs"]] == [0, 1]
     assert run["epochs"][-1]["val_accuracy"] > 0.8
-    # unmeasured, TensorFlow's default: every core (0)
-    assert run["threads"]["intra_op"] == run["threads"]["inter_op"] == 0
-    assert run["threads"]["by"].startswith("the rule: every core")
+    # unmeasured, a built-in model: each batch in halves, half the cores each (one core: every core, 0)
+    if CORES < 2:
+        assert run["threads"]["intra_op"] == run["threads"]["inter_op"] == 0
+        assert run["threads"]["by"].startswith("the rule: every core")
+    else:
+        assert (run["threads"]["intra_op"], run["threads"]["inter_op"], run["threads"]["halves"]) == (CORES // 2, 2, 2)
+        assert run["threads"]["by"].startswith("the rule for built-in models: each batch in halves side by side")
 
 
 def test_train_without_a_store_uses_sensor_zarr_in_the_current_directory(launched: dict[str, Future[Ran]]) -> None:

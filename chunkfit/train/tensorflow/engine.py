@@ -50,7 +50,7 @@ class TensorFlowEngine(OneProcess):
 
     def __init__(self, model: keras.Model, opts: FitOptions, shapes: Shapes, steps: int, threads: dict[str, int],
                  normalizer: Normalizer, class_weights: tuple[float, ...] | None,
-                 thread_choice: ThreadChoice | None = None, gathered: bool = False) -> None:
+                 thread_choice: ThreadChoice | None = None, gathered: bool = False, halves: int = 1) -> None:
         from .stepper import Stepper
 
         self.model, self.opts, self.shapes, self.steps, self.threads = model, opts, shapes, steps, threads
@@ -60,7 +60,8 @@ class TensorFlowEngine(OneProcess):
         self.group_samples: int | None = None  # training groups' samples are padded to this (``sized``)
         self.gathered = gathered  # training windows gathered in the input pipeline (``spare_core``)
         self.stepper = Stepper(model, window=shapes.window, n_classes=shapes.classes, normalize=normalizer.apply,
-                               class_weights=self.class_weights, gathered=gathered, fuse=opts.jit != "off")
+                               class_weights=self.class_weights, gathered=gathered, fuse=opts.jit != "off",
+                               halves=halves)
 
     @classmethod
     def start(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes, normalizer: Normalizer,
@@ -75,22 +76,25 @@ class TensorFlowEngine(OneProcess):
                                channels=shapes.channels, classes=shapes.classes, batch_size=opts.batch_size,
                                run_windows=run_windows, jit=opts.jit, group_samples=group_samples)
         if isinstance(tuned, ProbeSpec) and say is not None:
-            say(f"measuring how fast {model} trains on every core and on one thread (once for this machine and "
-                f"model: cached in {cache_path()})")
+            say(f"measuring how fast {model} trains on every core, on one thread and in halves of each batch side "
+                f"by side (once for this machine and model: cached in {cache_path()})")
         decided: list[ThreadChoice] = []
 
-        def compute(tf: Any) -> int | None:  # TensorFlow imported, its runtime not started
-            if not isinstance(tuned, ProbeSpec):
+        def compute(tf: Any) -> tuple[int | None, int]:  # TensorFlow imported, its runtime not started
+            gpu = bool(tf.config.list_physical_devices("GPU"))
+            if isinstance(tuned, ThreadChoice) and not (gpu and tuned.halves > 1):
                 decided.append(tuned)
-            elif tf.config.list_physical_devices("GPU"):
+            elif gpu or not isinstance(tuned, ProbeSpec):
                 decided.append(ThreadChoice(None, f"{RULE} (a GPU trains the model)"))
             else:
                 decided.append(measure(tuned))  # in forks of this process, before its runtime starts
-            return decided[0].compute
+            return decided[0].compute, decided[0].halves  # halves side by side: an inter-op thread each
 
         threads = start_tensorflow(compute)
         choice = decided[0]
         import keras
+
+        from .halves import splittable
 
         keras.utils.set_random_seed(opts.blocks.seed)
         if opts.deterministic:
@@ -102,7 +106,10 @@ class TensorFlowEngine(OneProcess):
         steps = opts.steps_per_execution or element_steps(opts.batch_size, shapes.window, shapes.channels)
         compile_model(built, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss, steps_per_execution=steps,
                       classes=shapes.classes)
-        return cls(built, opts, shapes, steps, threads, normalizer, class_weights, choice, spare_core(threads))
+        if choice.halves > 1 and not (threads["inter_op"] == choice.halves and splittable(built)):
+            choice = dataclasses.replace(choice, halves=1)  # TensorFlow started before, or another model
+        return cls(built, opts, shapes, steps, threads, normalizer, class_weights, choice, spare_core(threads),
+                   choice.halves)
 
     @property
     def fitting(self) -> keras.Model:
@@ -195,8 +202,9 @@ def spare_core(threads: dict[str, int]) -> bool:
     ``start_tensorflow`` returns them): then the input pipeline gathers the training windows, on a
     core the train step leaves free, rather than the step itself. With one compute thread on 2 cores
     (a choice measured for the machine: chunkfit.train.tensorflow.threadtune) baseline-cnn then
-    trained 1.14-1.17x faster; with every core, gathering beside the step costs the step a core."""
-    n = threads.get("intra_op", 0)
+    trained 1.14-1.17x faster; with every core, gathering beside the step costs the step a core, and
+    so does it beside the two halves of a batch (chunkfit.train.tensorflow.halves), one thread each."""
+    n = threads.get("intra_op", 0) * max(1, threads.get("inter_op", 1))
     return 0 < n < _cores()
 
 

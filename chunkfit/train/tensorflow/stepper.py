@@ -21,8 +21,9 @@ was a sixth of baseline-cnn's step (1 thread, AMD EPYC: 150k windows/s with it p
 without). A metric of the user's own is updated batch by batch. With ``fuse``, a plain Adam
 updates each variable in one kernel (chunkfit.train.tensorflow.fused). With ``jit`` the gather and the
 step of a full batch are one XLA computation: XLA fuses the gather with the first layer, and the step ran as fast as on one constant batch (2-core AMD EPYC), where
-gathering in tf.data beside it cost a core. The batch size is part of the traced shapes, and the
-short last batch of a block gets a compiled step of its own (without XLA): for unknown batch sizes
+gathering in tf.data beside it cost a core. With ``halves`` each full batch's forward and
+backward pass run as independent halves on two threads (chunkfit.train.tensorflow.halves). The
+batch size is part of the traced shapes, and the short last batch of a block gets a compiled step of its own (without XLA): for unknown batch sizes
 TensorFlow ran baseline-cnn's step 10-15% slower.
 """
 
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 
 from .fused import fused_adam
+from .halves import Pieces, split_batch
 from .pipeline import batch_of, samples_spec, windows_at
 
 if TYPE_CHECKING:
@@ -52,7 +54,7 @@ class Stepper(keras.Model):
 
     def __init__(self, model: keras.Model, *, window: int, n_classes: int, jit: bool = False,
                  normalize: Callable[[Any], Any] | None = None, class_weights: list[float] | None = None,
-                 gathered: bool = False, fuse: bool = False) -> None:
+                 gathered: bool = False, fuse: bool = False, halves: int = 1) -> None:
         super().__init__(name="chunkfit_stepper")
         self.wrapped = model
         self.jit = jit  # the step under XLA, unless ``choice`` says
@@ -63,6 +65,9 @@ class Stepper(keras.Model):
         # Keras's Adam update as one kernel per variable (chunkfit.train.tensorflow.fused); off, the
         # step is Keras's op for op, and its logs equal model.fit's to the last digit.
         self.fuse = fuse
+        # Each full batch's forward and backward pass as this many independent slices, run side by
+        # side by TensorFlow's inter-op threads (chunkfit.train.tensorflow.halves).
+        self.halves = halves
         self.built = True
         self.history = None  # fit returns it; the run's History lives with the wrapped model
         self._window = window
@@ -130,8 +135,8 @@ class Stepper(keras.Model):
 
     def _one(self, samples: Any, offsets: Any, labels: Any) -> Any:
         """One full batch: its windows gathered from ``samples``, then the model's train step."""
-        with self._trace_lock, fused_adam(self._fused_optimizer()):
-            return self.wrapped.train_step(self._batch_of(samples, offsets, labels))
+        with self._trace_lock, fused_adam(self._fused_optimizer()), split_batch(self.wrapped, self.halves) as pieces:
+            return self.wrapped.train_step(self._batch_of(samples, offsets, labels, pieces))
 
     def _one_kept(self, samples: Any, offsets: Any, labels: Any) -> tuple[Any, ...]:
         """``_one`` without the update of the compiled metrics: it returns the batch's one-hot labels,
@@ -146,10 +151,10 @@ class Stepper(keras.Model):
             return {}
 
         # Keras's train_step ends with self.compute_metrics(x, y, y_pred, sample_weight)
-        with self._trace_lock, fused_adam(self._fused_optimizer()):
+        with self._trace_lock, fused_adam(self._fused_optimizer()), split_batch(model, self.halves) as pieces:
             object.__setattr__(model, "compute_metrics", keep)
             try:
-                model.train_step(self._batch_of(samples, offsets, labels))
+                model.train_step(self._batch_of(samples, offsets, labels, pieces))
             finally:
                 object.__delattr__(model, "compute_metrics")
         return tuple(kept)
@@ -157,13 +162,21 @@ class Stepper(keras.Model):
     def _fused_optimizer(self) -> Any:
         return self.wrapped.optimizer if self.fuse else None
 
-    def _batch_of(self, samples: Any, offsets: Any, labels: Any) -> tuple[Any, ...]:
-        """The batch of ``offsets`` (or, ``gathered``, of the windows they hold) and ``labels``."""
+    def _batch_of(self, samples: Any, offsets: Any, labels: Any, pieces: Pieces | None = None) -> tuple[Any, ...]:
+        """The batch of ``offsets`` (or, ``gathered``, of the windows they hold) and ``labels``; with
+        ``pieces``, each piece's windows gathered apart (the gather of a batch was an eighth of
+        baseline-cnn's step on one thread), the forward pass of each piece taking them."""
         import tensorflow as tf
 
         weights = None if self._class_weights is None else tf.constant(self._class_weights, tf.float32)
-        windows = offsets if self.gathered else windows_at(samples, offsets, self._window)
-        return self._batch(windows, labels, class_weights=weights)
+        if pieces is None or self.gathered or offsets.shape[0] is None:
+            windows = offsets if self.gathered else windows_at(samples, offsets, self._window)
+            return self._batch(windows, labels, class_weights=weights)
+        made = [self._batch(windows_at(samples, offsets[a:b], self._window), labels[a:b], class_weights=weights)
+                for a, b in pieces.cuts(int(offsets.shape[0]))]
+        batch = tuple(tf.concat(parts, axis=0) for parts in zip(*made, strict=True))
+        pieces.given(batch[0], [piece[0] for piece in made])
+        return batch
 
     def _own_loop(self) -> bool:
         import tensorflow as tf

@@ -17,20 +17,22 @@ from types import ModuleType
 from ..._quiet import import_tensorflow_quietly
 
 
-def start_tensorflow(compute_threads: int | None | Callable[[ModuleType], int | None],
+def start_tensorflow(compute_threads: int | None | Callable[[ModuleType], int | None | tuple[int | None, int]],
                      before: Callable[[ModuleType], None] | None = None) -> dict[str, int]:
     """Import TensorFlow with ``compute_threads`` for the model's arithmetic; returns the settings in
     effect (0 meaning TensorFlow's default of every core).
 
     None or 0 keeps TensorFlow's default; a set number of compute threads comes with one inter-op
     thread. A callable is asked for the number once TensorFlow is imported and before its runtime
-    starts (chunkfit.train.tensorflow.threadtune measures there). ``before(tensorflow)`` runs after
+    starts (chunkfit.train.tensorflow.threadtune measures there); it may answer (compute threads,
+    inter-op threads). ``before(tensorflow)`` runs after
     these settings and before the runtime starts (chunkfit.train.tensorflow.distributed: logical
     devices, the strategy).
     """
 
     def setup(tf: ModuleType) -> None:
-        set_compute_threads(tf, compute_threads(tf) if callable(compute_threads) else compute_threads)
+        asked = compute_threads(tf) if callable(compute_threads) else compute_threads
+        set_compute_threads(tf, *(asked if isinstance(asked, tuple) else (asked,)))
         if before is not None:
             before(tf)
 
@@ -50,9 +52,10 @@ def start_tensorflow(compute_threads: int | None | Callable[[ModuleType], int | 
     }
 
 
-def set_compute_threads(tf: ModuleType, compute: int | None) -> None:
-    """Before TensorFlow's runtime starts: ``compute`` threads for the model's arithmetic, with one
-    inter-op thread (None or 0: TensorFlow's default of every core)."""
+def set_compute_threads(tf: ModuleType, compute: int | None, inter: int = 1) -> None:
+    """Before TensorFlow's runtime starts: ``compute`` threads for the model's arithmetic, with
+    ``inter`` inter-op threads (one; two to run a batch's halves side by side: chunkfit.train.tensorflow.halves).
+    None or 0: TensorFlow's default of every core."""
     if compute is not None and compute > 0:
         tf.config.threading.set_intra_op_parallelism_threads(compute)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(inter)

@@ -8,8 +8,9 @@ core on one 2-core AMD EPYC, and its XLA step 0.75x as fast on another. So, when
 
 - a measurement cached for this machine, TensorFlow version, model and shapes is used (``by: cache``);
 - else, for a run long enough that measuring costs at most ``BUDGET_SHARE`` of it (at
-  ``ASSUMED_RATE``; ``PROBE_SECONDS``), each candidate of ``CANDIDATES`` is measured in a child of its
-  own: a fork of this process made once TensorFlow is imported and before its runtime starts, so a
+  ``ASSUMED_RATE``; ``PROBE_SECONDS``), each candidate (``candidates``: every core, one thread, and
+  on 2 cores or more each batch as two halves side by side, chunkfit.train.tensorflow.halves, where
+  the model's layers allow it) is measured in a child of its own: a fork of this process made once TensorFlow is imported and before its runtime starts, so a
   child imports nothing again and starts the runtime with its own threads (a measurement took 1.3-1.4 s
   for baseline-cnn on 2 cores; in child processes that imported TensorFlow themselves it added
   6-8 s). The children build the model and compile chunkfit's train step side by side (compiling is
@@ -21,6 +22,8 @@ core on one 2-core AMD EPYC, and its XLA step 0.75x as fast on another. So, when
   thread at 0.9-1.0x every core where whole runs trained at 0.6-0.75x: a close call stays with the
   rule). The fastest candidate trains the run, and the choice is cached. Linux only: a fork of a
   process that imported TensorFlow is not safe on macOS;
+- else, for a run too short to measure, a built-in model trains each batch in halves side by side
+  (``short_rule``: the fastest constant-batch step wherever it was measured), another on every core;
 - else, and for models a child cannot rebuild (a ``keras.Model`` object; ``module:function``, whose
   code chunkfit runs once only), the rule: TensorFlow's default of every core. The windows are
   gathered inside the compiled step, so no input work waits for a free core.
@@ -45,8 +48,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-# TensorFlow's default of every core, and one compute thread (with one inter-op thread)
-CANDIDATES = (0, 1)
+# (compute threads, halves): TensorFlow's default of every core; one compute thread (with one
+# inter-op thread); and, on 2 cores or more, each batch as two halves side by side on half the
+# cores each (chunkfit.train.tensorflow.halves; for models whose layers allow it)
+CANDIDATES = ((0, 1), (1, 1))
+HALVES = 2
 PROBE_BATCHES = 32  # batches per timed burst
 ROUNDS = 4  # bursts per candidate and compile mode, at most
 TIMING_SECONDS = 0.5  # past it (a slow model's bursts), no more rounds than two
@@ -54,13 +60,15 @@ MARGIN = 1.05  # how much faster than the rule another thread count must be to b
 PROBE_TIMEOUT = 120.0  # seconds for the whole measurement; past it the rule applies
 BUDGET_SHARE = 0.05  # of the run's estimated length
 # What a first measurement adds to a run's wall time on 2 cores, by the compile mode measured (True:
-# XLA). Without XLA, baseline-cnn on a 2-core Intel Xeon: 1.3 s by its own clock (ThreadChoice.seconds;
-# the parent waits meanwhile), 1.1-2.1 s on a whole 2-epoch run timed with and without it, paired
-# (medians of two sittings); under XLA 2.6 s by its own clock.
-PROBE_SECONDS = {False: 1.5, True: 3.5}
+# XLA). Without XLA, baseline-cnn on a 2-core Intel Xeon: with two candidates 1.3 s by its own clock
+# (ThreadChoice.seconds; the parent waits meanwhile), 1.1-2.1 s on a whole 2-epoch run timed with
+# and without it, paired (medians of two sittings); with the third (halves) 1.8-2.1 s by its own clock.
+# Under XLA 2.6 s by its own clock with two candidates (three: about half as much again, not timed).
+PROBE_SECONDS = {False: 1.9, True: 4.0}
 ASSUMED_RATE = 50_000.0  # training windows/s for estimating a run's length (a fast model on 2 cores)
 CACHE_FILE = "threads.json"
 RULE = "the rule: every core"
+SHORT_RULE = "the rule for built-in models: each batch in halves side by side"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,9 +81,12 @@ class ThreadChoice:
     windows_per_s: dict[str, float] | None = None
     jit: bool | None = None
     seconds: float | None = None
+    halves: int = 1  # each batch as this many slices side by side (chunkfit.train.tensorflow.halves)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"by": self.by}
+        if self.halves > 1:
+            out["halves"] = self.halves
         if self.windows_per_s:
             out["windows_per_s"] = self.windows_per_s
         if self.seconds is not None:
@@ -86,6 +97,8 @@ class ThreadChoice:
         """Part of the run's one line on how it trains."""
         n = threads.get("intra_op", 0)
         used = "every core" if n == 0 else "1 compute thread" if n == 1 else f"{n} compute threads"
+        if self.halves > 1:
+            used += f" for each of {self.halves} halves of every batch, side by side"
         timed = ""
         if self.windows_per_s:
             timed = " (" + ", ".join(f"{_label(k)} {v:,.0f}" for k, v in self.windows_per_s.items()) + " windows/s"
@@ -94,8 +107,11 @@ class ThreadChoice:
 
 
 def _label(key: str) -> str:
-    threads, _, mode = key.partition("/")
+    candidate, _, mode = key.partition("/")
+    threads, _, halves = candidate.partition("x")
     who = "every core" if threads == "0" else f"{threads} thread" + ("s" if threads != "1" else "")
+    if halves:
+        who += f" x {halves} halves"
     return f"{who}{' ' + {'xla': 'XLA', 'graph': 'without XLA'}[mode] if mode else ''}"
 
 
@@ -176,7 +192,7 @@ def choose_threads(compute_threads: int | None, model: Any, *, deterministic: bo
     if cached is not None:
         rates = {str(k): float(v) for k, v in cached["windows_per_s"].items()}
         return ThreadChoice(int(cached["compute"]), f"cache ({cache_path()}, measured {cached['when']})", rates,
-                            cached.get("jit"), cached.get("seconds"))
+                            cached.get("jit"), cached.get("seconds"), int(cached.get("halves", 1)))
     if "tensorflow" in sys.modules:
         return ThreadChoice(None, f"{RULE} (TensorFlow was imported before the run, so none is measured)")
     if not sys.platform.startswith("linux"):
@@ -184,8 +200,23 @@ def choose_threads(compute_threads: int | None, model: Any, *, deterministic: bo
     xla = jit == "on"  # --jit auto leaves XLA to the run's own trial, on the threads chosen here
     least = probe_windows if probe_windows is not None else int(PROBE_SECONDS[xla] / BUDGET_SHARE * ASSUMED_RATE)
     if run_windows < least:
-        return ThreadChoice(None, f"{RULE} (a run of {run_windows:,} windows is too short to measure threads)")
+        return short_rule(model, f"a run of {run_windows:,} windows is too short to measure threads")
     return ProbeSpec(model, window, channels, classes, batch_size, (xla,), group_samples, fuse=jit != "off")
+
+
+def short_rule(model: str, why: str) -> ThreadChoice:
+    """The choice for a run too short to measure: a built-in model (both split) trains each batch in
+    halves side by side on 2 cores or more, anything else on every core. Halves won clearly wherever
+    they were measured (2-core Intel Xeon: baseline-cnn 1.2x one thread and 1.6x every core,
+    dilated-resnet 1.7x every core, constant-batch ceilings); where a measurement is cached or the
+    run is long enough, the measurement decides instead. A .keras file's layers are not known before
+    TensorFlow starts, so it takes every core."""
+    from ..models import BUILTINS
+
+    cores = _cores()
+    if model in BUILTINS and cores >= HALVES:
+        return ThreadChoice(max(1, cores // HALVES), f"{SHORT_RULE} ({why})", halves=HALVES)
+    return ThreadChoice(None, f"{RULE} ({why})")
 
 
 def measure(spec: ProbeSpec) -> ThreadChoice:
@@ -200,7 +231,7 @@ def measure(spec: ProbeSpec) -> ThreadChoice:
         _import_for_children()
         unsafe = unsafe_files_allowed()
         # All build and compile at once (compiling is timed by no one); they take turns later.
-        children.extend(_Child.fork(c, spec, unsafe) for c in CANDIDATES)
+        children.extend(_Child.fork(c, h, spec, unsafe) for c, h in candidates())
         speeds = _timed(children, spec)
     except OSError:  # no fork: out of processes or memory
         speeds = None
@@ -210,24 +241,43 @@ def measure(spec: ProbeSpec) -> ThreadChoice:
     return _chosen(spec, speeds, round(time.perf_counter() - t0, 1))
 
 
+def candidates() -> list[tuple[int, int]]:
+    """The (compute threads, halves) measured on this machine (see ``CANDIDATES``)."""
+    cores = _cores()
+    return [*CANDIDATES, *([(max(1, cores // HALVES), HALVES)] if cores >= HALVES else [])]
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _key(compute: int, halves: int) -> str:
+    """A candidate's name in ``windows_per_s``: ``"1"``, or ``"1x2"`` for one thread on each of two halves."""
+    return f"{compute}x{halves}" if halves > 1 else str(compute)
+
+
 def _import_for_children() -> None:
     """What a child needs, imported once here (this process needs it next anyway), not in each child."""
     from .. import models  # noqa: F401  (Keras)
-    from . import pipeline, stepper  # noqa: F401
+    from . import halves, pipeline, stepper  # noqa: F401
 
 
 def _chosen(spec: ProbeSpec, speeds: dict[str, float] | None, seconds: float) -> ThreadChoice:
     if speeds is None:
         return ThreadChoice(None, f"{RULE} (the measurement failed)")
     best = _fastest(speeds)
-    compute, _, mode = best.partition("/")
+    candidate, _, mode = best.partition("/")
+    compute, _, halves = candidate.partition("x")
     jit = mode == "xla" if len(spec.modes) > 1 else None
-    entry = {"compute": int(compute), "windows_per_s": speeds, "jit": jit, "seconds": seconds,
-             "when": time.strftime("%Y-%m-%d %H:%M")}
+    entry = {"compute": int(compute), "halves": int(halves or 1), "windows_per_s": speeds, "jit": jit,
+             "seconds": seconds, "when": time.strftime("%Y-%m-%d %H:%M")}
     key = probe_key(spec.model, spec.window, spec.channels, spec.classes, spec.batch_size)
     if key is not None:
         _write_cache(key, entry)
-    return ThreadChoice(int(compute), "autotune (measured now)", speeds, jit, seconds)
+    return ThreadChoice(int(compute), "autotune (measured now)", speeds, jit, seconds, int(halves or 1))
 
 
 def _fastest(speeds: dict[str, float]) -> str:
@@ -243,8 +293,10 @@ def _timed(children: list[_Child], spec: ProbeSpec) -> dict[str, float] | None:
     """windows/s of each child and mode, ``"threads/xla"`` or ``"threads/graph"``: the median of its
     bursts, the children taking turns; None if one failed."""
     deadline = time.monotonic() + PROBE_TIMEOUT
-    if any(child.ask("ready", deadline) is None for child in children):
+    ready = [child.ask("ready", deadline) for child in children]
+    if any(answer is None for answer in ready):
         return None
+    children = [child for child, answer in zip(children, ready, strict=True) if answer == 0]  # -1: does not apply
     bursts: dict[str, list[float]] = {}
     timing = time.monotonic()
     for done in range(ROUNDS):
@@ -255,7 +307,7 @@ def _timed(children: list[_Child], spec: ProbeSpec) -> dict[str, float] | None:
                 seconds = child.ask("xla" if mode else "graph", deadline)
                 if seconds is None:
                     return None
-                key = f"{child.compute}/{'xla' if mode else 'graph'}"
+                key = f"{_key(child.compute, child.halves)}/{'xla' if mode else 'graph'}"
                 bursts.setdefault(key, []).append(PROBE_BATCHES * spec.batch_size / seconds)
     return {key: round(statistics.median(rates), 1) for key, rates in bursts.items()}
 
@@ -263,12 +315,12 @@ def _timed(children: list[_Child], spec: ProbeSpec) -> dict[str, float] | None:
 class _Child:
     """A forked child measuring one candidate; it answers one line per request on its pipe."""
 
-    def __init__(self, pid: int, requests: int, answers: int, compute: int) -> None:
-        self.pid, self.requests, self.answers, self.compute = pid, requests, answers, compute
+    def __init__(self, pid: int, requests: int, answers: int, compute: int, halves: int) -> None:
+        self.pid, self.requests, self.answers, self.compute, self.halves = pid, requests, answers, compute, halves
         self.buffer = b""
 
     @classmethod
-    def fork(cls, compute: int, spec: ProbeSpec, unsafe: bool) -> _Child:
+    def fork(cls, compute: int, halves: int, spec: ProbeSpec, unsafe: bool) -> _Child:
         requests, answers = os.pipe(), os.pipe()
         parent = os.getpid()
         for stream in (sys.stdout, sys.stderr):  # what is buffered here is written once, by this process
@@ -282,13 +334,13 @@ class _Child:
                 os.close(requests[1])
                 os.close(answers[0])
                 _detach(parent)
-                _serve(compute, spec, unsafe, requests[0], answers[1])
+                _serve(compute, halves, spec, unsafe, requests[0], answers[1])
                 code = 0
             finally:
                 os._exit(code)
         os.close(requests[0])
         os.close(answers[1])
-        return cls(pid, requests[1], answers[0], compute)
+        return cls(pid, requests[1], answers[0], compute, halves)
 
     def ask(self, request: str, deadline: float) -> float | None:
         """Send ``request``; its answer (seconds, or 0.0 for "ready"), or None on failure or timeout."""
@@ -342,22 +394,27 @@ def _detach(parent: int) -> None:
     os.dup2(devnull, 2)
 
 
-def _serve(compute: int, spec: ProbeSpec, unsafe: bool, requests: int, answers: int) -> None:
-    """In a child: start TensorFlow's runtime with ``compute`` threads, compile the train step in
-    each mode of ``spec``, then time one burst per request line, answering on ``answers``."""
+def _serve(compute: int, halves: int, spec: ProbeSpec, unsafe: bool, requests: int, answers: int) -> None:
+    """In a child: start TensorFlow's runtime with ``compute`` threads (on each of ``halves`` of a
+    batch), compile the train step in each mode of ``spec``, then time one burst per request line,
+    answering on ``answers``; -1 for "ready" where the model cannot be split in halves."""
     import numpy as np
     import tensorflow as tf
 
     from ..models import build_model, compile_model
+    from .halves import splittable
     from .pipeline import train_element_spec
     from .stepper import Stepper
     from .threads import set_compute_threads
 
-    set_compute_threads(tf, compute)  # the runtime starts with this child's first op
+    set_compute_threads(tf, compute, inter=halves)  # the runtime starts with this child's first op
 
     model = build_model(spec.model, spec.window, spec.channels, spec.classes, unsafe=unsafe)
+    if halves > 1 and not splittable(model):
+        os.write(answers, b"-1\n")
+        return
     compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=PROBE_BATCHES, classes=spec.classes)
-    stepper = Stepper(model, window=spec.window, n_classes=spec.classes, fuse=spec.fuse)
+    stepper = Stepper(model, window=spec.window, n_classes=spec.classes, fuse=spec.fuse, halves=halves)
     stepper.build_state(train_element_spec(spec.batch_size), spec.channels)
     rng = np.random.default_rng(0)
     n = PROBE_BATCHES * spec.batch_size
