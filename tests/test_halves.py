@@ -89,7 +89,9 @@ def _trained(name: str, halves: int, batch: int, weighted: bool = False
     the number of weight-gradient convolutions and of window gathers in the step of one batch."""
     keras.utils.set_random_seed(1)
     model = build_model(name, WINDOW, 1, 2)
-    compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=4, classes=2)
+    # SGD: its update is linear in the gradients, so their rounding stays rounding (Adam's divides
+    # near-zero moments and turns it into differences of a learning rate)
+    compile_model(model, optimizer="sgd", lr=0.05, loss=None, steps_per_execution=4, classes=2)
     extra: dict[str, Any] = {}
     if weighted:  # each window standardised on its own, and weighted by its class
         extra = {"normalize": Normalizer("window", (0.0,), (1.0,)).apply, "class_weights": [1.0, 3.0]}
@@ -122,4 +124,4 @@ def test_training_in_halves_ends_where_training_whole_batches_ends(name: str, ba
     for key in whole_logs:  # counts at thresholds: a prediction at a threshold may round either way
         assert split_logs[key] == pytest.approx(whole_logs[key], abs=0.01), key
     for ours, theirs in zip(split_weights, whole_weights, strict=True):
-        np.testing.assert_allclose(ours, theirs, rtol=1e-3, atol=1e-5)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-6)
