@@ -8,7 +8,6 @@ samples into the runtime's tensors (in the loader thread), and training or evalu
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,7 @@ from .pipeline import (
     train_dataset,
     train_element_spec,
 )
-from .threads import start_tensorflow
+from .threads import start_tensorflow, usable_cores
 from .threadtune import RULE, ProbeSpec, ThreadChoice, cache_path, choose_threads, measure
 
 if TYPE_CHECKING:
@@ -82,12 +81,12 @@ class TensorFlowEngine(OneProcess):
 
         def compute(tf: Any) -> tuple[int | None, int]:  # TensorFlow imported, its runtime not started
             gpu = bool(tf.config.list_physical_devices("GPU"))
-            if isinstance(tuned, ThreadChoice) and not (gpu and tuned.halves > 1):
-                decided.append(tuned)
-            elif gpu or not isinstance(tuned, ProbeSpec):
+            if gpu and (isinstance(tuned, ProbeSpec) or tuned.halves > 1):
                 decided.append(ThreadChoice(None, f"{RULE} (a GPU trains the model)"))
-            else:
+            elif isinstance(tuned, ProbeSpec):
                 decided.append(measure(tuned))  # in forks of this process, before its runtime starts
+            else:
+                decided.append(tuned)
             return decided[0].compute, decided[0].halves  # halves side by side: an inter-op thread each
 
         threads = start_tensorflow(compute)
@@ -205,14 +204,7 @@ def spare_core(threads: dict[str, int]) -> bool:
     trained 1.14-1.17x faster; with every core, gathering beside the step costs the step a core, and
     so does it beside the two halves of a batch (chunkfit.train.tensorflow.halves), one thread each."""
     n = threads.get("intra_op", 0) * max(1, threads.get("inter_op", 1))
-    return 0 < n < _cores()
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return 0 < n < usable_cores()
 
 
 def _op_determinism() -> bool:

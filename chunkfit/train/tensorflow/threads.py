@@ -10,6 +10,7 @@ core, and its XLA step 0.75x as fast on another once the gather moved into the s
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -50,6 +51,14 @@ def start_tensorflow(compute_threads: int | None | Callable[[ModuleType], int | 
         "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
         "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
     }
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def set_compute_threads(tf: ModuleType, compute: int | None, inter: int = 1) -> None:

@@ -48,6 +48,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from .threads import usable_cores
+
 # (compute threads, halves): TensorFlow's default of every core; one compute thread (with one
 # inter-op thread); and, on 2 cores or more, each batch as two halves side by side on half the
 # cores each (chunkfit.train.tensorflow.halves; for models whose layers allow it)
@@ -208,12 +210,12 @@ def short_rule(model: str, why: str) -> ThreadChoice:
     """The choice for a run too short to measure: a built-in model (both split) trains each batch in
     halves side by side on 2 cores or more, anything else on every core. Halves won clearly wherever
     they were measured (2-core Intel Xeon: baseline-cnn 1.2x one thread and 1.6x every core,
-    dilated-resnet 1.7x every core, constant-batch ceilings); where a measurement is cached or the
+    dilated-resnet 1.6x every core, constant-batch ceilings); where a measurement is cached or the
     run is long enough, the measurement decides instead. A .keras file's layers are not known before
     TensorFlow starts, so it takes every core."""
     from ..models import BUILTINS
 
-    cores = _cores()
+    cores = usable_cores()
     if model in BUILTINS and cores >= HALVES:
         return ThreadChoice(max(1, cores // HALVES), f"{SHORT_RULE} ({why})", halves=HALVES)
     return ThreadChoice(None, f"{RULE} ({why})")
@@ -243,15 +245,8 @@ def measure(spec: ProbeSpec) -> ThreadChoice:
 
 def candidates() -> list[tuple[int, int]]:
     """The (compute threads, halves) measured on this machine (see ``CANDIDATES``)."""
-    cores = _cores()
+    cores = usable_cores()
     return [*CANDIDATES, *([(max(1, cores // HALVES), HALVES)] if cores >= HALVES else [])]
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _key(compute: int, halves: int) -> str:
