@@ -25,7 +25,7 @@ Sections (throughput, memory and quality when none is named):
   so that machine noise hits all alike; the table shows medians and ratios to (1) and to the best
   anchor: the fastest of (J) and the ceilings.
 - memory: chunkfit --chunk 200000 on a 20,000,000-sample synth store (one epoch) against the 1M
-  store (its second epoch), on each engine ``--engines`` names (TensorFlow's, with (4), (4b) and (4c) run next to
+  store (its second epoch), on each engine ``--engines`` names (TensorFlow's, with (4), (4b), (4c) and (4e) run next to
   each size, and JAX's, with (4j)).
 - quality: on the balanced synth problem (about half the windows positive), validation accuracy
   after 3 epochs of chunkfit against model.fit on the materialised, fully shuffled windows of the
@@ -511,7 +511,8 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
 
 
 # The memory section's engines: chunkfit's strategy, and the ceiling run next to each size.
-MEMORY_ENGINES = {"tensorflow": ("chunkfit", ("ceiling", "ceiling-1t", "ceiling-xla"), "(4)/(4b)/(4c)"),
+MEMORY_ENGINES = {"tensorflow": ("chunkfit", ("ceiling", "ceiling-1t", "ceiling-xla", "ceiling-halves"),
+                                 "(4)/(4b)/(4c)/(4e)"),
                   "jax": ("chunkfit-jax", ("ceiling-jax",), "(4j)")}
 
 
