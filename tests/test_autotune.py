@@ -83,7 +83,7 @@ def test_a_process_where_op_determinism_is_on_trains_without_xla_and_refuses_jit
     try:
         run = _run(tiny_store, tmp_path / "run")
         assert run["compile"] == {"jit": False, "by": "--deterministic (TensorFlow op determinism)",
-                                  "gather": "train step"}
+                                  "gather": "input pipeline"}
         with pytest.raises(UsageError, match=r"jit='on' cannot be used in this process: TensorFlow op determinism is on"):
             _run(tiny_store, tmp_path / "on", jit="on")
     finally:
@@ -115,8 +115,8 @@ def test_a_long_enough_run_times_both_modes_records_them_and_trains_every_window
 def test_xla_trains_to_the_same_figures_as_without_it(tiny_store: Path, tmp_path: Path) -> None:
     on = _run(tiny_store, tmp_path / "on", jit="on", seed=3)
     off = _run(tiny_store, tmp_path / "off", jit="off", seed=3)
-    assert (on["compile"], off["compile"]) == ({"jit": True, "by": "--jit on", "gather": "train step"},
-                                               {"jit": False, "by": "--jit off", "gather": "train step"})
+    assert (on["compile"], off["compile"]) == ({"jit": True, "by": "--jit on", "gather": "input pipeline"},
+                                               {"jit": False, "by": "--jit off", "gather": "input pipeline"})
     for name in ("loss", "val_loss", "val_pr_auc"):
         np.testing.assert_allclose([e[name] for e in on["epochs"]], [e[name] for e in off["epochs"]], rtol=1e-3,
                                    err_msg=name)

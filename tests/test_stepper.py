@@ -7,16 +7,19 @@ from typing import Any
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from chunkfit.train.blocks import BlockData
 from chunkfit.train.models import build_model, compile_model
 from chunkfit.train.tensorflow.pipeline import (
     element_steps,
     eval_dataset,
+    host_windows,
     step_batches,
     to_tensors,
     train_dataset,
     train_element_spec,
+    windows_at,
 )
 from chunkfit.train.tensorflow.stepper import Stepper, _deferrable
 
@@ -151,20 +154,33 @@ def test_samples_padded_to_a_capacity_keep_their_values_and_add_zeros() -> None:
     assert to_tensors(data, capacity=10).samples.shape == data.samples.shape  # never cut
 
 
+def test_the_windows_the_input_pipeline_copies_are_those_the_step_gathers() -> None:
+    rng = np.random.default_rng(6)
+    samples = tf.constant(rng.normal(size=(300, 3)).astype(np.float32))
+    offsets = tf.constant(rng.integers(0, 300 - WINDOW + 1, (4, 5)).astype(np.int32))
+    copied = host_windows(samples, WINDOW)(offsets)
+    assert copied.shape == (4, 5, WINDOW, 3)
+    np.testing.assert_array_equal(copied.numpy(), windows_at(samples, offsets, WINDOW).numpy())
+    last = host_windows(samples, WINDOW)(tf.constant([300 - WINDOW]))  # the last window there is
+    np.testing.assert_array_equal(last.numpy()[0], samples.numpy()[-WINDOW:])
+
+
 @pytest.mark.usefixtures("no_op_determinism")
-@pytest.mark.parametrize("jit", [False, True])
-def test_padded_samples_class_weights_and_standardisation_train_as_model_fit_with_class_weight(jit: bool) -> None:
-    """What a run hands the step: samples padded to the run's capacity, windows standardised and
-    weighted by class inside the step; as Keras's fit on the standardised windows with class_weight."""
+@pytest.mark.parametrize(("jit", "gathered"), [(False, False), (True, False), (False, True), (True, True)])
+def test_padded_samples_class_weights_and_standardisation_train_as_model_fit_with_class_weight(
+        jit: bool, gathered: bool) -> None:
+    """What a run hands the step: samples padded to the run's capacity, windows (gathered in the step,
+    or in the input pipeline) standardised and weighted by class inside the step; as Keras's fit on
+    the standardised windows with class_weight."""
     n_windows = 4 * BATCH + 9
     data = _block(n_windows, seed=3)
     ours, theirs = _twins(custom=False)
     block = to_tensors(data, capacity=data.samples.shape[0] + 500)
     weights = [0.5, 3.0]
     stepper = Stepper(ours, window=WINDOW, n_classes=2, jit=jit, normalize=lambda x: (x - 0.25) / 2.0,
-                      class_weights=weights)
-    stepper.fit(train_dataset(block, batch_size=BATCH, steps=3), samples=block.samples, epochs=1, verbose=0,
-                shuffle=False)
+                      class_weights=weights, gathered=gathered)
+    stepper.fit(train_dataset(block, batch_size=BATCH, steps=3, window=WINDOW if gathered else None),
+                samples=block.samples, epochs=1, verbose=0, shuffle=False)
 
     windows = (np.stack([data.samples[o : o + WINDOW] for o in data.offsets]) - 0.25) / 2.0
     expected = theirs.fit(windows, keras.utils.to_categorical(data.labels, 2), batch_size=BATCH, shuffle=False,

@@ -31,14 +31,6 @@ pytestmark = pytest.mark.slow
 
 SHAPES = {"window": 104, "channels": 1, "classes": 2, "batch_size": 128}
 CORES = len(os.sched_getaffinity(0))
-# Where a run gathers its training windows, and what its one line says of it: in tf.data when its
-# compute threads leave a core of this machine free (chunkfit.train.tensorflow.engine.spare_core).
-GATHER = {True: "input pipeline", False: "train step"}
-SAID = {True: "; windows gathered in the input pipeline, on a core the step leaves free", False: ""}
-
-
-def spare(threads: int) -> bool:
-    return threads < len(os.sched_getaffinity(0))
 
 # In a fresh process: a long run is measured (children forked once TensorFlow is imported here, before
 # its runtime starts), then a short run finds the measurement cached; this process's runtime is still
@@ -246,10 +238,10 @@ def test_a_cached_choice_trains_the_run_is_said_in_one_line_and_recorded(tmp_pat
     by = f"cache ({cache / CACHE_FILE}, measured 2026-01-02 03:04)"
     assert line == (f"train step without XLA, chosen by autotune at start; TensorFlow on 2 compute threads, chosen by "
                     f"{by} (1 thread without XLA 1,000, every core without XLA 900, 1 thread XLA 800, every core XLA "
-                    f"700 windows/s; 7.5 s){SAID[spare(2)]}; --jit on|off, --compute-threads N to choose"), line
+                    f"700 windows/s; 7.5 s); --jit on|off, --compute-threads N to choose"), line
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["threads"] == {"intra_op": 2, "inter_op": 1, "by": by, "windows_per_s": rates, "seconds": 7.5}
-    assert run["compile"] == {"jit": False, "by": "autotune at start", "gather": GATHER[spare(2)]}
+    assert run["compile"] == {"jit": False, "by": "autotune at start", "gather": "input pipeline"}
 
 
 def test_given_jit_and_threads_override_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -266,29 +258,18 @@ def test_given_jit_and_threads_override_the_cache(tmp_path: Path, monkeypatch: p
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == (
         "train step under XLA, chosen by --jit on; TensorFlow on 1 compute thread, chosen by --compute-threads"
-        f"{SAID[spare(1)]}; --jit on|off, --compute-threads N to choose"), result.stdout
+        "; --jit on|off, --compute-threads N to choose"), result.stdout
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert (run["threads"]["intra_op"], run["threads"]["inter_op"], run["threads"]["by"]) == (1, 1, "--compute-threads")
     assert "halves" not in run["threads"]  # the cached halves are the cache's choice, overridden
-    # one compute thread leaves a core (on a machine of more than one) to gather the windows in tf.data
-    assert run["compile"] == {"jit": True, "by": "--jit on", "gather": GATHER[spare(1)]}
+    assert run["compile"] == {"jit": True, "by": "--jit on", "gather": "input pipeline"}
     assert run["epochs"][0]["train_windows"] > 0 and np.isfinite(run["epochs"][0]["loss"])
 
 
-def test_windows_are_gathered_in_the_input_pipeline_only_where_the_compute_threads_leave_a_core() -> None:
-    from chunkfit.train.tensorflow.engine import spare_core
-
-    cores = len(os.sched_getaffinity(0))
-    assert not spare_core({"intra_op": 0, "inter_op": 0})  # every core: the step gathers its windows
-    assert not spare_core({"intra_op": cores, "inter_op": 1})
-    assert spare_core({"intra_op": 1, "inter_op": 1}) is (cores > 1)
-    assert spare_core({"intra_op": 1, "inter_op": 2}) is (cores > 2)  # a batch's two halves take a thread each
-
-
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a core the compute thread leaves free")
-def test_windows_gathered_in_the_input_pipeline_train_as_those_gathered_in_the_step(tmp_path: Path) -> None:
-    # Two channels, three per-sample classes, balanced class weights, per-window standardisation:
-    # one compute thread (the windows gathered in tf.data) against every core (gathered in the step).
+def test_one_compute_thread_trains_as_every_core_does_windows_gathered_in_the_input_pipeline(tmp_path: Path) -> None:
+    # Two channels, three per-sample classes, balanced class weights, per-window standardisation,
+    # the windows copied by numpy in tf.data (on a CPU, whatever the threads): one compute thread
+    # against every core.
     from chunkfit import StoreWriter
 
     store = tmp_path / "labelled.h5"
@@ -307,7 +288,7 @@ def test_windows_gathered_in_the_input_pipeline_train_as_those_gathered_in_the_s
                          "--compute-threads", threads, "--out", out, timeout=300)
         assert result.returncode == 0, result.stderr
         runs[threads] = json.loads((out / "run.json").read_text())
-    assert [runs[t]["compile"]["gather"] for t in ("1", "0")] == ["input pipeline", "train step"]
+    assert [runs[t]["compile"]["gather"] for t in ("1", "0")] == ["input pipeline"] * 2
     for name in ("loss", "val_loss", "val_accuracy"):
         np.testing.assert_allclose([e[name] for e in runs["1"]["epochs"]], [e[name] for e in runs["0"]["epochs"]],
                                    rtol=1e-4, err_msg=name)
@@ -329,10 +310,10 @@ def test_a_cached_choice_of_halves_trains_each_batch_in_halves_on_two_inter_op_t
     assert result.stdout.splitlines()[0] == (
         "train step without XLA, chosen by autotune at start; TensorFlow on 1 compute thread for each of 2 halves of "
         f"every batch, side by side, chosen by {by} (every core without XLA 900, 1 thread without XLA 950, 1 thread x 2 "
-        f"halves without XLA 1,000 windows/s; 2.0 s){SAID[spare(2)]}; --jit on|off, --compute-threads N to choose")
+        f"halves without XLA 1,000 windows/s; 2.0 s); --jit on|off, --compute-threads N to choose")
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["threads"] == {"intra_op": 1, "inter_op": 2, "halves": 2, "by": by, "windows_per_s": rates,
                               "seconds": 2.0}
     # the two halves take a thread each: on 2 cores none is left to gather windows in tf.data
-    assert run["compile"]["gather"] == GATHER[spare(2)]
+    assert run["compile"]["gather"] == "input pipeline"
     assert run["epochs"][0]["train_windows"] > 0 and np.isfinite(run["epochs"][0]["loss"])

@@ -26,7 +26,7 @@ from .pipeline import (
     train_dataset,
     train_element_spec,
 )
-from .threads import start_tensorflow, usable_cores
+from .threads import start_tensorflow
 from .threadtune import RULE, ProbeSpec, ThreadChoice, cache_path, choose_threads, measure
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class TensorFlowEngine(OneProcess):
         self.normalizer = normalizer
         self.class_weights = None if class_weights is None else list(class_weights)
         self.group_samples: int | None = None  # training groups' samples are padded to this (``sized``)
-        self.gathered = gathered  # training windows gathered in the input pipeline (``spare_core``)
+        self.gathered = gathered  # training windows gathered in the input pipeline (on a CPU; see pipeline)
         self.stepper = Stepper(model, window=shapes.window, n_classes=shapes.classes, normalize=normalizer.apply,
                                class_weights=self.class_weights, gathered=gathered, fuse=opts.jit != "off",
                                halves=halves)
@@ -78,9 +78,10 @@ class TensorFlowEngine(OneProcess):
             say(f"measuring how fast {model} trains on every core, on one thread and in halves of each batch side "
                 f"by side (once for this machine and model: cached in {cache_path()})")
         decided: list[ThreadChoice] = []
+        gpus: list[bool] = []
 
         def compute(tf: Any) -> tuple[int | None, int]:  # TensorFlow imported, its runtime not started
-            gpu = bool(tf.config.list_physical_devices("GPU"))
+            gpus.append(gpu := bool(tf.config.list_physical_devices("GPU")))
             if gpu and (isinstance(tuned, ProbeSpec) or tuned.halves > 1):
                 decided.append(ThreadChoice(None, f"{RULE} (a GPU trains the model)"))
             elif isinstance(tuned, ProbeSpec):
@@ -107,8 +108,8 @@ class TensorFlowEngine(OneProcess):
                       classes=shapes.classes)
         if choice.halves > 1 and not (threads["inter_op"] == choice.halves and splittable(built)):
             choice = dataclasses.replace(choice, halves=1)  # TensorFlow started before, or another model
-        return cls(built, opts, shapes, steps, threads, normalizer, class_weights, choice, spare_core(threads),
-                   choice.halves)
+        # On a CPU the input pipeline copies the windows (numpy), a GPU's step gathers them on the device
+        return cls(built, opts, shapes, steps, threads, normalizer, class_weights, choice, not gpus[0], choice.halves)
 
     @property
     def fitting(self) -> keras.Model:
@@ -174,8 +175,7 @@ class TensorFlowEngine(OneProcess):
         choice = self.stepper.choice
         if choice is None or not choice.decided:
             return None
-        gathered = "windows gathered in the input pipeline, on a core the step leaves free" if self.gathered else None
-        parts = [choice.describe(self.opts.batch_size), self.describe_threads(), gathered]
+        parts = [choice.describe(self.opts.batch_size), self.describe_threads()]
         return "; ".join(p for p in parts if p is not None) + "; --jit on|off, --compute-threads N to choose"
 
     def prepare(self) -> None:
@@ -194,17 +194,6 @@ class TensorFlowEngine(OneProcess):
 
     def evaluate(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:
         self.model.evaluate(tensors.dataset, verbose=0, callbacks=callbacks)
-
-
-def spare_core(threads: dict[str, int]) -> bool:
-    """Whether TensorFlow computes on fewer threads than this process has cores (``threads`` as
-    ``start_tensorflow`` returns them): then the input pipeline gathers the training windows, on a
-    core the train step leaves free, rather than the step itself. With one compute thread on 2 cores
-    (a choice measured for the machine: chunkfit.train.tensorflow.threadtune) baseline-cnn then
-    trained 1.14-1.17x faster; with every core, gathering beside the step costs the step a core, and
-    so does it beside the two halves of a batch (chunkfit.train.tensorflow.halves), one thread each."""
-    n = threads.get("intra_op", 0) * max(1, threads.get("inter_op", 1))
-    return 0 < n < usable_cores()
 
 
 def _op_determinism() -> bool:

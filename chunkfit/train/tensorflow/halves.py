@@ -3,19 +3,17 @@
 A small model's step is a chain of small kernels, each too small for TensorFlow's intra-op threads to
 share well: on 2 cores of an Intel Xeon, baseline-cnn's step ran about as fast on one compute thread
 as on every core. Cut the batch in two instead: the forward pass of each half, and its backward pass,
-are independent chains of ops, and TensorFlow's inter-op executor runs two chains at once. Each
-half's windows are gathered apart too (chunkfit.train.tensorflow.stepper: ``Pieces``), the gather of
-a batch being an eighth of baseline-cnn's step on one thread. Measured there, chunkfit's multi-batch
-step on one element, 1 compute thread for each of 2 halves (2 inter-op threads): baseline-cnn 145k
-windows/s against 126k whole on one thread (1.15x; 1.03x with one gather for the whole batch),
-dilated-resnet about 1.6x every core.
+are independent chains of ops, and TensorFlow's inter-op executor runs two chains at once. Measured
+there, chunkfit's multi-batch step on one element, 1 compute thread for each of 2 halves (2 inter-op
+threads): baseline-cnn 145k windows/s against 126k whole on one thread (1.15x, each half's windows
+gathered apart in the step; the windows now come gathered from the input pipeline:
+chunkfit.train.tensorflow.pipeline), dilated-resnet about 1.6x every core.
 
 Only where the halves compute exactly what the whole batch would: the model's outputs are those of
 its layers applied to each window alone (convolutions, dense layers, pooling, activations, dropout,
 merges, layer normalization...), so the two halves' outputs, concatenated, are the batch's, and the
 loss, its gradients and the metrics are computed on the whole batch as before (equal up to float
-rounding: the weight gradients sum the same terms in another order); the making of a batch
-(gather, standardisation, one-hot labels, class weights) is per window too. A layer that mixes windows
+rounding: the weight gradients sum the same terms in another order). A layer that mixes windows
 (BatchNormalization), adds losses per call (an activity regularizer), or is not one of Keras's own
 (its code may do anything) keeps the batch whole. Which runs faster depends on the machine and the
 model: chunkfit.train.tensorflow.threadtune measures it as one of its candidates.
@@ -71,50 +69,27 @@ def _per_window(layer: Any) -> bool:
     return type(layer) in PER_WINDOW
 
 
-class Pieces:
-    """The slices of a batch already made by whoever made the batch: the input pipeline of a step
-    gathers each half's windows apart (``cuts``, ``given``), so that the gathers too run side by side."""
-
-    def __init__(self, parts: int) -> None:
-        self.parts = parts
-        self._given: dict[Any, list[Any]] = {}
-
-    def cuts(self, n: int) -> list[tuple[int, int]]:
-        """Where a batch of ``n`` is cut: ``[(0, n // 2), (n // 2, n)]`` for two parts."""
-        bounds = [n * k // self.parts for k in range(self.parts + 1)]
-        return list(pairwise(bounds))
-
-    def given(self, whole: Any, pieces: list[Any]) -> None:
-        """``whole`` is ``pieces`` concatenated: the forward pass takes the pieces."""
-        self._given[whole.ref()] = pieces
-
-    def of(self, inputs: Any) -> list[Any]:
-        given = self._given.get(inputs.ref())
-        return given if given is not None else [inputs[a:b] for a, b in self.cuts(int(inputs.shape[0]))]
-
-
 @contextmanager
-def split_batch(model: keras.Model, parts: int) -> Iterator[Pieces | None]:
+def split_batch(model: keras.Model, parts: int) -> Iterator[None]:
     """While tracing a step, ``model``'s forward pass cut along the batch into ``parts`` slices whose
-    outputs are concatenated (``parts`` of 1 changes nothing, and yields None). The caller holds the
-    trace lock: the model's ``call`` is replaced on the instance meanwhile. What it yields takes the
-    slices of a batch the caller made apart (``Pieces.given``)."""
+    outputs are concatenated (``parts`` of 1 changes nothing). The caller holds the trace lock: the
+    model's ``call`` is replaced on the instance meanwhile."""
     if parts <= 1:
-        yield None
+        yield
         return
     import tensorflow as tf
 
     whole = model.call
-    pieces = Pieces(parts)
 
     def call(inputs: Any, *args: Any, **kwargs: Any) -> Any:
         n = inputs.shape[0]
         if n is None or n < parts:  # a batch of unknown or tiny size stays whole
             return whole(inputs, *args, **kwargs)
-        return tf.concat([whole(piece, *args, **kwargs) for piece in pieces.of(inputs)], axis=0)
+        cuts = [n * k // parts for k in range(parts + 1)]
+        return tf.concat([whole(inputs[a:b], *args, **kwargs) for a, b in pairwise(cuts)], axis=0)
 
     object.__setattr__(model, "call", call)
     try:
-        yield pieces
+        yield
     finally:
         object.__delattr__(model, "call")

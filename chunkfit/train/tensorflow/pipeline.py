@@ -1,16 +1,19 @@
 """Handing a block (or a group of blocks) to TensorFlow: raw samples in, windows gathered where they are used.
 
 A block crosses into TensorFlow as three float32/int32 tensors (its raw samples, the shuffled window
-offsets and their class indices), never as a (windows x window) array. Training elements carry only
-offsets and class indices: ``chunkfit.train.tensorflow.stepper.Stepper`` gathers each batch's windows
-from the raw samples inside its compiled step, where XLA fuses the gather with the first layer
-(measured on 2 cores: the step then ran as fast as on one constant batch). When TensorFlow computes
-on fewer threads than there are cores, the windows of an element are gathered instead in tf.data's
-thread, on a core the step leaves free (``train_dataset``'s ``window``: one compute thread on 2 cores
-then trained 1.14-1.17x faster than with the gather in the step). The samples are padded
-to one length for the whole run (``to_tensors``' ``capacity``), so that XLA compiles the step once.
-Evaluation batches are gathered by ``tf.gather`` in the tf.data graph, for ``model.evaluate``. A
-block costs about (chunk + window) x channels x 4 bytes instead of chunk x window x channels x 4.
+offsets and their class indices), never as a (windows x window) array. On a CPU the windows of each
+training element are copied out of the raw samples in the input pipeline, by numpy, while the step
+before trains (``train_dataset``'s ``window``; ``host_windows``): TensorFlow's gather copies a window
+sample by sample, numpy copies it as one row of a strided view of the samples. Measured on 2 cores
+of an Intel Xeon, one thread, 32,768 windows of 104: ``tf.gather`` 30 ms, numpy 5.9 ms; the gather
+inside baseline-cnn's step had been an eighth of it (on one thread, on every core, and in halves),
+and with the windows copied in the pipeline the step ran at 0.95-0.99x of one on a constant batch
+(every core, and halves: 1.03-1.11x the gather in the step). On a GPU the compiled step gathers the
+windows of each batch itself (``chunkfit.train.tensorflow.stepper.Stepper``), from the samples on
+the device. The samples are padded to one length for the whole run (``to_tensors``' ``capacity``),
+so that XLA compiles the step once. Evaluation batches are gathered in the input pipeline too, for
+``model.evaluate``. A block costs about (chunk + window) x channels x 4 bytes, and the elements in
+flight a few times 16 MB of windows (``ELEMENT_BYTES``).
 """
 
 from __future__ import annotations
@@ -113,6 +116,30 @@ def windows_at(samples: Any, offsets: Any, window: int) -> Any:
     return tf.gather(samples, offsets[..., None] + tf.range(window, dtype=offsets.dtype))
 
 
+def host_windows(samples: Any, window: int) -> Callable[[Any], Any]:
+    """A function of the input pipeline's graph: offsets (any shape) in, their windows of ``samples``
+    (a CPU tensor [samples, channels]) out, shaped offsets' shape + [window, channels], each copied
+    by numpy as one row of a strided view (see the module docstring)."""
+    import tensorflow as tf
+
+    shape = [window, int(samples.shape[-1])]
+
+    def windows(offsets: Any) -> Any:
+        # One module-level function for every block: TensorFlow's registry of numpy functions holds
+        # each function the graphs of a run name (a function of this block's would keep its samples).
+        out = tf.numpy_function(_rows, [samples, offsets, window], tf.float32, stateful=False)
+        return tf.ensure_shape(out, [*offsets.shape, *shape])
+
+    return windows
+
+
+def _rows(samples: np.ndarray, offsets: np.ndarray, window: np.ndarray) -> np.ndarray:
+    """The windows of ``offsets``: rows of the [starts, window, channels] view of ``samples`` (no copy
+    until they are indexed)."""
+    rows = np.lib.stride_tricks.sliding_window_view(samples, int(window), axis=0).transpose(0, 2, 1)
+    return rows[offsets]
+
+
 def batch_of(windows: Any, labels: Any, *, n_classes: int, normalize: Callable[[Any], Any] | None = None,
              class_weights: Any = None) -> tuple[Any, ...]:
     """One batch as a train step takes it, ``(x, y[, sample_weight])``: the ``windows`` (standardised
@@ -143,6 +170,7 @@ def train_dataset(block: BlockTensors, *, batch_size: int, steps: int, window: i
     full, short = divmod(block.n_windows, b)
     groups, rest = divmod(full, steps)
     offsets, labels = block.offsets, block.labels
+    gather = None if window is None else host_windows(block.samples, window)
     if short:
         pad = tf.zeros([b - short], dtype=offsets.dtype)
         offsets, labels = tf.concat([offsets, pad], 0), tf.concat([labels, pad], 0)
@@ -153,8 +181,8 @@ def train_dataset(block: BlockTensors, *, batch_size: int, steps: int, window: i
     def any_length(o: tf.Tensor, y: tf.Tensor, last: tf.Tensor) -> tuple[tf.Tensor, ...]:
         # one spec for every block, whatever its parts (else Keras retraces its train function per block)
         o = tf.raw_ops.PlaceholderWithDefault(input=o, shape=[None, b])
-        if window is not None:
-            o = windows_at(block.samples, o, window)
+        if gather is not None:
+            o = gather(o)
         return (o, tf.raw_ops.PlaceholderWithDefault(input=y, shape=[None, b]), last)
 
     return _finish(ds.map(any_length))
@@ -167,13 +195,13 @@ def eval_dataset(block: BlockTensors, *, window: int, batch_size: int, n_classes
     sizes, so that every block matches the test function Keras traced for the first one."""
     import tensorflow as tf
 
-    samples, b = block.samples, batch_size
+    gather, b = host_windows(block.samples, window), batch_size
     full, short = divmod(block.n_windows, b)
 
     def windows(offsets: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         offsets = tf.raw_ops.PlaceholderWithDefault(input=offsets, shape=[None])
         labels = tf.raw_ops.PlaceholderWithDefault(input=labels, shape=[None])
-        return batch_of(windows_at(samples, offsets, window), labels, n_classes=n_classes, normalize=normalize)
+        return batch_of(gather(offsets), labels, n_classes=n_classes, normalize=normalize)
 
     parts = [((full, b), b), ((1, short), short)]
     ds = _sliced(parts, lambda lo, hi, shape, last: (

@@ -10,8 +10,8 @@ batches of window offsets and class indices (``chunkfit.train.tensorflow.pipelin
 with the block's raw samples beside them (``fit(..., samples=...)``), and its compiled loop runs,
 for each batch in turn, the gather of its windows (``pipeline.windows_at``), the batch
 (``pipeline.batch_of``: standardisation, one-hot labels, class weights) and the wrapped model's
-own ``train_step``; with ``gathered`` the elements hold the windows, gathered in the input
-pipeline on a core the step leaves free (chunkfit.train.tensorflow.engine decides). Loss,
+own ``train_step``; with ``gathered`` the elements hold the windows, copied by numpy in the input
+pipeline (on a CPU, where TensorFlow's gather was an eighth of the step: chunkfit.train.tensorflow.pipeline). Loss,
 optimizer, metrics and any custom ``train_step`` are the wrapped model's, batch by batch, as
 ``fit`` would run them, with one difference: where the model keeps Keras's own ``train_step`` and
 its compiled metrics are all Keras's own (PR-AUC, precision, recall, accuracy...), they are updated
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 
 from .fused import fused_adam
-from .halves import Pieces, split_batch
+from .halves import split_batch
 from .pipeline import batch_of, samples_spec, windows_at
 
 if TYPE_CHECKING:
@@ -135,8 +135,8 @@ class Stepper(keras.Model):
 
     def _one(self, samples: Any, offsets: Any, labels: Any) -> Any:
         """One full batch: its windows gathered from ``samples``, then the model's train step."""
-        with self._trace_lock, fused_adam(self._fused_optimizer()), split_batch(self.wrapped, self.halves) as pieces:
-            return self.wrapped.train_step(self._batch_of(samples, offsets, labels, pieces))
+        with self._trace_lock, fused_adam(self._fused_optimizer()), split_batch(self.wrapped, self.halves):
+            return self.wrapped.train_step(self._batch_of(samples, offsets, labels))
 
     def _one_kept(self, samples: Any, offsets: Any, labels: Any) -> tuple[Any, ...]:
         """``_one`` without the update of the compiled metrics: it returns the batch's one-hot labels,
@@ -151,10 +151,10 @@ class Stepper(keras.Model):
             return {}
 
         # Keras's train_step ends with self.compute_metrics(x, y, y_pred, sample_weight)
-        with self._trace_lock, fused_adam(self._fused_optimizer()), split_batch(model, self.halves) as pieces:
+        with self._trace_lock, fused_adam(self._fused_optimizer()), split_batch(model, self.halves):
             object.__setattr__(model, "compute_metrics", keep)
             try:
-                model.train_step(self._batch_of(samples, offsets, labels, pieces))
+                model.train_step(self._batch_of(samples, offsets, labels))
             finally:
                 object.__delattr__(model, "compute_metrics")
         return tuple(kept)
@@ -162,21 +162,13 @@ class Stepper(keras.Model):
     def _fused_optimizer(self) -> Any:
         return self.wrapped.optimizer if self.fuse else None
 
-    def _batch_of(self, samples: Any, offsets: Any, labels: Any, pieces: Pieces | None = None) -> tuple[Any, ...]:
-        """The batch of ``offsets`` (or, ``gathered``, of the windows they hold) and ``labels``; with
-        ``pieces``, each piece's windows gathered apart (the gather of a batch was an eighth of
-        baseline-cnn's step on one thread), the forward pass of each piece taking them."""
+    def _batch_of(self, samples: Any, offsets: Any, labels: Any) -> tuple[Any, ...]:
+        """The batch of ``offsets`` (or, ``gathered``, of the windows they hold) and ``labels``."""
         import tensorflow as tf
 
         weights = None if self._class_weights is None else tf.constant(self._class_weights, tf.float32)
-        if pieces is None or self.gathered or offsets.shape[0] is None:
-            windows = offsets if self.gathered else windows_at(samples, offsets, self._window)
-            return self._batch(windows, labels, class_weights=weights)
-        made = [self._batch(windows_at(samples, offsets[a:b], self._window), labels[a:b], class_weights=weights)
-                for a, b in pieces.cuts(int(offsets.shape[0]))]
-        batch = tuple(tf.concat(parts, axis=0) for parts in zip(*made, strict=True))
-        pieces.given(batch[0], [piece[0] for piece in made])
-        return batch
+        windows = offsets if self.gathered else windows_at(samples, offsets, self._window)
+        return self._batch(windows, labels, class_weights=weights)
 
     def _own_loop(self) -> bool:
         import tensorflow as tf

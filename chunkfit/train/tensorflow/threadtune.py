@@ -25,8 +25,10 @@ core on one 2-core AMD EPYC, and its XLA step 0.75x as fast on another. So, when
 - else, for a run too short to measure, a built-in model trains each batch in halves side by side
   (``short_rule``: the fastest constant-batch step wherever it was measured), another on every core;
 - else, and for models a child cannot rebuild (a ``keras.Model`` object; ``module:function``, whose
-  code chunkfit runs once only), the rule: TensorFlow's default of every core. The windows are
-  gathered inside the compiled step, so no input work waits for a free core.
+  code chunkfit runs once only), the rule: TensorFlow's default of every core.
+
+Each child times the step as the run trains it on a CPU: on windows the input pipeline gathered
+(chunkfit.train.tensorflow.pipeline).
 
 ``--deterministic`` runs use the rule too: a fixed, recorded choice. The cache is a JSON file in
 ``$CHUNKFIT_CACHE_DIR`` (default ``~/.cache/chunkfit``); deleting it measures again.
@@ -398,7 +400,7 @@ def _serve(compute: int, halves: int, spec: ProbeSpec, unsafe: bool, requests: i
 
     from ..models import build_model, compile_model
     from .halves import splittable
-    from .pipeline import train_element_spec
+    from .pipeline import train_element_spec, windows_at
     from .stepper import Stepper
     from .threads import set_compute_threads
 
@@ -409,23 +411,24 @@ def _serve(compute: int, halves: int, spec: ProbeSpec, unsafe: bool, requests: i
         os.write(answers, b"-1\n")
         return
     compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=PROBE_BATCHES, classes=spec.classes)
-    stepper = Stepper(model, window=spec.window, n_classes=spec.classes, fuse=spec.fuse, halves=halves)
-    stepper.build_state(train_element_spec(spec.batch_size), spec.channels)
+    stepper = Stepper(model, window=spec.window, n_classes=spec.classes, fuse=spec.fuse, halves=halves, gathered=True)
+    stepper.build_state(train_element_spec(spec.batch_size, spec.window, spec.channels), spec.channels)
     rng = np.random.default_rng(0)
     n = PROBE_BATCHES * spec.batch_size
     rows = max(spec.samples, n + spec.window)
     samples = tf.constant(rng.normal(size=(rows, spec.channels)).astype(np.float32))
     starts = rng.integers(0, rows - spec.window + 1, n)
     offsets = tf.constant(starts.reshape(PROBE_BATCHES, spec.batch_size).astype(np.int32))
+    windows = windows_at(samples, offsets, spec.window)  # as the run's input pipeline hands them over
     labels = tf.constant(rng.integers(0, spec.classes, (PROBE_BATCHES, spec.batch_size)).astype(np.int32))
     steps = {mode: stepper.whole(mode) for mode in spec.modes}
     for step in steps.values():
-        step(samples, offsets, labels)  # compiles
+        step(samples, windows, labels)  # compiles
     os.write(answers, b"0\n")
     for line in os.fdopen(requests, "rb"):
         step = steps[line.strip() == b"xla"]
         t0 = time.perf_counter()
-        step(samples, offsets, labels)
+        step(samples, windows, labels)
         os.write(answers, f"{time.perf_counter() - t0!r}\n".encode())
 
 
