@@ -1,5 +1,5 @@
 """Several training steps per element of the input pipeline, each the model's own ``train_step`` on
-windows gathered inside the compiled step.
+windows the input pipeline copied (on a CPU) or the compiled step gathers (on a GPU).
 
 On a CPU a model as small as the original question's CNN spends a step on fixed costs, and
 ``model.fit`` adds its own per step: taking the next batch out of the tf.data iterator inside

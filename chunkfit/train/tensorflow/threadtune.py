@@ -123,7 +123,8 @@ def _label(key: str) -> str:
 class ProbeSpec:
     """What a measuring child builds and trains: ``model`` (a built-in name or a .keras file), the
     run's shapes and batch size, the compile modes to time (True: XLA), and how many samples a
-    group of the run holds (the child gathers its windows from as many, as the run will)."""
+    group of the run holds (the child draws its windows from as many; gathering them is not timed,
+    as the run's input pipeline copies them beside the step)."""
 
     model: str
     window: int
