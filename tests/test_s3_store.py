@@ -25,7 +25,7 @@ from support import (
 )
 
 import chunkfit
-from chunkfit.errors import StoreBusyError, StoreNotFoundError, UsageError
+from chunkfit.errors import StoreBusyError, StoreFormatError, StoreNotFoundError, UsageError
 from chunkfit.store.remote import Lease, Remote
 
 CSV = REPO / "data" / "ecg208.csv"
@@ -154,6 +154,33 @@ def test_append_after_an_append_cut_short_overwrites_its_rows(bucket: str) -> No
     with chunkfit.open_store(url) as s:
         assert s.n_samples == 3100
         np.testing.assert_array_equal(s.read(3000, 3100), more)
+
+
+def test_reading_an_s3_store_block_by_block_lists_each_array_once_and_still_refuses_a_missing_chunk(
+    bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sig = _signal()
+    url = make_store(f"s3://{bucket}/s.zarr", sig, labels=np.arange(3000) % 3)  # 64-sample chunks: 47 per array
+    listed: list[str] = []
+    real_keys = Remote.keys
+
+    def counted(self: Remote, rel: str = "") -> list[str]:  # the real listing, counted
+        listed.append(rel)
+        return real_keys(self, rel)
+
+    monkeypatch.setattr(Remote, "keys", counted)
+    with chunkfit.open_store(url) as s:
+        got = np.concatenate([s.read(a, a + 250) for a in range(0, 3000, 250)])
+        labels = np.concatenate([s.read_labels(a, a + 250) for a in range(0, 3000, 250)])
+    np.testing.assert_array_equal(got, sig)
+    np.testing.assert_array_equal(labels, np.arange(3000) % 3)
+    assert sorted(listed) == ["labels", "signal"]  # was one listing of the whole array per chunk read
+
+    Remote(url).delete(["signal/c/20/0"])
+    with chunkfit.open_store(url) as s:
+        np.testing.assert_array_equal(s.read(0, 1280), sig[:1280])
+        with pytest.raises(StoreFormatError, match=r"chunk signal/c/20/0 \(samples \[1280, 1344\)\) is missing"):
+            s.read(1000, 2000)
 
 
 def test_second_writer_while_one_holds_the_lease_is_refused(bucket: str) -> None:

@@ -229,11 +229,12 @@ class Store:
     def _chunk_exists(self, name: str, key: str) -> bool:
         if self.remote is None:
             return (self.path / name / key).is_file()
+        full = f"{name}/{key}"
         listed = self._listed.get(name)
-        if listed is None or key not in listed:  # listed once, again only for a chunk not seen yet
+        if listed is None or full not in listed:  # listed once, again only for a chunk not seen yet
             remote = self.remote
             listed = self._listed[name] = set(guarded(remote.url, "the store is unchanged", lambda: remote.keys(name)))
-        return f"{name}/{key}" in listed
+        return full in listed
 
     def check_chunks(self) -> None:
         """Refuse a zarr store with any signal or label chunk file missing (a listing, no reads)."""
