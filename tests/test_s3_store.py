@@ -5,10 +5,12 @@ append commits whole or not at all; one writer at a time."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Self
 
 import numpy as np
 import pytest
@@ -156,7 +158,30 @@ def test_append_after_an_append_cut_short_overwrites_its_rows(bucket: str) -> No
         np.testing.assert_array_equal(s.read(3000, 3100), more)
 
 
-def test_reading_an_s3_store_block_by_block_lists_each_array_once_and_still_refuses_a_missing_chunk(
+class _S3Calls(logging.Handler):
+    """The S3 operations s3fs sends while in a ``with`` (from its own debug log: one line per request)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.operations: list[str] = []
+        self._log = logging.getLogger("s3fs")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg.startswith("CALL: "):
+            self.operations.append(str(record.args[0]))  # type: ignore[index]
+
+    def __enter__(self) -> Self:
+        self._level = self._log.level
+        self._log.setLevel(logging.DEBUG)
+        self._log.addHandler(self)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._log.removeHandler(self)
+        self._log.setLevel(self._level)
+
+
+def test_reading_an_s3_store_lists_each_array_once_reads_a_chunk_in_one_request_and_refuses_a_missing_one(
     bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sig = _signal()
@@ -169,12 +194,16 @@ def test_reading_an_s3_store_block_by_block_lists_each_array_once_and_still_refu
         return real_keys(self, rel)
 
     monkeypatch.setattr(Remote, "keys", counted)
-    with chunkfit.open_store(url) as s:
+    calls = _S3Calls()
+    with calls, chunkfit.open_store(url) as s:
         got = np.concatenate([s.read(a, a + 250) for a in range(0, 3000, 250)])
         labels = np.concatenate([s.read_labels(a, a + 250) for a in range(0, 3000, 250)])
     np.testing.assert_array_equal(got, sig)
     np.testing.assert_array_equal(labels, np.arange(3000) % 3)
     assert sorted(listed) == ["labels", "signal"]  # was one listing of the whole array per chunk read
+    # Each chunk read is one GET: s3fs asked for the object's size (a HEAD) first unless told not to.
+    assert "head_object" not in calls.operations, calls.operations
+    assert calls.operations.count("get_object") >= 2 * 47
 
     Remote(url).delete(["signal/c/20/0"])
     with chunkfit.open_store(url) as s:

@@ -57,9 +57,14 @@ class Url(str):
 
 def storage_options() -> dict[str, Any]:
     """The s3fs options chunkfit uses, also for xarray (``storage_options=``): no secrets, only
-    behaviour; credentials are found by botocore."""
+    behaviour; credentials are found by botocore.
+
+    ``max_concurrency`` 1: with more, s3fs asks for each whole object's size (a HEAD) before its GET,
+    to split objects over 50 MB into ranged reads; chunk objects are a few MB, so every chunk read
+    paid a second round trip for nothing."""
     opts: dict[str, Any] = {
         "anon": os.environ.get("CHUNKFIT_S3_ANON") == "1",
+        "max_concurrency": 1,
         "config_kwargs": {
             "connect_timeout": 3,
             "read_timeout": 30,
