@@ -41,6 +41,7 @@ from .blocks import Block, prefetched, read_group, window_order
 from .budget import chunk_in_budget
 from .jax.engine import JaxEngine
 from .jax.engine import check_options as check_jax_options
+from .malloc import cap_arenas
 from .metrics import ordered
 from .models import DEFAULT_MODEL
 from .normalize import normalizer_for
@@ -151,6 +152,7 @@ def fit(
         raise UsageError(f"--checkpoint-every must be a positive number of blocks (received {checkpoint_every!r})")
     if out is None and resume != "auto":
         raise UsageError(f"resume={resume!r} needs a run folder: pass out=RUN")
+    cap_arenas()  # before the run's threads allocate: memory flat at 20M samples (chunkfit.train.malloc)
     distribution = _distribution(devices)
     if keras_backend() == "jax":
         check_jax_options(opts)
