@@ -16,6 +16,8 @@ import ctypes.util
 import os
 import sys
 
+from .tensorflow.threads import usable_cores
+
 M_ARENA_MAX = -8  # glibc's malloc.h
 
 
@@ -24,7 +26,7 @@ def cap_arenas(arenas: int | None = None) -> bool:
     those already made stay. Whether the cap was set."""
     if not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ:
         return False
-    arenas = arenas or len(os.sched_getaffinity(0))
+    arenas = arenas or usable_cores()
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
