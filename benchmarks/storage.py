@@ -27,12 +27,13 @@ itself (its client CPU and the waiting), not what the server costs a machine it 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import fcntl
 import json
 import math
 import os
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -47,41 +48,57 @@ OUT = Path("bench-out") / "storage"
 def start_proxy(target_port: int, delay: float, trips: list[int]) -> int:
     """A TCP proxy on a free loopback port: the first bytes of each request wait ``delay`` seconds
     (a request body sent after the server's ``100 Continue`` waits again: a round trip, as it is on a
-    far endpoint). Each wait adds one to ``trips[0]``."""
-    ready: list[int] = []
-    started = threading.Event()
+    far endpoint). Each wait adds one to ``trips[0]``.
 
-    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: dict[str, bool],
-                   upstream: bool) -> None:
+    The bytes move from socket to socket inside the kernel (``splice`` through a pipe), never through
+    Python: a proxy that copied them (asyncio streams) spent 0.25 s of CPU per 190 MB ingested, CPU
+    that on shared cores was taken from chunkfit, which a far endpoint does not take."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def pump(src: socket.socket, dst: socket.socket, state: dict[str, bool], upstream: bool) -> None:
+        pipe_r, pipe_w = os.pipe()
         try:
-            while data := await reader.read(1 << 16):
+            fcntl.fcntl(pipe_w, fcntl.F_SETPIPE_SZ, 1 << 20)
+            while n := os.splice(src.fileno(), pipe_w, 1 << 20):
                 if upstream and state["idle"]:
                     state["idle"] = False
                     trips[0] += 1
-                    await asyncio.sleep(delay)  # a new request: one round trip's delay
+                    time.sleep(delay)  # a new request: one round trip's delay
                 if not upstream:
                     state["idle"] = True  # the response came: the next bytes up start a request
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, asyncio.CancelledError):
+                while n:
+                    n -= os.splice(pipe_r, dst.fileno(), n)
+        except OSError:
             pass
         finally:
-            writer.close()
+            os.close(pipe_r)
+            os.close(pipe_w)
+            try:
+                dst.shutdown(socket.SHUT_WR)  # the other side sees the end of this direction
+            except OSError:
+                pass
 
-    async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        server_r, server_w = await asyncio.open_connection("127.0.0.1", target_port)
+    def handle(client: socket.socket) -> None:
+        try:
+            server = socket.create_connection(("127.0.0.1", target_port))
+        except OSError:
+            client.close()
+            return
         state = {"idle": True}
-        await asyncio.gather(pipe(client_r, server_w, state, True), pipe(server_r, client_w, state, False))
+        down = threading.Thread(target=pump, args=(server, client, state, False), daemon=True)
+        down.start()
+        pump(client, server, state, True)
+        down.join()
+        client.close()
+        server.close()
 
-    async def main() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", 0)
-        ready.append(server.sockets[0].getsockname()[1])
-        started.set()
-        await server.serve_forever()
+    def accept() -> None:
+        while True:
+            client, _ = listener.accept()
+            threading.Thread(target=handle, args=(client,), daemon=True).start()
 
-    threading.Thread(target=lambda: asyncio.run(main()), daemon=True).start()
-    started.wait()
-    return ready[0]
+    threading.Thread(target=accept, daemon=True).start()
+    return int(listener.getsockname()[1])
 
 
 def split_cores() -> tuple[set[int], set[int]]:

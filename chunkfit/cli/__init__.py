@@ -51,10 +51,10 @@ def main(argv: list[str] | None = None) -> None:
 
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     args = sys.argv[1:] if argv is None else argv
-    if any(a.startswith("s3://") for a in args):
+    if any(a.startswith("s3://") for a in args) and ("ingest" not in args or "--append" in args):
         from ..store.remote import warm_up
 
-        warm_up()  # s3fs's import and client overlap the command's own start-up
+        warm_up()  # zarr reads through s3fs: its import overlaps the command's own start-up (a new store's ingest reads nothing)
     _register()
     from ..errors import ChunkfitError
 

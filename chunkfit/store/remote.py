@@ -9,8 +9,9 @@ while it writes, and taken over only when it expired or its process on this host
 
 Credentials and endpoint come the standard way (AWS environment variables and profiles,
 ``AWS_ENDPOINT_URL``); ``CHUNKFIT_S3_ANON=1`` (the CLI's ``--anon``) reads public buckets unsigned.
-zarr reads through ``zarr.storage.FsspecStore`` over s3fs: the same filesystem xarray and dask use
-with ``storage_options``, so what chunkfit writes opens there unchanged.
+chunkfit's own requests (documents, chunk uploads, the lease, listings) go through obstore
+(``s3client``: why there). zarr reads through ``zarr.storage.FsspecStore`` over s3fs: the same
+filesystem xarray and dask use with ``storage_options``, so what chunkfit writes opens there unchanged.
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ from typing import Any, TypeVar
 
 from .._fs import pid_alive
 from ..errors import ChunkfitError, ReadOnlyError, RemoteError, StoreBusyError, StoreNotFoundError
+from . import s3client
 
 SCHEME = "s3://"
 LEASE = ".chunkfit-lease"
 ROOT = "zarr.json"
-DEPTH = 2  # batches of chunk objects in flight at once (each sent concurrently by s3fs)
-BACKLOG = 16  # batches held while the writer's lease is being taken (s3fs's import): parsing goes on
+DEPTH = 2  # batches of chunk objects in flight at once (the objects of each sent concurrently)
+BACKLOG = 16  # batches held while the writer's lease is being taken: parsing goes on
+SENDERS = 16  # threads sending objects (each waits on its request in obstore, without the GIL)
 T = TypeVar("T")
 
 
@@ -56,8 +59,8 @@ class Url(str):
 
 
 def storage_options() -> dict[str, Any]:
-    """The s3fs options chunkfit uses, also for xarray (``storage_options=``): no secrets, only
-    behaviour; credentials are found by botocore.
+    """The s3fs options of chunkfit's zarr reads, also for xarray (``storage_options=``): no secrets,
+    only behaviour; credentials are found by botocore.
 
     ``max_concurrency`` 1: with more, s3fs asks for each whole object's size (a HEAD) before its GET,
     to split objects over 50 MB into ranged reads; chunk objects are a few MB, so every chunk read
@@ -78,11 +81,13 @@ def storage_options() -> dict[str, Any]:
 
 
 _warming: Any = None  # a Future: s3fs imported and its client made, by ``warm_up``
+_senders: Any = None  # the thread pool that sends objects (``put_many``)
+_senders_made = threading.Lock()
 
 
 def warm_up() -> None:
-    """Import s3fs and make its client in a background thread (about 1 s of CPU), for a command
-    that is about to use object storage: its own start-up and the first parsing run meanwhile."""
+    """Import s3fs and make its client in a background thread (about 0.4 s of CPU), for a command
+    that is about to read a zarr store on object storage: its own start-up runs meanwhile."""
     global _warming
     if _warming is not None:
         return
@@ -120,32 +125,38 @@ def _drop_continue(request: Any, **_: Any) -> None:
 
 
 def _endpoint() -> str:
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "AWS S3"
+    return s3client.endpoint() or "AWS S3"
 
 
 def translate(url: str, err: BaseException, kept: str) -> BaseException:
-    """An object-storage failure as one line naming the URL and what was kept; other errors as they are."""
+    """An object-storage failure (obstore's or s3fs's) as one line naming the URL and what was kept;
+    other errors as they are."""
     text = " ".join(str(err).split())
     bucket = url[len(SCHEME) :].split("/", 1)[0]
-    if isinstance(err, FileNotFoundError) and "bucket" in text.lower():
+    meaning = s3client.kind(err)
+    if s3client.no_bucket(err) or (meaning is None and isinstance(err, FileNotFoundError) and "bucket" in text.lower()):
         return StoreNotFoundError(f"{url}: bucket {bucket!r} does not exist at {_endpoint()}; create it or check the URL")
     if type(err).__name__ in {"NoCredentialsError", "PartialCredentialsError"}:
         return ReadOnlyError(
             f"{url}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
             f"or pass --anon for a public bucket ({kept})"
         )
-    if isinstance(err, PermissionError):
+    if meaning == "denied" or isinstance(err, PermissionError):
         return ReadOnlyError(
             f"{url}: access denied by {_endpoint()}; check the credentials (AWS_PROFILE or AWS_ACCESS_KEY_ID) "
             f"and the bucket policy ({kept})"
         )
-    if isinstance(err, (ConnectionError, TimeoutError)) or type(err).__name__ in {
+    if meaning == "unreachable":
+        why = s3client.cause(err)
+    elif isinstance(err, (ConnectionError, TimeoutError)) or type(err).__name__ in {
         "EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ClientConnectorError",
         "ServerDisconnectedError", "ClientOSError", "ConnectionClosedError",
         "ClientPayloadError", "ResponseStreamingError",  # the connection dropped in the middle of a body
     } or (isinstance(err, OSError) and "connect" in text.lower()):
-        return RemoteError(f"{url}: the endpoint {_endpoint()} cannot be reached after retries ({type(err).__name__}); {kept}")
-    return err
+        why = type(err).__name__
+    else:
+        return err
+    return RemoteError(f"{url}: the endpoint {_endpoint()} cannot be reached after retries ({why}); {kept}")
 
 
 def guarded(url: str, kept: str, call: Callable[[], T]) -> T:
@@ -167,41 +178,42 @@ class Remote:
     def __init__(self, url: str) -> None:
         self.url = Url(url.rstrip("/"))
         self.root = self.url[len(SCHEME) :]
-        self._fs: Any = None
+        self.bucket, _, self.prefix = self.root.partition("/")
         self._pool: Any = None
         self._inflight: list[Any] = []
         self.gate: Any = None  # a Future: batches sent by ``put_behind`` wait for it (the writer's lease)
 
     @property
-    def fs(self) -> Any:
-        if self._fs is None:
-            if _warming is not None:
-                _warming.result()  # the same filesystem (s3fs keeps one per set of options), made once
-            try:
-                import s3fs
-            except ImportError:
-                raise RemoteError(
-                    f"{self.url}: s3:// stores need s3fs; install it with `pip install 'chunkfit[s3]'`"
-                ) from None
-            self._fs = _without_continue(s3fs.S3FileSystem(**storage_options()))
-        return self._fs
+    def store(self) -> Any:
+        """The bucket's obstore client, which sends chunkfit's own requests."""
+        return s3client.bucket_store(self.bucket)
 
     def key(self, rel: str) -> str:
-        return f"{self.root}/{rel}"
+        """The object's key in its bucket."""
+        return f"{self.prefix}/{rel}" if self.prefix else rel
 
     def get(self, rel: str) -> bytes | None:
-        """The object's bytes, or None when there is none: one GET (s3fs's ``cat_file`` of a missing
-        key costs two more round trips to tell a missing key from a folder)."""
+        """The object's bytes, or None when there is none: one GET."""
         found = self.get_tagged(rel)
         return None if found is None else found[0]
 
     def put(self, rel: str, data: bytes) -> None:
-        self.fs.pipe_file(self.key(rel), data)
+        import obstore
+
+        obstore.put(self.store, self.key(rel), data, use_multipart=False)
 
     def put_many(self, objects: dict[str, bytes]) -> None:
-        """Write the objects concurrently (s3fs sends them on its event loop)."""
-        if objects:
-            self.fs.pipe({self.key(k): v for k, v in objects.items()})
+        """Write the objects concurrently (one thread each, up to ``SENDERS``)."""
+        global _senders
+        if not objects:
+            return
+        with _senders_made:
+            if _senders is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                _senders = ThreadPoolExecutor(max_workers=SENDERS, thread_name_prefix="chunkfit-send")
+        for done in [_senders.submit(self.put, k, v) for k, v in objects.items()]:
+            done.result()
 
     def put_behind(self, objects: dict[str, bytes]) -> None:
         """``put_many`` in a background thread, so the caller encodes the next chunks meanwhile; up to
@@ -233,90 +245,72 @@ class Remote:
         if failure is not None:
             raise failure
 
-    def _bucket_key(self, rel: str) -> tuple[str, str]:
-        bucket, _, key = self.key(rel).partition("/")
-        return bucket, key
-
     def get_tagged(self, rel: str) -> tuple[bytes, str] | None:
         """The object's bytes and ETag, from one response (so the two belong together), or None."""
-        from fsspec.asyn import sync
-
-        bucket, key = self._bucket_key(rel)
-
-        async def fetch() -> tuple[bytes, str]:
-            reply = await self.fs._call_s3("get_object", Bucket=bucket, Key=key)
-            return bytes(await reply["Body"].read()), str(reply["ETag"])
+        import obstore
 
         try:
-            return sync(self.fs.loop, fetch)
+            found = obstore.get(self.store, self.key(rel))
+            return bytes(found.bytes()), str(found.meta["e_tag"])
         except FileNotFoundError as err:
-            if "bucket" in str(err).lower():
+            if s3client.no_bucket(err):
                 raise
             return None
 
     def put_if(self, rel: str, data: bytes, etag: str | None = None) -> str | None:
         """A conditional put: only while no object has the key (``etag`` None) or while the object is
         still the one with ``etag``. The new ETag, or None when the condition did not hold."""
-        bucket, key = self._bucket_key(rel)
-        condition = {"IfNoneMatch": "*"} if etag is None else {"IfMatch": etag}
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        mode: Any = "create" if etag is None else {"e_tag": etag}
         try:
-            reply = self.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, **condition)
-        except OSError as err:
-            if _precondition_failed(err):
-                return None
-            raise
-        self.fs.invalidate_cache(self.key(rel))
-        return str(reply["ETag"])
+            reply = obstore.put(self.store, self.key(rel), data, mode=mode, use_multipart=False)
+        except (AlreadyExistsError, PreconditionError):
+            return None
+        return str(reply["e_tag"])
 
     def delete_if(self, rel: str, etag: str) -> bool:
         """Delete the object only while it is the one with ``etag``; False when it is not."""
-        bucket, key = self._bucket_key(rel)
-        try:
-            self.fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=etag)
-        except FileNotFoundError:
-            return False
-        except OSError as err:
-            if _precondition_failed(err):
-                return False
-            raise
-        self.fs.invalidate_cache(self.key(rel))
-        return True
+        return s3client.delete_if_match(self.store, self.key(rel), etag)
 
     def create(self, rel: str, data: bytes) -> bool:
         """Write ``rel`` only if no object has that key (a conditional put); False if one does."""
-        try:
-            self.fs.pipe_file(self.key(rel), data, mode="create")
-        except FileExistsError:
-            return False
-        return True
+        return self.put_if(rel, data) is not None
+
+    def _listing(self, rel: str = "") -> list[dict[str, Any]]:
+        import obstore
+
+        base = self.key(rel).rstrip("/")
+        return [meta for batch in obstore.list(self.store, base + "/" if base else None) for meta in batch]
 
     def keys(self, rel: str = "") -> list[str]:
         """Keys under ``rel`` (relative to the prefix), listed fresh."""
-        base = self.key(rel).rstrip("/")
-        try:
-            found = self.fs.find(base, detail=False)
-        except FileNotFoundError as err:
-            if "bucket" in str(err).lower():
-                raise
-            return []
-        self.fs.invalidate_cache()
-        start = len(self.root) + 1
-        return [k[start:] for k in found if k.startswith(self.root + "/")]
+        start = len(self.prefix) + 1 if self.prefix else 0
+        return [str(meta["path"])[start:] for meta in self._listing(rel)]
 
     def delete(self, keys: Iterable[str]) -> None:
+        import obstore
+
         paths = [self.key(k) for k in keys]
         if paths:
-            self.fs.rm(paths)
+            obstore.delete(self.store, paths)
 
     def clear(self, keep: str | None = None) -> None:
         """Delete every object under the prefix but ``keep``."""
         self.delete([k for k in self.keys() if k != keep])
 
     def size(self) -> int:
-        return int(self.fs.du(self.root))
+        return sum(int(meta["size"]) for meta in self._listing())
 
     def zarr_store(self, read_only: bool) -> Any:
+        """The zarr store over s3fs that zarr reads (and an append resizes) the arrays through."""
         from zarr.storage import FsspecStore
+
+        try:
+            import s3fs  # noqa: F401 - fsspec's own error for its absence is a traceback
+        except ImportError:
+            raise RemoteError(f"{self.url}: s3:// stores need s3fs; install it with `pip install 'chunkfit[s3]'`") from None
 
         return FsspecStore.from_url(str(self.url), storage_options=storage_options(), read_only=read_only)
 
@@ -339,13 +333,6 @@ def fetch_files(remote: Remote, names: Iterable[str], local: Path) -> list[str]:
             (local / name).write_bytes(data)
             got.append(name)
     return got
-
-
-def _precondition_failed(err: BaseException) -> bool:
-    """Whether a request failed because its condition (If-Match, If-None-Match) did not hold (412)."""
-    cause = err.__cause__ or err.__context__
-    code = getattr(cause, "response", {}).get("Error", {}).get("Code") if cause is not None else None
-    return code in ("PreconditionFailed", "412") or "pre-condition" in str(err).lower()
 
 
 class Lease:
