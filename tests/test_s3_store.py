@@ -289,6 +289,17 @@ def test_failed_new_s3_store_leaves_no_object(bucket: str) -> None:
         chunkfit.open_store(url)
 
 
+def test_new_s3_store_failing_while_its_chunks_are_in_flight_leaves_no_object(bucket: str) -> None:
+    url = f"s3://{bucket}/s.zarr"
+    writer = chunkfit.StoreWriter(url, channels=["a", "b"], sample_rate=1.0, has_labels=False, append=False,
+                                  chunk_samples=512, codec="none")
+    with pytest.raises(RuntimeError, match="boom"), writer as w:
+        for _ in range(4):
+            w.write(np.random.default_rng(0).normal(size=(100_000, 2)).astype(np.float32))
+        raise RuntimeError("boom")  # hundreds of chunk objects written, the last batches still being sent
+    assert s3fs_client().find(f"{bucket}/") == []
+
+
 def test_cli_append_while_another_process_appends_is_refused_in_one_line(bucket: str) -> None:
     url = make_store(f"s3://{bucket}/s.zarr", _signal(), channels=["time_s", "mlii_mv"])
     holder = Lease(Remote(url))

@@ -203,7 +203,8 @@ class Remote:
         obstore.put(self.store, self.key(rel), data, use_multipart=False)
 
     def put_many(self, objects: dict[str, bytes]) -> None:
-        """Write the objects concurrently (one thread each, up to ``SENDERS``)."""
+        """Write the objects concurrently (one thread each, up to ``SENDERS``); a failure is raised
+        once every object of the batch is sent or has failed."""
         global _senders
         if not objects:
             return
@@ -212,8 +213,10 @@ class Remote:
                 from concurrent.futures import ThreadPoolExecutor
 
                 _senders = ThreadPoolExecutor(max_workers=SENDERS, thread_name_prefix="chunkfit-send")
-        for done in [_senders.submit(self.put, k, v) for k, v in objects.items()]:
-            done.result()
+        sent = [_senders.submit(self.put, k, v) for k, v in objects.items()]
+        failures = [err for err in (done.exception() for done in sent) if err is not None]
+        if failures:  # raised once none is still in flight, so what a failure's cleanup deletes stays deleted
+            raise failures[0]
 
     def put_behind(self, objects: dict[str, bytes]) -> None:
         """``put_many`` in a background thread, so the caller encodes the next chunks meanwhile; up to
