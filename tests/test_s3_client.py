@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from s3support import s3fs_client
+from s3support import s3fs_client, start_server, use_server
 from support import REPO, cli_env, error_line, write_csv
 
 from chunkfit.store import s3client
@@ -95,3 +95,20 @@ def test_delete_if_deletes_only_the_object_with_that_etag(bucket: str) -> None:
     assert remote.delete_if("lease", first) is False and remote.get("lease") == b"3"
     assert remote.delete_if("lease", second) is True and remote.get("lease") is None
     assert remote.delete_if("lease", second) is False
+
+
+def test_a_process_that_points_the_aws_variables_at_another_server_talks_to_that_server(bucket: str) -> None:
+    Remote(f"s3://{bucket}/e").put("x", b"on the first server")
+    other = start_server()
+    try:
+        env = use_server(other)
+        next(env)
+        try:
+            s3fs_client().mkdir(bucket)  # the same bucket name, empty, on the other server
+            assert Remote(f"s3://{bucket}/e").get("x") is None
+            Remote(f"s3://{bucket}/e").put("x", b"on the second server")
+        finally:
+            next(env, None)
+    finally:
+        other.stop()
+    assert Remote(f"s3://{bucket}/e").get("x") == b"on the first server"

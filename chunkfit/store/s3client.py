@@ -25,9 +25,9 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-_stores: dict[str, Any] = {}
+_stores: dict[tuple[str, tuple[str | None, ...]], Any] = {}
 _lock = threading.Lock()
-_regions: dict[str, str] = {}
+_regions: dict[tuple[str, str | None], str] = {}
 
 
 def endpoint() -> str | None:
@@ -44,12 +44,18 @@ def retries() -> int:
 
 
 def bucket_store(bucket: str) -> Any:
-    """The obstore ``S3Store`` of ``bucket``, made once per process (with its own connection pool)."""
+    """The obstore ``S3Store`` of ``bucket`` (with its own connection pool), made once per process
+    and environment: a process that points the AWS variables elsewhere gets a new one."""
+    seen = tuple(os.environ.get(k) for k in _SETTINGS)
     with _lock:
-        store = _stores.get(bucket)
+        store = _stores.get((bucket, seen))
         if store is None:
-            store = _stores[bucket] = _make(bucket)
+            store = _stores[(bucket, seen)] = _make(bucket)
         return store
+
+
+_SETTINGS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "CHUNKFIT_S3_ANON", "CHUNKFIT_S3_RETRIES", "AWS_REGION",
+             "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
 
 
 def _make(bucket: str) -> Any:
@@ -85,8 +91,8 @@ def _make(bucket: str) -> Any:
 def bucket_region(bucket: str, url: str | None) -> str:
     """The region that holds ``bucket``, from the ``x-amz-bucket-region`` header of an unsigned HEAD of
     it (what S3 answers even to a request it refuses); ``us-east-1`` where none is said."""
-    if bucket in _regions:
-        return _regions[bucket]
+    if (bucket, url) in _regions:
+        return _regions[(bucket, url)]
     where = f"{url.rstrip('/')}/{bucket}" if url else f"https://{bucket}.s3.amazonaws.com"
     region = None
     try:
@@ -96,8 +102,8 @@ def bucket_region(bucket: str, url: str | None) -> str:
         region = err.headers.get("x-amz-bucket-region")
     except OSError:
         pass  # unreachable: the request that follows says so, in chunkfit's words
-    _regions[bucket] = region or "us-east-1"
-    return _regions[bucket]
+    _regions[(bucket, url)] = region or "us-east-1"
+    return _regions[(bucket, url)]
 
 
 class NoCredentialsError(Exception):
