@@ -66,15 +66,15 @@ def storage_options() -> dict[str, Any]:
     to split objects over 50 MB into ranged reads; chunk objects are a few MB, so every chunk read
     paid a second round trip for nothing."""
     opts: dict[str, Any] = {
-        "anon": os.environ.get("CHUNKFIT_S3_ANON") == "1",
+        "anon": s3client.anonymous(),
         "max_concurrency": 1,
         "config_kwargs": {
             "connect_timeout": 3,
             "read_timeout": 30,
-            "retries": {"max_attempts": int(os.environ.get("CHUNKFIT_S3_RETRIES", "4")), "mode": "standard"},
+            "retries": {"max_attempts": s3client.retries(), "mode": "standard"},
         },
     }
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint = s3client.endpoint()
     if endpoint:
         opts["endpoint_url"] = endpoint
     return opts
@@ -276,10 +276,6 @@ class Remote:
     def delete_if(self, rel: str, etag: str) -> bool:
         """Delete the object only while it is the one with ``etag``; False when it is not."""
         return s3client.delete_if_match(self.store, self.key(rel), etag)
-
-    def create(self, rel: str, data: bytes) -> bool:
-        """Write ``rel`` only if no object has that key (a conditional put); False if one does."""
-        return self.put_if(rel, data) is not None
 
     def _listing(self, rel: str = "") -> list[dict[str, Any]]:
         import obstore

@@ -27,7 +27,6 @@ from typing import Any
 
 _stores: dict[tuple[str, tuple[str | None, ...]], Any] = {}
 _lock = threading.Lock()
-_regions: dict[tuple[str, str | None], str] = {}
 
 
 def endpoint() -> str | None:
@@ -90,9 +89,8 @@ def _make(bucket: str) -> Any:
 
 def bucket_region(bucket: str, url: str | None) -> str:
     """The region that holds ``bucket``, from the ``x-amz-bucket-region`` header of an unsigned HEAD of
-    it (what S3 answers even to a request it refuses); ``us-east-1`` where none is said."""
-    if (bucket, url) in _regions:
-        return _regions[(bucket, url)]
+    it (what S3 answers even to a request it refuses); ``us-east-1`` where none is said. Asked once
+    per client (``bucket_store`` keeps it)."""
     where = f"{url.rstrip('/')}/{bucket}" if url else f"https://{bucket}.s3.amazonaws.com"
     region = None
     try:
@@ -102,8 +100,7 @@ def bucket_region(bucket: str, url: str | None) -> str:
         region = err.headers.get("x-amz-bucket-region")
     except OSError:
         pass  # unreachable: the request that follows says so, in chunkfit's words
-    _regions[(bucket, url)] = region or "us-east-1"
-    return _regions[(bucket, url)]
+    return region or "us-east-1"
 
 
 class NoCredentialsError(Exception):
@@ -117,7 +114,6 @@ class _BotocoreCredentials:
     def __init__(self, url: str) -> None:
         import botocore.session
 
-        self.url = url
         self.session = botocore.session.get_session()
         self.found = self.session.get_credentials()
         if self.found is None:
