@@ -15,7 +15,9 @@ moto is a Python server on the same cores: its own CPU per request is part of wh
 so a real S3 endpoint (or MinIO elsewhere) is not slower than this. The table gives the server's CPU
 seconds during each ingest, the ingest's wall time and its own CPU seconds beside them (on a machine
 whose cores the local ingest keeps busy, every CPU second either adds shows in the wall time), and
-the round trips (requests and ``100 Continue`` waits) of the delayed ingest.
+the round trips (requests and ``100 Continue`` waits) of the delayed ingest. After each ingest, an
+``ingest --append`` of a 100,000-row CSV (a new log file) to that store: its wall seconds and, with
+the delay, its round trips (an append's time is mostly its requests one after another).
 
 ``--split-cores`` stands in for an endpoint on another machine: every chunkfit command (local disk
 and S3 alike) runs on the first half of the cores this process may use, and the S3 server and the
@@ -150,6 +152,9 @@ def main() -> None:
         f.write("a,b,c,d\n")
         np.savetxt(f, np.round(rng.normal(size=(opts.rows, 4)), 5), fmt="%.5f", delimiter=",")
     mb = csv.stat().st_size / 1e6
+    more = OUT / "append.csv"  # a new log file's worth, appended to an ingested store
+    with open(csv) as src, open(more, "w") as dst:
+        dst.writelines(line for _, line in zip(range(100_001), src))
 
     import psutil
 
@@ -180,12 +185,17 @@ def main() -> None:
     try:
         for name, (root, env) in places.items():
             seconds, moto_cpu, round_trips, own_cpu = float("inf"), 0.0, 0, 0.0
+            appended, append_trips = float("inf"), 0
             for attempt in range(opts.repeat):
                 target = f"{root}/ingest-{attempt}.zarr"
                 cpu0, trips0 = server_cpu(), trips[0]
                 took, _, cpu = chunkfit(["ingest", target, str(csv), "--rate", "100"], env, client_cores)
                 if took < seconds:
                     seconds, moto_cpu, round_trips, own_cpu = took, server_cpu() - cpu0, trips[0] - trips0, cpu
+                trips0 = trips[0]
+                took, _, _ = chunkfit(["ingest", target, str(more), "--append"], env, client_cores)
+                if took < appended:
+                    appended, append_trips = took, trips[0] - trips0
             wps = first = float("nan")
             if not opts.no_train:
                 store = f"{root}/train.zarr"
@@ -201,9 +211,10 @@ def main() -> None:
                     first = got[0] if math.isnan(first) else max(first, got[0])
                     wps = got[1] if math.isnan(wps) else max(wps, got[1])
             delayed = env is not base
-            rows.append((name, mb / seconds, wps, seconds, own_cpu, moto_cpu, round_trips if delayed else None, first))
+            rows.append((name, mb / seconds, wps, seconds, own_cpu, moto_cpu, round_trips if delayed else None, first,
+                         appended, append_trips if delayed else None))
             print(f"{name}: ingest {mb / seconds:.1f} MB/s ({seconds:.2f} s, its CPU {own_cpu:.1f} s, "
-                  f"server CPU {moto_cpu:.1f} s), "
+                  f"server CPU {moto_cpu:.1f} s), append {appended:.2f} s, "
                   f"train {first:,.0f} windows/s (1st epoch), {wps:,.0f} (2nd)", flush=True)
     finally:
         server.stop()
@@ -211,12 +222,12 @@ def main() -> None:
     if client_cores is not None:
         print(f"\nchunkfit on cores {sorted(client_cores)}, the S3 server and proxy on {sorted(server_cores or ())}")
     print("\n| where | ingest MB/s | vs local | ingest wall s | ingest CPU s | S3 server CPU s | round trips | "
-          "training windows/s, 2nd epoch | vs local | 1st epoch | vs local |\n"
-          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, ingest, train, seconds, own_cpu, moto_cpu, n_trips, first in rows:
+          "append s | round trips | training windows/s, 2nd epoch | vs local | 1st epoch | vs local |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, ingest, train, seconds, own_cpu, moto_cpu, n_trips, first, appended, append_trips in rows:
         print(f"| {name} | {ingest:.1f} | {ingest / local[1]:.2f}x | {seconds:.2f} | {own_cpu:.1f} | {moto_cpu:.1f} | "
-              f"{'' if n_trips is None else n_trips} | {train:,.0f} | {train / local[2]:.2f}x | {first:,.0f} | "
-              f"{first / local[7]:.2f}x |")
+              f"{'' if n_trips is None else n_trips} | {appended:.2f} | {'' if append_trips is None else append_trips} | "
+              f"{train:,.0f} | {train / local[2]:.2f}x | {first:,.0f} | {first / local[7]:.2f}x |")
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,5 @@
 """chunkfit's own client for object storage (``chunkfit.store.s3client``, obstore) against the real S3
-server on loopback: an ingest sends everything without importing s3fs or botocore; credentials from
+server on loopback: ingest, append and info import neither s3fs nor botocore; credentials from
 a profile; a bucket's region found when none is configured; conditional deletes."""
 
 from __future__ import annotations
@@ -23,18 +23,21 @@ def _python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           check=False, cwd=REPO)
 
 
-def test_ingest_of_a_new_s3_store_imports_neither_s3fs_nor_botocore(bucket: str, tmp_path: Path) -> None:
-    csv = write_csv(tmp_path / "a.csv", np.random.default_rng(0).normal(size=(5000, 2)), names=["a", "b"])
+def test_ingest_append_and_info_on_s3_import_neither_s3fs_nor_botocore(bucket: str, tmp_path: Path) -> None:
+    csv = write_csv(tmp_path / "a.csv", np.random.default_rng(0).normal(size=(3000, 2)), names=["a", "b"])
     url = f"s3://{bucket}/i.zarr"
     code = (
         "import sys\nfrom chunkfit.cli import main\n"
         f"main(['ingest', {url!r}, {str(csv)!r}, '--rate', '10'])\n"
+        f"main(['ingest', {url!r}, {str(csv)!r}, '--rate', '10', '--append'])\n"
+        f"main(['info', {url!r}])\n"
         "print(sorted(m for m in ('s3fs', 'botocore', 'aiobotocore', 'aiohttp', 'obstore') if m in sys.modules))\n"
     )
     result = _python(code, cli_env())
     assert result.returncode == 0, result.stderr
+    assert "samples      6,000" in result.stdout  # zarr read the appended store through obstore
     assert result.stdout.strip().splitlines()[-1] == "['obstore']"
-    # What it wrote is a store that s3fs, zarr's reader, sees whole.
+    # What it wrote is a store that s3fs (what xarray reads through) sees whole.
     listed = s3fs_client().find(f"{bucket}/i.zarr")
     assert f"{bucket}/i.zarr/zarr.json" in listed and not any(k.endswith(".chunkfit-lease") for k in listed)
 

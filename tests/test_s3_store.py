@@ -5,12 +5,11 @@ append commits whole or not at all; one writer at a time."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import subprocess
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 import pytest
@@ -158,27 +157,41 @@ def test_append_after_an_append_cut_short_overwrites_its_rows(bucket: str) -> No
         np.testing.assert_array_equal(s.read(3000, 3100), more)
 
 
-class _S3Calls(logging.Handler):
-    """The S3 operations s3fs sends while in a ``with`` (from its own debug log: one line per request)."""
+class _Requests:
+    """The requests zarr and chunkfit send through obstore while in a ``with``, as (operation, key):
+    the real calls, to the real server, counted on the way."""
+
+    OPERATIONS = ("get", "get_async", "get_range_async", "get_ranges_async", "head", "head_async", "put", "put_async")
 
     def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.operations: list[str] = []
-        self._log = logging.getLogger("s3fs")
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.msg.startswith("CALL: "):
-            self.operations.append(str(record.args[0]))  # type: ignore[index]
+        self.sent: list[tuple[str, str]] = []
+        self._real: dict[str, Any] = {}
 
     def __enter__(self) -> Self:
-        self._level = self._log.level
-        self._log.setLevel(logging.DEBUG)
-        self._log.addHandler(self)
+        import obstore
+
+        for op in self.OPERATIONS:
+            real = self._real[op] = getattr(obstore, op)
+
+            def counted(store: object, key: str, *args: object, _op: str = op, _real: Any = real, **kw: object) -> object:
+                self.sent.append((_op.removesuffix("_async"), key))
+                return _real(store, key, *args, **kw)
+
+            setattr(obstore, op, counted)
         return self
 
     def __exit__(self, *_: object) -> None:
-        self._log.removeHandler(self)
-        self._log.setLevel(self._level)
+        import obstore
+
+        for op, real in self._real.items():
+            setattr(obstore, op, real)
+
+    @property
+    def operations(self) -> list[str]:
+        return [op for op, _ in self.sent]
+
+    def objects(self, op: str = "get") -> list[str]:
+        return [key for o, key in self.sent if o == op]
 
 
 def test_reading_an_s3_store_lists_each_array_once_reads_a_chunk_in_one_request_and_refuses_a_missing_one(
@@ -194,22 +207,50 @@ def test_reading_an_s3_store_lists_each_array_once_reads_a_chunk_in_one_request_
         return real_keys(self, rel)
 
     monkeypatch.setattr(Remote, "keys", counted)
-    calls = _S3Calls()
-    with calls, chunkfit.open_store(url) as s:
+    with _Requests() as calls, chunkfit.open_store(url) as s:
         got = np.concatenate([s.read(a, a + 250) for a in range(0, 3000, 250)])
         labels = np.concatenate([s.read_labels(a, a + 250) for a in range(0, 3000, 250)])
     np.testing.assert_array_equal(got, sig)
     np.testing.assert_array_equal(labels, np.arange(3000) % 3)
     assert sorted(listed) == ["labels", "signal"]  # was one listing of the whole array per chunk read
-    # Each chunk read is one GET: s3fs asked for the object's size (a HEAD) first unless told not to.
-    assert "head_object" not in calls.operations, calls.operations
-    assert calls.operations.count("get_object") >= 2 * 47
+    # Each chunk read is one GET (s3fs, which read them before, asked for each object's size first).
+    assert "head" not in calls.operations, calls.operations
+    chunks = [k for k in calls.objects() if "/c/" in k]
+    assert len(set(chunks)) >= 2 * 47, chunks
 
     Remote(url).delete(["signal/c/20/0"])
     with chunkfit.open_store(url) as s:
         np.testing.assert_array_equal(s.read(0, 1280), sig[:1280])
         with pytest.raises(StoreFormatError, match=r"chunk signal/c/20/0 \(samples \[1280, 1344\)\) is missing"):
             s.read(1000, 2000)
+
+
+def test_opening_and_appending_to_an_s3_store_read_each_document_once(bucket: str) -> None:
+    """Each request is a round trip to a far endpoint: a store opens from one read of its root (the
+    arrays from its consolidated metadata), and an append reads each array's own document once (all
+    at once), where it read the root 3 times and the documents 4-5 times each."""
+    url = make_store(f"s3://{bucket}/s.zarr", _signal())
+
+    def documents(calls: _Requests) -> list[str]:
+        return sorted(k.split("/", 1)[1] for k in calls.objects() if k.endswith("zarr.json"))
+
+    with _Requests() as calls, chunkfit.open_store(url) as s:
+        assert s.n_samples == 3000
+    assert documents(calls) == ["zarr.json"]
+
+    more = _signal(100, seed=1)
+    with (
+        _Requests() as calls,
+        chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True) as w,
+    ):
+        w.write(more)
+        w.add_segment(3000, 3100)
+        w.commit()
+    # The root once, under the lease (the store as committed), and each array's own document once.
+    assert documents(calls) == ["events/zarr.json", "labels/zarr.json", "segments/zarr.json", "signal/zarr.json", "zarr.json"]
+    with chunkfit.open_store(url) as s:
+        np.testing.assert_array_equal(s.read(0, 3100), np.concatenate([_signal(), more]))
+        np.testing.assert_array_equal(s.segments, [[0, 3000], [3000, 3100]])
 
 
 def test_second_writer_while_one_holds_the_lease_is_refused(bucket: str) -> None:

@@ -31,7 +31,7 @@ def _options(
 
         use_backend(backend)
     if anon:
-        os.environ["CHUNKFIT_S3_ANON"] = "1"  # chunkfit.store.remote.storage_options
+        os.environ["CHUNKFIT_S3_ANON"] = "1"  # chunkfit.store.s3client.anonymous
 
 
 def _register() -> None:
@@ -45,16 +45,11 @@ def main(argv: list[str] | None = None) -> None:
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL)
     install()  # TensorFlow stays unimported until a command needs it, then starts quietly
-    # A request to an object store cut short (the endpoint gone) leaves aiohttp tasks whose errors
-    # asyncio logs at exit, after chunkfit's one line has said it all.
+    # Reads from an object store cut short (the endpoint gone) leave tasks on zarr's event loop whose
+    # errors asyncio logs at exit, after chunkfit's one line has said it all.
     import logging
 
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
-    args = sys.argv[1:] if argv is None else argv
-    if any(a.startswith("s3://") for a in args) and ("ingest" not in args or "--append" in args):
-        from ..store.remote import warm_up
-
-        warm_up()  # zarr reads through s3fs: its import overlaps the command's own start-up (a new store's ingest reads nothing)
     _register()
     from ..errors import ChunkfitError
 

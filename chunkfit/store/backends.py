@@ -88,7 +88,9 @@ class Backend:
 class ZarrBackend(Backend):
     kind = "zarr"
 
-    def __init__(self, path: Path, writable: bool, remote: Remote | None = None) -> None:
+    def __init__(self, path: Path, writable: bool, remote: Remote | None = None, root: bytes | None = None) -> None:
+        """``root``: on object storage, the root ``zarr.json`` as the caller just read it, so the group
+        is made from it rather than fetched again (a round trip), and is the very commit it read."""
         super().__init__(path, writable)
         import zarr
 
@@ -99,8 +101,11 @@ class ZarrBackend(Backend):
             # A reader takes the arrays' shapes from the root document's consolidated metadata where
             # there is one (the committed ones); a writer reads each array's own document, which an
             # append cut short may have grown past them.
-            self.group = zarr.open_group(store=where, mode=mode, zarr_format=3,
-                                         use_consolidated=False if writable else None)
+            if remote is not None and root is not None:
+                self.group = _group_from_root(where, root, consolidated=not writable)
+            else:
+                self.group = zarr.open_group(store=where, mode=mode, zarr_format=3,
+                                             use_consolidated=False if writable else None)
         except PermissionError:
             raise  # the writer names the folder that cannot be written
         except (FileNotFoundError, zarr.errors.GroupNotFoundError) as err:  # type: ignore[attr-defined]
@@ -110,36 +115,51 @@ class ZarrBackend(Backend):
         except (ValueError, TypeError, KeyError, json.JSONDecodeError) as err:
             raise StoreFormatError(f"{path}: cannot open as a zarr v3 store: {err}") from None
         self._arrays: dict[str, Any] = {}
+        self._names: list[str] | None = None
         self._encoders: dict[str, Any] = {}
         self._lengths: dict[str, int] = {}  # on object storage: each array's length as written so far
         self._tails: dict[str, np.ndarray] = {}  # and the rows of its last, partial chunk
 
     def names(self) -> list[str]:
-        import zarr
+        """The arrays there are, looked up once (this backend creates none): the documents of all of
+        them at once, one round trip on object storage where there is no consolidated metadata."""
+        if self._names is None:
+            import asyncio
 
-        out = []
-        for name in DIMENSIONS:
-            try:
-                node = self.group[name]
-            except KeyError:
-                continue
-            except (ValueError, TypeError) as err:  # json.JSONDecodeError is a ValueError
-                raise StoreFormatError(
-                    f"{self.path}: not a valid chunkfit store: {name}/zarr.json cannot be read ({err})"
-                ) from None
-            if isinstance(node, zarr.Array):
-                out.append(name)
-        return sorted(out)
+            import zarr
+            from zarr.core.sync import sync
+
+            async def lookup() -> list[Any]:
+                group = self.group._async_group
+                return await asyncio.gather(*(group.getitem(n) for n in DIMENSIONS), return_exceptions=True)
+
+            found = []
+            for name, node in zip(DIMENSIONS, sync(lookup()), strict=True):
+                if isinstance(node, KeyError):
+                    continue
+                if isinstance(node, (ValueError, TypeError)):  # json.JSONDecodeError is a ValueError
+                    raise StoreFormatError(
+                        f"{self.path}: not a valid chunkfit store: {name}/zarr.json cannot be read ({node})"
+                    ) from None
+                if isinstance(node, BaseException):
+                    raise node
+                if isinstance(node, zarr.AsyncArray):
+                    found.append(name)
+                    self._arrays.setdefault(name, self._configured(zarr.Array(node)))
+            self._names = sorted(found)
+        return list(self._names)
 
     def array(self, name: str) -> Any:
         if name not in self._arrays:
-            arr = self.group[name]
-            if self.writable:
-                # Every chunk is written, even all-zero ones, so a missing chunk file means damage
-                # (zarr's default drops a chunk that holds only the fill value).
-                arr = arr.with_config({"write_empty_chunks": True})
-            self._arrays[name] = arr
+            self._arrays[name] = self._configured(self.group[name])
         return self._arrays[name]
+
+    def _configured(self, arr: Any) -> Any:
+        if self.writable:
+            # Every chunk is written, even all-zero ones, so a missing chunk file means damage
+            # (zarr's default drops a chunk that holds only the fill value).
+            arr = arr.with_config({"write_empty_chunks": True})
+        return arr
 
     def attrs(self) -> Any:
         return self.group.attrs.get(ATTR_KEY)
@@ -441,9 +461,24 @@ class NewZarrBackend(Backend):
         write_document(self.path / "zarr.json", group_metadata(self._attrs))
 
 
-def open_backend(path: Path, kind: str, writable: bool = False, create: bool = False, remote: Remote | None = None) -> Backend:
+def _group_from_root(store: Any, root: bytes, consolidated: bool) -> Any:
+    """The zarr group whose root document is ``root``; a writer's without its consolidated metadata."""
+    import zarr
+    from zarr.core.group import AsyncGroup
+    from zarr.storage import StorePath
+
+    doc = json.loads(root)
+    if not isinstance(doc, dict) or doc.get("zarr_format") != 3 or doc.get("node_type") != "group":
+        raise ValueError("its root zarr.json is not a zarr v3 group's")
+    if not consolidated:
+        doc.pop("consolidated_metadata", None)
+    return zarr.Group(AsyncGroup.from_dict(store if isinstance(store, StorePath) else StorePath(store), doc))
+
+
+def open_backend(path: Path, kind: str, writable: bool = False, create: bool = False, remote: Remote | None = None,
+                 root: bytes | None = None) -> Backend:
     if kind == "hdf5":
         return Hdf5Backend(path, writable, create)
     if create:
         return NewZarrBackend(path, remote)
-    return ZarrBackend(path, writable, remote)
+    return ZarrBackend(path, writable, remote, root)

@@ -47,6 +47,7 @@ class Store:
         refuse_url(path, "stores", s3=True)
         self.backend_kind = suffix_backend(str(path))
         self.remote: Remote | None = None
+        self._root: bytes | None = None
         self._listed: dict[str, set[str]] = {}
         if is_remote(path):
             self._open_remote(str(path))
@@ -127,20 +128,23 @@ class Store:
         if self.backend_kind != "zarr":
             raise UsageError(f"{url}: HDF5 stores are not supported on object storage; ingest into a .zarr store instead")
         kept = "nothing was read"
-        if guarded(url, kept, lambda: remote.get(ROOT)) is None:
+        root = self._root = guarded(url, kept, lambda: remote.get(ROOT))
+        if root is None:
             if guarded(url, kept, remote.keys):
                 raise StoreNotFoundError(
                     f"{url}: store not found: it holds objects of an unfinished ingest, but no committed store; "
                     f"remove them with `chunkfit ingest --repair {url}`"
                 )
             raise StoreNotFoundError(f"{url}: store not found; create it with `chunkfit ingest {url} SOURCE`")
-        self._backend = guarded(url, kept, lambda: open_backend(Path("."), "zarr", remote=remote))
+        # The arrays come from this one read of the root (its consolidated metadata), so what is
+        # loaded and the stamp that ``changed`` compares with are the same commit.
+        self._backend = guarded(url, kept, lambda: open_backend(Path("."), "zarr", remote=remote, root=root))
         try:
             guarded(url, kept, self._load)
         except BaseException:
             self._backend.close()
             raise
-        self._stamp = self._disk_stamp()
+        self._stamp = (hash(root),)
 
     def _load(self) -> None:
         b = self._backend
@@ -307,6 +311,11 @@ class Store:
             out[:, 0] = np.maximum(out[:, 0], a)
             out[:, 1] = np.minimum(out[:, 1], b)
         return out
+
+    @property
+    def root_document(self) -> bytes | None:
+        """On object storage, the root ``zarr.json`` (the commit) this store was opened at; else None."""
+        return self._root
 
     # -- modification -------------------------------------------------------------------------
     def _disk_stamp(self) -> tuple[int, ...]:

@@ -9,9 +9,9 @@ while it writes, and taken over only when it expired or its process on this host
 
 Credentials and endpoint come the standard way (AWS environment variables and profiles,
 ``AWS_ENDPOINT_URL``); ``CHUNKFIT_S3_ANON=1`` (the CLI's ``--anon``) reads public buckets unsigned.
-chunkfit's own requests (documents, chunk uploads, the lease, listings) go through obstore
-(``s3client``: why there). zarr reads through ``zarr.storage.FsspecStore`` over s3fs: the same
-filesystem xarray and dask use with ``storage_options``, so what chunkfit writes opens there unchanged.
+Every request goes through one obstore client per bucket (``s3client``: why obstore): chunkfit's
+own (documents, chunk uploads, the lease, listings) and zarr's, through zarr's own ``ObjectStore``
+over that client. xarray and dask open the same stores through s3fs (``storage_options``).
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ class Url(str):
 
 
 def storage_options() -> dict[str, Any]:
-    """The s3fs options of chunkfit's zarr reads, also for xarray (``storage_options=``): no secrets,
-    only behaviour; credentials are found by botocore.
+    """s3fs options for opening chunkfit's stores with xarray or dask (``storage_options=``): the
+    endpoint, ``--anon`` and retries chunkfit uses; no secrets, as botocore finds the credentials.
 
     ``max_concurrency`` 1: with more, s3fs asks for each whole object's size (a HEAD) before its GET,
     to split objects over 50 MB into ranged reads; chunk objects are a few MB, so every chunk read
@@ -80,48 +80,8 @@ def storage_options() -> dict[str, Any]:
     return opts
 
 
-_warming: Any = None  # a Future: s3fs imported and its client made, by ``warm_up``
 _senders: Any = None  # the thread pool that sends objects (``put_many``)
 _senders_made = threading.Lock()
-
-
-def warm_up() -> None:
-    """Import s3fs and make its client in a background thread (about 0.4 s of CPU), for a command
-    that is about to read a zarr store on object storage: its own start-up runs meanwhile."""
-    global _warming
-    if _warming is not None:
-        return
-    from concurrent.futures import Future
-
-    _warming = done = Future()
-
-    def run() -> None:
-        try:
-            import s3fs
-
-            _without_continue(s3fs.S3FileSystem(**storage_options()))
-        except BaseException:  # noqa: BLE001 - whoever needs s3fs meets the failure and reports it
-            pass
-        done.set_result(None)
-
-    threading.Thread(target=run, name="chunkfit-s3-warm-up", daemon=True).start()
-
-
-def _without_continue(fs: Any) -> Any:
-    """``fs``, connected, its uploads sent without ``Expect: 100-continue``: botocore asks for it on every
-    upload of a body it wraps, and the wait costs a round trip per object; chunkfit's objects are a few
-    MB at most, so being refused after sending one is no waste worth it."""
-    client = fs.connect()
-    if not getattr(client, "_chunkfit_no_continue", False):
-        for op in ("PutObject", "UploadPart"):
-            client.meta.events.register(f"before-send.s3.{op}", _drop_continue)  # signed without it
-        client._chunkfit_no_continue = True
-    return fs
-
-
-def _drop_continue(request: Any, **_: Any) -> None:
-    if "Expect" in request.headers:
-        del request.headers["Expect"]
 
 
 def _endpoint() -> str:
@@ -129,7 +89,7 @@ def _endpoint() -> str:
 
 
 def translate(url: str, err: BaseException, kept: str) -> BaseException:
-    """An object-storage failure (obstore's or s3fs's) as one line naming the URL and what was kept;
+    """An object-storage failure as one line naming the URL and what was kept;
     other errors as they are."""
     text = " ".join(str(err).split())
     bucket = url[len(SCHEME) :].split("/", 1)[0]
@@ -148,12 +108,8 @@ def translate(url: str, err: BaseException, kept: str) -> BaseException:
         )
     if meaning == "unreachable":
         why = s3client.cause(err)
-    elif isinstance(err, (ConnectionError, TimeoutError)) or type(err).__name__ in {
-        "EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ClientConnectorError",
-        "ServerDisconnectedError", "ClientOSError", "ConnectionClosedError",
-        "ClientPayloadError", "ResponseStreamingError",  # the connection dropped in the middle of a body
-    } or (isinstance(err, OSError) and "connect" in text.lower()):
-        why = type(err).__name__
+    elif isinstance(err, (ConnectionError, TimeoutError)) or (isinstance(err, OSError) and "connect" in text.lower()):
+        why = type(err).__name__  # the conditional DELETE, sent by urllib
     else:
         return err
     return RemoteError(f"{url}: the endpoint {_endpoint()} cannot be reached after retries ({why}); {kept}")
@@ -303,15 +259,11 @@ class Remote:
         return sum(int(meta["size"]) for meta in self._listing())
 
     def zarr_store(self, read_only: bool) -> Any:
-        """The zarr store over s3fs that zarr reads (and an append resizes) the arrays through."""
-        from zarr.storage import FsspecStore
+        """Where zarr reads (and an append resizes) the arrays: zarr's own ``ObjectStore`` over this
+        bucket's obstore client, the one chunkfit's own requests go through."""
+        from zarr.storage import ObjectStore, StorePath
 
-        try:
-            import s3fs  # noqa: F401 - fsspec's own error for its absence is a traceback
-        except ImportError:
-            raise RemoteError(f"{self.url}: s3:// stores need s3fs; install it with `pip install 'chunkfit[s3]'`") from None
-
-        return FsspecStore.from_url(str(self.url), storage_options=storage_options(), read_only=read_only)
+        return StorePath(ObjectStore(self.store, read_only=read_only), self.prefix)
 
 
 def upload_tree(local: Path, remote: Remote) -> None:

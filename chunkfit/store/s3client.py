@@ -1,11 +1,13 @@
-"""chunkfit's own requests to object storage, through obstore (Rust's ``object_store``).
+"""Every request to object storage, through obstore (Rust's ``object_store``): chunkfit's own, and
+zarr's through zarr's ``ObjectStore`` over the same client (``Remote.zarr_store``).
 
-Why obstore rather than s3fs for what chunkfit sends itself: an ingest is CPU-bound, and every CPU
-second the client spends is one the parser does not get. Importing s3fs and making its botocore
-client costs about 0.35 s of CPU, and each upload goes through Python's HTTP stack (aiohttp, botocore's
-signing, its checksums): 0.65 s of CPU per 190 MB of chunks, against 0.29 s for obstore, which signs
-and sends in Rust threads without the GIL and imports in 10 ms. zarr's reads (training, scoring)
-still go through s3fs (``remote.storage_options``), the filesystem xarray and dask use.
+Why obstore rather than s3fs: an ingest is CPU-bound, and every CPU second the client spends is one
+the parser does not get. Importing s3fs and making its botocore client costs about 0.35 s of CPU (every
+command that opened a store paid it), and each upload goes through Python's HTTP stack (aiohttp,
+botocore's signing, its checksums): 0.65 s of CPU per 190 MB of chunks, against 0.29 s for obstore,
+which signs and sends in Rust threads without the GIL and imports in 10 ms. One client also means one
+configuration (retries, timeouts, credentials) and one kind of failure to word. xarray and dask open
+the same stores through s3fs (``remote.storage_options``).
 
 Configuration is the standard one, read from the environment: ``AWS_ENDPOINT_URL`` (or
 ``AWS_ENDPOINT_URL_S3``), ``AWS_REGION``/``AWS_DEFAULT_REGION``, and credentials from

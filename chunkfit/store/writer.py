@@ -152,8 +152,8 @@ class StoreWriter:
             # h5py (0.05-0.1 s) overlaps the caller's parsing of the first block; a failure
             # there is raised by the next ``write`` or by ``commit``. On object storage the lease,
             # the check that no store is there and the removal of a killed ingest's objects run in a
-            # thread of their own, with s3fs's import (about 1 s), while the caller parses and the
-            # writer thread encodes; chunk uploads wait for them.
+            # thread of their own while the caller parses and the writer thread encodes; chunk
+            # uploads wait for them.
             self.length, self._labelled, self.chunk = 0, has_labels, chunk_samples
             if self.remote is not None:
                 self._begin_behind(lambda: self._begin_remote(False, sample_rate))
@@ -241,7 +241,7 @@ class StoreWriter:
             self.attrs = dict(existing.attrs)
             committed = dict(existing.committed or {})
         self._begun = True
-        self.b = open_backend(Path("."), "zarr", writable=True, remote=self.remote)
+        self.b = open_backend(Path("."), "zarr", writable=True, remote=self.remote, root=existing.root_document)
         for name in self.b.names():
             arr = self.b.array(name)
             if name in committed and arr.shape[0] != committed[name]:
