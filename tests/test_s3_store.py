@@ -253,6 +253,18 @@ def test_opening_and_appending_to_an_s3_store_read_each_document_once(bucket: st
         np.testing.assert_array_equal(s.segments, [[0, 3000], [3000, 3100]])
 
 
+def test_an_open_s3_store_tells_an_append_committed_since(bucket: str) -> None:
+    """``changed`` (what a training checks between epochs) compares with the root read at opening."""
+    url = make_store(f"s3://{bucket}/s.zarr", _signal())
+    with chunkfit.open_store(url) as s:
+        assert s.changed() is None
+        with chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True) as w:
+            w.write(_signal(100, seed=1))
+            w.add_segment(3000, 3100)
+            w.commit()
+        assert s.changed() == "its signal had 3,000 samples and now has 3,100"
+
+
 def test_second_writer_while_one_holds_the_lease_is_refused(bucket: str) -> None:
     url = make_store(f"s3://{bucket}/s.zarr", _signal())
     holder = Lease(Remote(url))
