@@ -461,18 +461,18 @@ class NewZarrBackend(Backend):
         write_document(self.path / "zarr.json", group_metadata(self._attrs))
 
 
-def _group_from_root(store: Any, root: bytes, consolidated: bool) -> Any:
-    """The zarr group whose root document is ``root``; a writer's without its consolidated metadata."""
+def _group_from_root(where: Any, root: bytes, consolidated: bool) -> Any:
+    """The zarr group at ``where`` (a ``StorePath``) whose root document is ``root``; a writer's
+    without its consolidated metadata."""
     import zarr
     from zarr.core.group import AsyncGroup
-    from zarr.storage import StorePath
 
     doc = json.loads(root)
     if not isinstance(doc, dict) or doc.get("zarr_format") != 3 or doc.get("node_type") != "group":
         raise ValueError("its root zarr.json is not a zarr v3 group's")
     if not consolidated:
         doc.pop("consolidated_metadata", None)
-    return zarr.Group(AsyncGroup.from_dict(store if isinstance(store, StorePath) else StorePath(store), doc))
+    return zarr.Group(AsyncGroup.from_dict(where, doc))
 
 
 def open_backend(path: Path, kind: str, writable: bool = False, create: bool = False, remote: Remote | None = None,

@@ -94,7 +94,7 @@ def translate(url: str, err: BaseException, kept: str) -> BaseException:
     text = " ".join(str(err).split())
     bucket = url[len(SCHEME) :].split("/", 1)[0]
     meaning = s3client.kind(err)
-    if s3client.no_bucket(err) or (meaning is None and isinstance(err, FileNotFoundError) and "bucket" in text.lower()):
+    if s3client.no_bucket(err):
         return StoreNotFoundError(f"{url}: bucket {bucket!r} does not exist at {_endpoint()}; create it or check the URL")
     if type(err).__name__ in {"NoCredentialsError", "PartialCredentialsError"}:
         return ReadOnlyError(
