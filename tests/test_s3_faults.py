@@ -17,6 +17,7 @@ import pytest
 from s3support import S3Server, make_bucket, s3fs_client, start_server, use_server
 from support import cli_command, cli_env, error_line, free_ports, run_cli, write_csv
 
+from chunkfit.store.writer import COMMIT_PAUSE_HOOK
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
 
 ROWS = 200_000
@@ -33,14 +34,20 @@ def own_server() -> Iterator[S3Server]:
     next(env, None)
 
 
-def _stop_when(server: S3Server, args: list[str], ready: Callable[[], bool]) -> subprocess.CompletedProcess[str]:
-    """Run ``chunkfit ARGS``; once ``ready()`` holds, stop the server."""
-    proc = subprocess.Popen(cli_command(*args), env={**cli_env(), "CHUNKFIT_S3_RETRIES": "2"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def _stop_when(server: S3Server, args: list[str], ready: Callable[[], bool], pause: Path | None = None,
+               ) -> subprocess.CompletedProcess[str]:
+    """Run ``chunkfit ARGS``; once ``ready()`` holds, stop the server. With ``pause``, a writer waits
+    before its commit until the server is stopped (so it cannot finish first on a slow machine)."""
+    env = {**cli_env(), "CHUNKFIT_S3_RETRIES": "2"}
+    if pause is not None:
+        env[COMMIT_PAUSE_HOOK] = f"{pause}:120"
+    proc = subprocess.Popen(cli_command(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline and not ready():
         time.sleep(0.05)
     server.stop()
+    if pause is not None:
+        pause.unlink(missing_ok=True)
     out, err = proc.communicate(timeout=120)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(), err.decode())
 
@@ -57,7 +64,10 @@ def test_endpoint_gone_mid_ingest_is_one_line_naming_the_url_and_that_no_store_w
         fs.invalidate_cache()
         return bool(fs.find(f"{bucket}/k.zarr/signal"))
 
-    result = _stop_when(own_server, ["ingest", url, str(csv), "--rate", "10", "--chunk-samples", "256"], chunks_written)
+    # The server stops once chunks are stored, or at the latest when the ingest is about to commit them.
+    paused = tmp_path / "paused"
+    result = _stop_when(own_server, ["ingest", url, str(csv), "--rate", "10", "--chunk-samples", "256"],
+                        lambda: paused.exists() or chunks_written(), pause=paused)
     line = error_line(result)  # the cause in parentheses: the client's words for the connection that failed
     assert re.fullmatch(rf"chunkfit: error: {re.escape(url)}: the endpoint {re.escape(own_server.endpoint)} cannot be "
                         r"reached after retries \([a-z][^()]*\); no store was created", line), line
