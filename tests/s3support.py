@@ -45,17 +45,23 @@ class S3Server:
                 self.process.wait()
 
 
-def start_server(port: int | None = None, *, authenticate: bool = False) -> S3Server:
+def start_server(
+    port: int | None = None, *, authenticate: bool = False, command: list[str] | None = None, cores: set[int] | None = None
+) -> S3Server:
     """Start ``python -m moto.server`` on ``port`` (a free one by default) and wait until it answers.
 
     ``authenticate``: the server checks credentials (moto's IAM), so the test keys are denied.
+    ``command``: what Python runs instead (its arguments after the interpreter; it must serve on
+    ``port``). ``cores``: the server runs on these cores only.
     """
     port = port or free_ports(1)[0]
     env = {**os.environ, **({"INITIAL_NO_AUTH_ACTION_COUNT": "0"} if authenticate else {})}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, *(command or ["-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)])],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )
+    if cores is not None:  # before its imports are done, so before it starts its threads (they inherit it)
+        os.sched_setaffinity(proc.pid, cores)
     server = S3Server(port, proc)
     deadline = time.monotonic() + 30
     import urllib.error
