@@ -194,6 +194,53 @@ class _Requests:
         return [key for o, key in self.sent if o == op]
 
 
+def test_the_blocks_of_a_training_group_on_s3_are_read_at_once_not_one_after_another(
+    bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each chunk request waits (up to 10 s) until a request of another block has started: read block
+    after block, the first block's requests would all wait out the 10 s; read at once, none waits."""
+    import asyncio
+    import time
+
+    import obstore
+
+    from chunkfit.train.blocks import Block, Labeller, read_group
+
+    sig = _signal()
+    url = make_store(f"s3://{bucket}/g.zarr", sig, labels=np.arange(3000) % 3)  # 64-sample chunks
+    # Four blocks of 10 chunks each (640 samples: 625 windows of 16), read in a shuffled order.
+    blocks = [Block(i, i * 640, 625, 16, 1) for i in (2, 0, 3, 1)]
+    started: set[int] = set()
+    waited_out: list[str] = []
+
+    def gated(real: Any) -> Any:
+        async def request(store: object, key: str, *args: object, **kw: object) -> object:
+            chunk = re.search(r"/c/(\d+)", key)
+            if chunk is not None:
+                started.add(int(chunk.group(1)) // 10)
+                deadline = time.monotonic() + 10
+                while len(started) < 2:
+                    if time.monotonic() > deadline:
+                        waited_out.append(key)
+                        break
+                    await asyncio.sleep(0.005)
+            return await real(store, key, *args, **kw)
+
+        return request
+
+    with chunkfit.open_store(url) as s:
+        labeller = Labeller(s, "last")
+        for op in ("get_async", "get_range_async"):
+            monkeypatch.setattr(obstore, op, gated(getattr(obstore, op)))
+        got = read_group(s, labeller, blocks, None)
+    assert waited_out == []
+    assert started == {0, 1, 2, 3}
+    np.testing.assert_array_equal(got.samples, np.concatenate([sig[b.start : b.stop] for b in blocks]))
+    labels = np.arange(3000) % 3
+    ends = [b.start + 15 + np.arange(625) for b in blocks]  # "last": the class of each window's last sample
+    np.testing.assert_array_equal(got.labels, np.concatenate([labels[e] for e in ends]))
+
+
 def test_reading_an_s3_store_lists_each_array_once_reads_a_chunk_in_one_request_and_refuses_a_missing_one(
     bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
