@@ -159,11 +159,11 @@ def read_group(store: Store, labeller: Labeller, blocks: Sequence[Block], order:
     Example: blocks of 3 and 2 windows (window 4, stride 1) hold 6 and 5 samples; the group's
     samples are those 11 one after the other and its offsets [0, 1, 2, 6, 7] before ``order``.
 
-    On object storage the blocks are read at once, one thread each, so a group waits for about one
+    On object storage the blocks are read at once, a thread each (up to 8), so a group waits for about one
     round trip rather than one per block (each block's chunks are fetched together already).
     """
     if store.remote is not None and len(blocks) > 1:
-        with ThreadPoolExecutor(max_workers=len(blocks), thread_name_prefix="chunkfit-read") as pool:
+        with ThreadPoolExecutor(max_workers=min(len(blocks), 8), thread_name_prefix="chunkfit-read") as pool:
             parts = list(pool.map(lambda b: read_block(store, labeller, b, None), blocks))
     else:
         parts = [read_block(store, labeller, b, None) for b in blocks]
