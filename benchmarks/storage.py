@@ -183,9 +183,10 @@ def main() -> None:
     for name, (_, env) in places.items():
         got = best[name]
         trips = (f"{got['trips']:.0f}", f"{got['append_trips']:.0f}") if env is delayed else ("", "")
+        train = ("" if opts.no_train else
+                 f"{got['wps']:,.0f} | {got['wps'] / local['wps']:.2f}x | {got['first']:,.0f} | {got['first'] / local['first']:.2f}x")
         print(f"| {name} | {mb / got['seconds']:.1f} | {local['seconds'] / got['seconds']:.2f}x | {got['seconds']:.2f} | "
-              f"{got['cpu']:.1f} | {got['moto']:.1f} | {trips[0]} | {got['append']:.2f} | {trips[1]} | "
-              f"{got['wps']:,.0f} | {got['wps'] / local['wps']:.2f}x | {got['first']:,.0f} | {got['first'] / local['first']:.2f}x |")
+              f"{got['cpu']:.1f} | {got['moto']:.1f} | {trips[0]} | {got['append']:.2f} | {trips[1]} | {train or ' | | |'} |")
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ class IngestOptions(_Config):
     annotations: str | None = None
     symbols: tuple[str, ...] | None = None
     label_from_annotations: bool = False
-    commit_every: float | None = None  # seconds between commits of a live stream; None: 1 s (zarr), at the end (HDF5)
+    commit_every: float | None = None  # seconds between commits of a live stream; None: 1 s (zarr; 10 s on s3), at the end (HDF5)
 
     _tuple_fields: ClassVar[tuple[str, ...]] = ("columns", "names", "symbols")
 

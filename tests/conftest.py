@@ -15,6 +15,7 @@ from support import REPO, SUFFIX, write_csv
 from chunkfit._quiet import QUIET_LOG_LEVEL
 
 if TYPE_CHECKING:
+    from livesupport import Stream
     from s3support import S3Server
 
 # jax sets TF_CPP_MIN_LOG_LEVEL=1 wherever it is unset (jax/__init__.py), and Keras 3.15 imports jax
@@ -36,7 +37,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 # that no long module is handed out last and runs alone while the other workers sit idle.
 HEAVIEST_FIRST = ("test_workers", "test_resume", "test_jax_engine", "test_trainer", "test_stepper", "test_bench",
                   "test_s3_train", "test_lock", "test_threadtune", "test_score_cli", "test_live", "test_train_cli",
-                  "test_bad_input", "test_s3_store", "test_faults")
+                  "test_bad_input", "test_s3_store", "test_s3_live", "test_faults")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -113,3 +114,12 @@ def bucket(s3_server: S3Server) -> Iterator[str]:
     next(env)
     yield make_bucket()
     next(env, None)
+
+
+@pytest.fixture
+def streams() -> Iterator[list[Stream]]:
+    """Live streams a test starts (``livesupport.Stream``): every process of each is stopped after it."""
+    started: list[Stream] = []
+    yield started
+    for s in started:
+        s.stop()

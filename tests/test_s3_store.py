@@ -8,6 +8,8 @@ import json
 import os
 import re
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any, Self
 
@@ -27,6 +29,7 @@ from support import (
 
 import chunkfit
 from chunkfit.errors import StoreBusyError, StoreFormatError, StoreNotFoundError, UsageError
+from chunkfit.store import writer as store_writer
 from chunkfit.store.remote import Lease, Remote
 
 CSV = REPO / "data" / "ecg208.csv"
@@ -45,7 +48,9 @@ def test_store_written_to_s3_reads_back_equal_to_the_same_store_written_locally(
     local = make_store(tmp_path / "l.zarr", sig, **_store_args())  # type: ignore[arg-type]
     url = make_store(f"s3://{bucket}/s.zarr", sig, **_store_args())  # type: ignore[arg-type]
     here, there = contents(local), contents(url)
-    assert there["attrs"].pop("committed") == {"signal": 3000, "labels": 3000, "events": 3, "segments": 2}
+    assert there["attrs"].pop("committed") == {
+        "signal": 3000, "labels": 3000, "events": 3, "segments": 2, "last_segment": [1500, 3000]
+    }
     assert_same_contents(here, there)
 
 
@@ -298,6 +303,155 @@ def test_opening_and_appending_to_an_s3_store_read_each_document_once(bucket: st
     with chunkfit.open_store(url) as s:
         np.testing.assert_array_equal(s.read(0, 3100), np.concatenate([_signal(), more]))
         np.testing.assert_array_equal(s.segments, [[0, 3000], [3000, 3100]])
+
+
+class _Held(_Requests):
+    """``_Requests`` with every request held ``hold`` seconds before it is sent, as a far endpoint
+    would hold it, and each one's span kept: requests sent at once overlap, one sent after another's
+    answer does not, however loaded the machine."""
+
+    def __init__(self, hold: float) -> None:
+        super().__init__()
+        self.hold = hold
+        self.spans: list[tuple[float, float, str]] = []
+
+    def __enter__(self) -> Self:
+        import asyncio
+
+        import obstore
+
+        for op in self.OPERATIONS:
+            real = self._real[op] = getattr(obstore, op)
+            if op.endswith("_async"):
+                def held(store: object, key: str, *args: object, _op: str = op, _real: Any = real, **kw: object) -> object:
+                    self.sent.append((_op.removesuffix("_async"), key))
+
+                    async def send() -> object:
+                        start = time.monotonic()
+                        await asyncio.sleep(self.hold)
+                        try:
+                            return await _real(store, key, *args, **kw)
+                        finally:
+                            self.spans.append((start, time.monotonic(), key))
+                    return send()
+            else:
+                def held(store: object, key: str, *args: object, _op: str = op, _real: Any = real, **kw: object) -> object:
+                    self.sent.append((_op, key))
+                    start = time.monotonic()
+                    time.sleep(self.hold)
+                    try:
+                        return _real(store, key, *args, **kw)
+                    finally:
+                        self.spans.append((start, time.monotonic(), key))
+            setattr(obstore, op, held)
+        return self
+
+    def one_after_another(self) -> list[str]:
+        """The longest chain of requests each sent after the one before it was answered (its keys)."""
+        spans = sorted(self.spans)
+        chains: list[list[str]] = []
+        for i, (start, _, key) in enumerate(spans):
+            before = [chains[j] for j in range(i) if spans[j][1] <= start]
+            chains.append(max(before, key=len, default=[]) + [key])
+        return max(chains, key=len, default=[])
+
+
+def test_an_append_to_an_s3_store_makes_five_round_trips_one_after_another(bucket: str) -> None:
+    """With each request held 0.2 s, an append (labels, events, segments: four arrays to extend) is
+    five round trips one after another: the lease; the root; every array's document and the committed
+    rows of every array's last, partial chunk, all at once; the new chunks and documents beside the
+    lease's renewal; the root that commits them. It was twelve: the segments and events read again
+    under the lease, the documents, then each array's last chunk as it was written, one by one."""
+    url = make_store(f"s3://{bucket}/s.zarr", _signal(), **_store_args())  # 3,000 rows: 64-row chunks, the last partial
+    more = _signal(100, seed=1)
+    with (
+        _Held(0.2) as calls,
+        chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=True, append=True) as w,
+    ):
+        w.write(more, np.arange(100) % 3)
+        w.add_segment(3000, 3100)
+        w.add_events(np.asarray([3050]))
+        w.commit()
+    chain = [k.split("/", 1)[1] for k in calls.one_after_another()]
+    assert len(chain) == 5, chain
+    assert (chain[0], chain[1], chain[-1]) == (".chunkfit-lease", "zarr.json", "zarr.json"), chain
+    # Each array's last chunk is read once (and the signal's, the labels', rewritten whole).
+    tails = sorted(k.split("/", 1)[1] for k in calls.objects() if "/c/" in k)
+    assert tails == ["events/c/0", "labels/c/46", "segments/c/0/0", "signal/c/46/0"], tails
+    with chunkfit.open_store(url) as s:
+        np.testing.assert_array_equal(s.read(0, 3100), np.concatenate([_signal(), more]))
+        np.testing.assert_array_equal(s.read_labels(0, 3100), np.concatenate([np.arange(3000) % 3, np.arange(100) % 3]))
+        assert s.segments.tolist() == [[0, 1200], [1500, 3000], [3000, 3100]]
+        assert s.events.tolist() == [5, 700, 2999, 3050]
+
+
+def test_an_append_to_an_s3_store_extends_its_last_segment_as_a_live_stream_commit_does(bucket: str) -> None:
+    """A live stream's later commits extend the store's last segment: its last row is rewritten in the
+    object of its chunk, from the rows read with the documents; the rows before it keep their values."""
+    url = make_store(f"s3://{bucket}/s.zarr", _signal(), segments=[(0, 1200), (1500, 3000)])
+    _append(url, 100, extend=(1500, 3100))
+    assert _seen(url) == (3100, [[0, 1200], [1500, 3100]])
+    with pytest.raises(StoreFormatError, match="the last segment does not start at 1400; cannot extend it"):
+        _append(url, 10, extend=(1400, 3110))
+    assert _seen(url) == (3100, [[0, 1200], [1500, 3100]])
+
+
+def _append(url: str, rows: int, *, add: tuple[int, int] | None = None, extend: tuple[int, int] | None = None) -> None:
+    """Append ``rows`` samples as a new segment ``add``, or as the store's last segment, which starts at
+    ``extend[0]``, now ending at ``extend[1]`` (a live stream's later commit)."""
+    with chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True) as w:
+        w.write(_signal(rows, seed=rows))
+        if add is not None:
+            w.add_segment(*add)
+        if extend is not None:
+            w.extend_last_segment(*extend)
+        w.commit()
+
+
+def _seen(url: str) -> tuple[int, list[list[int]]]:
+    with chunkfit.open_store(url) as s:
+        return s.n_samples, s.segments.tolist()
+
+
+def test_a_reader_during_a_commit_that_extends_the_last_segment_sees_the_segment_as_committed(
+    bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """That commit rewrites the segment's row in its chunk object before the root commits the new end.
+    A reader opening the store in between (here the commit is held just before its root) sees the
+    store as last committed, the segment's end from the root: it took the new end, past the samples
+    it saw, and refused the store as damaged."""
+    url = make_store(f"s3://{bucket}/s.zarr", _signal(), segments=[(0, 3000)])
+    held, go = threading.Event(), threading.Event()
+    monkeypatch.setattr(store_writer, "_test_pause_before_commit", lambda: (held.set(), go.wait(60)))
+    commit = threading.Thread(target=_append, args=(url, 100), kwargs={"extend": (0, 3100)})
+    commit.start()
+    try:
+        assert held.wait(60)
+        assert _seen(url) == (3000, [[0, 3000]])
+    finally:
+        go.set()
+        commit.join(60)
+    assert _seen(url) == (3100, [[0, 3100]])
+
+
+def test_an_append_after_a_commit_cut_short_that_extended_the_last_segment_keeps_the_committed_end(
+    bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cut-short commit left the segment's row with the end it did not commit; the next append,
+    which adds a segment after it, writes that row back as committed (it would otherwise overlap the
+    new segment, a damaged store)."""
+    url = make_store(f"s3://{bucket}/s.zarr", _signal(), segments=[(0, 3000)])
+
+    def cut_short() -> None:
+        raise ConnectionError("the commit is cut short before its root")
+
+    monkeypatch.setattr(store_writer, "_test_pause_before_commit", cut_short)
+    with pytest.raises(ConnectionError):
+        _append(url, 100, extend=(0, 3100))
+    monkeypatch.undo()
+    assert _seen(url) == (3000, [[0, 3000]])
+    _append(url, 50, add=(3000, 3050))
+    assert _seen(url) == (3050, [[0, 3000], [3000, 3050]])
 
 
 def test_an_open_s3_store_tells_an_append_committed_since(bucket: str) -> None:

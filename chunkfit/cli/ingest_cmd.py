@@ -36,7 +36,7 @@ def ingest(
     repair: Annotated[bool, typer.Option("--repair", help="Remove what a killed ingest left (an s3:// store's unfinished objects, an interrupted append) and exit")] = False,
     chunk_samples: Annotated[int, typer.Option(help="Samples per stored chunk")] = 65_536,
     codec: Annotated[str, typer.Option(help="Compression: lz4 (fast), zstd (smaller) or none")] = "lz4",
-    commit_every: Annotated[Optional[float], typer.Option(help="Seconds between commits of a stream on standard input, so readers see the store grow (zarr stores) [default: 1]")] = None,
+    commit_every: Annotated[Optional[float], typer.Option(help="Seconds between commits of a stream on standard input, so readers see the store grow (zarr stores) [default: 1; 10 on object storage]")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
 ) -> None:
     """Ingest sensor logs into a chunked, compressed store, in bounded memory.

@@ -111,7 +111,7 @@ def predict(
     batch_size: Annotated[int, typer.Option(help="Windows per prediction step")] = 1024,
     unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
     follow: Annotated[bool, typer.Option("--follow", help="Score a growing store (a live `chunkfit ingest`) as its samples are committed")] = False,
-    idle: Annotated[Optional[float], typer.Option(help="With --follow: end when the store has not grown for this many seconds [default: 10]")] = None,
+    idle: Annotated[Optional[float], typer.Option(help="With --follow: end when the store has not grown for this many seconds [default: 10; 30 on object storage]")] = None,
 ) -> None:
     """Score every window start of a store (NaN where no window fits) in bounded memory.
 
@@ -140,9 +140,9 @@ def predict(
 def _follow(run: str, store: str, out: str, events_out: str | None, threshold: float | None, overwrite: bool,
             batch_size: int, unsafe: bool, idle: float | None) -> None:
     from ..config import FollowOptions
-    from ..score.follow import follow
+    from ..score.follow import default_idle, follow
 
-    options = FollowOptions() if idle is None else FollowOptions(idle=idle)
+    options = FollowOptions(idle=default_idle(store) if idle is None else idle)
     report = follow(run, store, out, events_out=events_out, threshold=threshold, overwrite=overwrite,
                     batch_size=batch_size, unsafe=unsafe, options=options)
     extra = f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""

@@ -5,7 +5,9 @@ opens its transaction: a new store is built under its temporary name (or, with `
 the zarr rollback journal); every later one is opened only when it commits, from the rows kept in
 memory meanwhile (at most ``commit_every`` seconds of them, or a few chunks), and appends under the
 journal. So between commits no journal is held and readers open the store as it was last committed;
-a ``kill -9`` loses only the rows since the last commit.
+a ``kill -9`` loses only the rows since the last commit. On object storage each commit is an append
+under the store's lease (``StoreWriter``: the root ``zarr.json`` written last commits it), every
+10 s by default; between commits no lease is held.
 
 The stream is one recording across its commits: a commit extends the store's last segment instead
 of adding one, until the time column shows a gap. HDF5 stores are not committed while streaming (an
@@ -27,9 +29,13 @@ from ..config import IngestOptions
 from ..errors import UsageError
 from ..store.layout import suffix_backend
 from ..store.reader import Store
+from ..store.remote import is_remote
 from ..store.writer import StoreWriter
 
 DEFAULT_COMMIT_EVERY = 1.0
+# On object storage each commit is a few requests one after another and rewrites the last, partial
+# chunk of every array (a PUT each, which providers bill): every 10 s, a tenth of the requests.
+DEFAULT_COMMIT_EVERY_REMOTE = 10.0
 # Rows kept in memory between commits, in chunks: a fast producer commits sooner than on time.
 BUFFER_CHUNKS = 8
 
@@ -59,7 +65,9 @@ def commit_interval(store: str, specs: Sequence[str], options: IngestOptions) ->
         return None
     if not _stdin_is_stream():
         return given
-    return given if given is not None else DEFAULT_COMMIT_EVERY
+    if given is not None:
+        return given
+    return DEFAULT_COMMIT_EVERY_REMOTE if is_remote(store) else DEFAULT_COMMIT_EVERY
 
 
 class LiveWriter:
@@ -90,7 +98,7 @@ class LiveWriter:
         self._status = status
         self._base_sources: list[dict[str, Any]] = []
         if append:
-            with Store(path) as existing:
+            with Store(path, contents=False) as existing:
                 self._base_sources = list(existing.attrs.get("sources", []))
         self._w: StoreWriter | None = self._writer(append, sample_rate)
         self.start = self._w.start

@@ -14,7 +14,6 @@ from .._fs import refuse_url
 from ..config import IngestOptions
 from ..errors import IncompatibleError, SourceFormatError, SourceNotFoundError, UsageError
 from ..store.layout import check_store_path
-from ..store.remote import is_remote
 from ..store.reader import Store
 from ..store.writer import StoreWriter
 from .csvtext import ParsedBlock
@@ -118,7 +117,7 @@ class _Ingest:
         channels = first.channels
         self.store_rate: float | None = None
         if self.append:
-            with Store(self.store) as existing:
+            with Store(self.store, contents=False) as existing:  # on object storage, its root only
                 if existing.channels != channels:
                     raise IncompatibleError(
                         f"{first.name}: channels {channels} differ from the store's {existing.channels}; "
@@ -324,7 +323,4 @@ def ingest(
     check_store_path(store)
     job = _Ingest(store, options, append, progress)
     job.commit_every = commit_interval(store, specs, options)
-    if job.commit_every is not None and is_remote(store):
-        raise UsageError(f"{store}: a live stream (standard input, --commit-every) is committed into local stores "
-                         "only; ingest files, or stream into a local .zarr store")
     return job.run(specs)

@@ -59,6 +59,17 @@ if TYPE_CHECKING:
 READ_WINDOWS = 65_536
 # A store seen busy (an append holding its journal) is opened again for this long before giving up.
 RETRY_SECONDS = 30.0
+# Seconds between polls of a store on object storage, at least; and --idle's default there (a
+# stream into s3 commits every 10 s: three commits missed).
+REMOTE_POLL = 1.0
+REMOTE_IDLE = 30.0
+
+
+def default_idle(store: str | os.PathLike[str]) -> float:
+    """``--idle`` when not given: 10 s, or ``REMOTE_IDLE`` for a store on object storage."""
+    from ..store.remote import is_remote
+
+    return REMOTE_IDLE if is_remote(store) else FollowOptions().idle
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,8 +78,15 @@ class FollowReport(PredictReport):
     samples: int = 0
 
 
-def _stamp(path: Path) -> tuple[int, ...] | None:
-    """Inode, size and mtime of the files every commit rewrites; None while the store is absent."""
+def _stamp(path: Path | str) -> tuple[int, ...] | None:
+    """Inode, size and mtime of the files every commit rewrites, or on object storage a hash of the
+    root ``zarr.json`` (the commit point: one GET); None while the store is absent."""
+    if isinstance(path, str):
+        from ..store.remote import ROOT, Remote, guarded
+
+        remote = Remote(path)
+        root = guarded(path, "the outputs were not written", lambda: remote.get(ROOT))
+        return None if root is None else (hash(root),)
     files = [path / "zarr.json", path / "signal" / "zarr.json"] if suffix_backend(str(path)) == "zarr" else [path]
     out: list[int] = []
     for f in files:
@@ -100,7 +118,7 @@ class _Stop:
             signal.signal(signal.SIGINT, self._previous)
 
 
-def _wait_for_store(path: Path, options: FollowOptions, stop: _Stop) -> None:
+def _wait_for_store(path: Path | str, options: FollowOptions, stop: _Stop) -> None:
     """A store not created yet is waited for, up to ``idle`` seconds, so both commands start in any order."""
     deadline = time.monotonic() + options.idle
     while _stamp(path) is None:
@@ -114,7 +132,7 @@ def _wait_for_store(path: Path, options: FollowOptions, stop: _Stop) -> None:
         time.sleep(options.poll)
 
 
-def _open(path: Path, poll: float) -> Store:
+def _open(path: Path | str, poll: float) -> Store:
     """The store as last committed; an append under way (busy) is waited out. (An open that overlaps
     a commit reads again by itself: a StoreFormatError is damage, reported at once.)"""
     deadline = time.monotonic() + RETRY_SECONDS
@@ -224,15 +242,18 @@ def follow(
 
     The outputs then equal those of ``predict(run, store, out, events_out=...)`` on the final store.
     """
-    options = options or FollowOptions()
+    options = options or FollowOptions(idle=default_idle(store))
     check_settings(threshold=threshold, chunk=1, batch_size=batch_size)
     from ..store.remote import is_remote
 
-    remote = [str(p) for p in (run, store, out, events_out) if is_remote(p)]
+    remote = [str(p) for p in (out, events_out) if is_remote(p)]
     if remote:
-        raise UsageError(f"{remote[0]}: predict --follow watches local stores and writes local outputs only; "
-                         "drop --follow to score an s3:// store as it is now")
-    store_path, out_path = Path(store), Path(out)
+        raise UsageError(f"{remote[0]}: predict --follow writes local outputs only (it grows them in place); "
+                         "write them to a local path, or drop --follow to score the store as it is now")
+    store_path: Path | str = Path(store)
+    if is_remote(store):  # each poll is a request: once a second (a stream into s3 commits every 10 s)
+        store_path, options = str(store), dataclasses.replace(options, poll=max(options.poll, REMOTE_POLL))
+    out_path = Path(out)
     ev_path = Path(events_out) if events_out is not None else None
     with _Stop() as stop:
         _wait_for_store(store_path, options, stop)
@@ -246,7 +267,7 @@ def follow(
             locks.release()
 
 
-def _follow(run: str | os.PathLike[str], path: Path, out_path: Path, ev_path: Path | None, given: float | None,
+def _follow(run: str | os.PathLike[str], path: Path | str, out_path: Path, ev_path: Path | None, given: float | None,
             batch_size: int, unsafe: bool, options: FollowOptions, stop: _Stop) -> FollowReport:
     watch = _Watch(path, options)
     writer: ScoreWriter | None = None
@@ -282,7 +303,7 @@ def _follow(run: str | os.PathLike[str], path: Path, out_path: Path, ev_path: Pa
 class _Watch:
     """The followed store as last committed, opened again whenever a commit changed its files."""
 
-    def __init__(self, path: Path, options: FollowOptions) -> None:
+    def __init__(self, path: Path | str, options: FollowOptions) -> None:
         self.path = path
         self.options = options
         self.stamp = _stamp(path)  # before opening: a commit in between is seen by the next poll

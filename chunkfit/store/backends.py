@@ -71,6 +71,10 @@ class Backend:
         """Length of array ``name`` along its first axis."""
         return int(self.array(name).shape[0])
 
+    def rows(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Rows [start, stop) of array ``name``."""
+        return np.asarray(self.array(name)[start:stop])
+
     def write_rows(self, name: str, start: int, rows: np.ndarray) -> None:
         """Grow array ``name`` to ``start + len(rows)`` along time and write ``rows`` from ``start``."""
         arr = self.array(name)
@@ -97,6 +101,7 @@ class ZarrBackend(Backend):
         self.remote = remote
         mode: Literal["r+", "r"] = "r+" if writable else "r"
         where: Any = str(path) if remote is None else remote.zarr_store(read_only=not writable)
+        self._where, self._root = where, root
         try:
             # A reader takes the arrays' shapes from the root document's consolidated metadata where
             # there is one (the committed ones); a writer reads each array's own document, which an
@@ -124,30 +129,64 @@ class ZarrBackend(Backend):
         """The arrays there are, looked up once (this backend creates none): the documents of all of
         them at once, one round trip on object storage where there is no consolidated metadata."""
         if self._names is None:
-            import asyncio
-
-            import zarr
             from zarr.core.sync import sync
 
-            async def lookup() -> list[Any]:
-                group = self.group._async_group
-                return await asyncio.gather(*(group.getitem(n) for n in DIMENSIONS), return_exceptions=True)
+            self._found(sync(self._lookup()))
+        return list(self._names or [])
 
-            found = []
-            for name, node in zip(DIMENSIONS, sync(lookup()), strict=True):
-                if isinstance(node, KeyError):
-                    continue
-                if isinstance(node, (ValueError, TypeError)):  # json.JSONDecodeError is a ValueError
-                    raise StoreFormatError(
-                        f"{self.path}: not a valid chunkfit store: {name}/zarr.json cannot be read ({node})"
-                    ) from None
-                if isinstance(node, BaseException):
-                    raise node
-                if isinstance(node, zarr.AsyncArray):
-                    found.append(name)
-                    self._arrays.setdefault(name, self._configured(zarr.Array(node)))
-            self._names = sorted(found)
-        return list(self._names)
+    async def _lookup(self) -> list[Any]:
+        import asyncio
+
+        group = self.group._async_group
+        return await asyncio.gather(*(group.getitem(n) for n in DIMENSIONS), return_exceptions=True)
+
+    def _found(self, nodes: list[Any]) -> None:
+        import zarr
+
+        found = []
+        for name, node in zip(DIMENSIONS, nodes, strict=True):
+            if isinstance(node, KeyError):
+                continue
+            if isinstance(node, (ValueError, TypeError)):  # json.JSONDecodeError is a ValueError
+                raise StoreFormatError(
+                    f"{self.path}: not a valid chunkfit store: {name}/zarr.json cannot be read ({node})"
+                ) from None
+            if isinstance(node, BaseException):
+                raise node
+            if isinstance(node, zarr.AsyncArray):
+                found.append(name)
+                self._arrays.setdefault(name, self._configured(zarr.Array(node)))
+        self._names = sorted(found)
+
+    def open_for_append(self) -> None:
+        """On object storage, as an append begins (under its lease, from the root document it read):
+        every array's own document and the committed rows of every array's last, partial chunk, all
+        fetched at once. ``write_rows`` extends those rows, and ``rows`` answers from them, without
+        reading them again: one round trip, where there were one for the documents and one per array
+        written, one after another."""
+        assert self.remote is not None and self._root is not None and self.writable
+        import asyncio
+
+        from zarr.core.sync import sync
+
+        committed = _group_from_root(self._where, self._root, consolidated=True)._async_group
+
+        async def tail(name: str) -> Any:
+            try:  # the array as committed, from the root's consolidated metadata: no request
+                arr = await committed.getitem(name)
+            except KeyError:
+                return None
+            n, step = int(arr.shape[0]), int(arr.chunks[0])
+            return await arr.getitem(slice((n // step) * step, n))
+
+        async def both() -> tuple[list[Any], list[Any]]:
+            return await asyncio.gather(self._lookup(), asyncio.gather(*(tail(n) for n in DIMENSIONS)))
+
+        nodes, tails = sync(both())
+        self._found(nodes)
+        for name, rows in zip(DIMENSIONS, tails, strict=True):
+            if rows is not None and name in self._arrays:
+                self._tails[name] = np.asarray(rows)
 
     def array(self, name: str) -> Any:
         if name not in self._arrays:
@@ -199,21 +238,42 @@ class ZarrBackend(Backend):
             arr[start:head] = rows[: head - start]
         write_chunks(self.path / name, head // step, rows[head - start :], step, encoder)
 
+    def _tail(self, name: str) -> tuple[int, np.ndarray | None]:
+        """Where the array's last, partial chunk begins, and its rows as known here (None if not read)."""
+        length, step = self.length(name), int(self.array(name).chunks[0])
+        return (length // step) * step, self._tails.get(name)
+
+    def rows(self, name: str, start: int, stop: int) -> np.ndarray:
+        if self.remote is not None and self.writable:
+            first, tail = self._tail(name)
+            if tail is not None and first <= start <= stop <= first + tail.shape[0]:
+                return tail[start - first : stop - first]
+        return super().rows(name, start, stop)
+
     def _write_remote(self, name: str, start: int, rows: np.ndarray, encoder: Any) -> None:
+        """Rows from ``start`` on, which is at most the array's length: rows after ``start`` are replaced
+        (a live stream's commit rewrites its last segment's end). The chunk ``start`` falls in is
+        rewritten whole, from the rows before ``start`` in it (known here, or read once)."""
         arr = self.array(name)
-        if start != self.length(name):
-            raise ValueError(f"{name}: an append grows the array at its end ({self.length(name)}), not at {start}")
+        length = self.length(name)
+        if start > length:
+            raise ValueError(f"{name}: an append writes from the array's end ({length}) or before it, not at {start}")
         step = int(arr.chunks[0])
-        tail = self._tails.get(name)
-        if tail is None:  # the committed rows of the array's last, partial chunk
-            tail = np.asarray(arr[(start // step) * step : start])
-        rows = np.concatenate([tail, rows.astype(tail.dtype, copy=False)]) if tail.shape[0] else rows
-        chunks = encode_chunks((start - tail.shape[0]) // step, rows, step, encoder)
+        first, tail = self._tail(name)
+        begin = (start // step) * step
+        if begin < first and name in self._lengths:
+            raise ValueError(f"{name}: rows this transaction wrote before {first} cannot be rewritten")
+        if tail is not None and begin == first:
+            head = tail[: start - first]
+        else:  # the committed rows of that chunk before ``start``
+            head = np.asarray(arr[begin:start])
+        rows = np.concatenate([head, rows.astype(head.dtype, copy=False)]) if head.shape[0] else rows
+        chunks = encode_chunks(begin // step, rows, step, encoder)
         assert self.remote is not None
         self.remote.put_behind({f"{name}/{k}": v for k, v in chunks.items()})
         keep = rows.shape[0] % step
         self._tails[name] = rows[rows.shape[0] - keep :].copy() if keep else rows[:0]
-        self._lengths[name] = start + (rows.shape[0] - tail.shape[0])
+        self._lengths[name] = begin + rows.shape[0]
 
     def commit_documents(self, attrs: dict[str, Any]) -> tuple[dict[str, bytes], bytes]:
         from zarr.core.buffer import default_buffer_prototype

@@ -165,6 +165,24 @@ def committed_lengths(where: str, attrs: Any, shapes: dict[str, tuple[int, ...]]
     return {n: int(committed[n]) for n in shapes}
 
 
+def committed_last_segment(where: str, attrs: Any) -> tuple[int, int] | None:
+    """The last segment as committed (stores on object storage), or None where the attributes give none.
+
+    A live stream's commit extends the store's last segment, rewriting that row in its chunk object
+    before the root commits it; a reader that opened the store at the previous commit must not take
+    the new end for the old one, so the root holds the committed row (``committed.last_segment``,
+    beside the committed lengths), and readers take it from there.
+    """
+    committed = attrs.get("committed") if isinstance(attrs, dict) else None
+    last = committed.get("last_segment") if isinstance(committed, dict) else None
+    if last is None:
+        return None
+    if not (isinstance(last, list) and len(last) == 2 and all(_is_count(v) for v in last) and last[0] < last[1]):
+        raise StoreFormatError(f"{where}: not a valid chunkfit store: attribute committed.last_segment must be "
+                               f"[start, stop], not {_short(last)}")
+    return int(last[0]), int(last[1])
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

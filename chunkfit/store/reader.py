@@ -16,7 +16,7 @@ from .._fs import refuse_url
 from ..errors import StoreBusyError, StoreFormatError, StoreNotFoundError, UsageError
 from . import journal
 from .backends import Backend, open_backend
-from .layout import committed_lengths, suffix_backend, validate, validate_events, validate_segments
+from .layout import committed_last_segment, committed_lengths, suffix_backend, validate, validate_events, validate_segments
 from .remote import ROOT, Remote, guarded, is_remote, translate
 
 OPEN_TRIES = 20  # loads of a local zarr store that raced a commit, before giving up
@@ -43,8 +43,11 @@ class Store:
     contiguous read. Events, labels and segments are available for any range as well.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, contents: bool = True) -> None:
+        """``contents=False`` (an object-storage store): only the root document is read and checked,
+        not the segments and events, for a writer that reads the rows it extends itself."""
         refuse_url(path, "stores", s3=True)
+        self._contents = contents or not is_remote(path)
         self.backend_kind = suffix_backend(str(path))
         self.remote: Remote | None = None
         self._root: bytes | None = None
@@ -181,7 +184,12 @@ class Store:
         self._labels = b.array("labels") if self.has_labels else None
         self._events_arr = b.array("events") if "events" in shapes else None
         self.has_events: bool = bool(attrs.get("has_events")) and self._events_arr is not None
+        last = committed_last_segment(where, attrs) if self.committed is not None else None
+        if not self._contents:
+            return
         self.segments: np.ndarray = self._read_all("segments").astype(np.int64).reshape(-1, 2)
+        if last is not None and self.segments.shape[0]:
+            self.segments[-1] = last  # the row as committed, whatever a commit under way wrote since
         validate_segments(where, self.segments, self.n_samples)
         self._events: np.ndarray | None = None
         if self._events_arr is not None:

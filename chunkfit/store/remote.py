@@ -138,6 +138,7 @@ class Remote:
         self._pool: Any = None
         self._inflight: list[Any] = []
         self.gate: Any = None  # a Future: batches sent by ``put_behind`` wait for it (the writer's lease)
+        self.bounded = True  # ``put_behind`` keeps at most ``DEPTH`` batches in flight
 
     @property
     def store(self) -> Any:
@@ -177,13 +178,15 @@ class Remote:
     def put_behind(self, objects: dict[str, bytes]) -> None:
         """``put_many`` in a background thread, so the caller encodes the next chunks meanwhile; up to
         ``DEPTH`` batches in flight (``BACKLOG`` while ``gate`` is still closed), the caller waiting on
-        the oldest beyond that. A failure is raised by a later ``put_behind`` or by ``settle``."""
+        the oldest beyond that; any number once ``bounded`` is False (a commit's last batches, whose rows
+        are in memory already, and its documents: sent together, not each after the one before). A
+        failure is raised by a later ``put_behind`` or by ``settle``."""
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            self._pool = ThreadPoolExecutor(max_workers=DEPTH, thread_name_prefix="chunkfit-upload")
+            self._pool = ThreadPoolExecutor(max_workers=BACKLOG + 1, thread_name_prefix="chunkfit-upload")
             self._inflight = []
-        while len(self._inflight) >= (BACKLOG if self.gate is not None and not self.gate.done() else DEPTH):
+        while self.bounded and len(self._inflight) >= (BACKLOG if self.gate is not None and not self.gate.done() else DEPTH):
             self._inflight.pop(0).result()
         self._inflight.append(self._pool.submit(self._put_after_gate, objects))
 

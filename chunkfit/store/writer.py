@@ -34,9 +34,10 @@ from ..errors import (
     UsageError,
 )
 from . import journal
-from .backends import Backend, open_backend
+from .backends import Backend, ZarrBackend, open_backend
 from .layout import (
     FORMAT_VERSION,
+    committed_last_segment,
     empty_stats,
     json_safe_stats,
     merge_stats,
@@ -237,15 +238,24 @@ class StoreWriter:
             return
         from .reader import Store
 
-        with Store(self.path) as existing:
+        # The root only (its segments and events are not read): the rows this append extends are
+        # fetched by ``open_for_append``, with the arrays' own documents, in one round trip.
+        with Store(self.path, contents=False) as existing:
             self.attrs = dict(existing.attrs)
             committed = dict(existing.committed or {})
         self._begun = True
-        self.b = open_backend(Path("."), "zarr", writable=True, remote=self.remote, root=existing.root_document)
+        backend = open_backend(Path("."), "zarr", writable=True, remote=self.remote, root=existing.root_document)
+        assert isinstance(backend, ZarrBackend)
+        self.b = backend
+        backend.open_for_append()
         for name in self.b.names():
             arr = self.b.array(name)
             if name in committed and arr.shape[0] != committed[name]:
                 arr.resize((committed[name], *arr.shape[1:]))
+        n, last = committed.get("segments", 0), committed_last_segment(str(self.path), self.attrs)
+        if n and last is not None and backend.rows("segments", n - 1, n).tolist() != [list(last)]:
+            # A commit cut short rewrote the last segment's row, and the root kept the row as committed.
+            backend.write_rows("segments", n - 1, np.asarray([last], dtype=np.int64))
         self.stats = restore_stats(self.attrs.get("stats", {})) or empty_stats(self.channels)
         for k, v in (self.attrs.get("label_counts") or {}).items():
             self._label_counts[int(k)] = int(v)
@@ -329,8 +339,14 @@ class StoreWriter:
         at that length as consolidated metadata, which zarr and xarray read); then the lease's deletion."""
         assert self.remote is not None
         self._wait_begun()
+        self.remote.bounded = False  # the last chunks of every array and the documents go together
         self._finish_arrays()
+        last = self._segments[-1] if self._segments else self._extend
+        if last is None:
+            last = committed_last_segment(str(self.path), self.attrs)
         self.attrs["committed"] = {n: self.b.length(n) for n in self.b.names()}
+        if last is not None:  # see ``committed_last_segment``
+            self.attrs["committed"]["last_segment"] = list(last)
         documents, root = self.b.commit_documents(self.attrs)
         self.remote.put_behind(documents)
         if self._lease is not None:
@@ -565,7 +581,7 @@ class StoreWriter:
     def _write_small(self) -> None:
         if self._extend is not None:
             n = self.b.length("segments")
-            tail = np.asarray(self.b.array("segments")[n - 1 : n]).reshape(-1, 2) if n else np.zeros((0, 2))
+            tail = self.b.rows("segments", n - 1, n).reshape(-1, 2) if n else np.zeros((0, 2))
             if not tail.size or int(tail[0, 0]) != self._extend[0]:
                 raise StoreFormatError(f"{self.path}: the last segment does not start at {self._extend[0]}; cannot extend it")
             self.b.write_rows("segments", n - 1, np.asarray([self._extend], dtype=np.int64))
@@ -576,7 +592,7 @@ class StoreWriter:
             ev = np.unique(np.concatenate(self._events))
             n0 = self.b.length("events")
             if n0:
-                last = int(np.asarray(self.b.array("events")[n0 - 1 : n0])[0])
+                last = int(self.b.rows("events", n0 - 1, n0)[0])
                 if ev.size and ev[0] <= last:
                     raise StoreFormatError(f"{self.path}: new events must come after the stored ones")
             if ev.size:
