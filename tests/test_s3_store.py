@@ -413,6 +413,17 @@ def _seen(url: str) -> tuple[int, list[list[int]]]:
         return s.n_samples, s.segments.tolist()
 
 
+def test_extending_a_last_segment_that_ends_a_full_chunk_of_segments_rewrites_that_chunk(bucket: str) -> None:
+    """4,096 segments fill the segments array's first chunk exactly: the extended row is in that
+    full chunk, not in a partial last one, so that chunk is read and rewritten whole."""
+    url = make_store(f"s3://{bucket}/s.zarr", _signal(4096), segments=[(i, i + 1) for i in range(4096)])
+    _append(url, 4, extend=(4095, 4100))
+    assert _seen(url) == (4100, [[i, i + 1] for i in range(4095)] + [[4095, 4100]])
+    _append(url, 6, add=(4100, 4106))
+    n, segments = _seen(url)
+    assert (n, segments[-3:]) == (4106, [[4094, 4095], [4095, 4100], [4100, 4106]])
+
+
 def test_a_reader_during_a_commit_that_extends_the_last_segment_sees_the_segment_as_committed(
     bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
