@@ -82,11 +82,10 @@ def _stamp(path: Path | str) -> tuple[int, ...] | None:
     """Inode, size and mtime of the files every commit rewrites, or on object storage a hash of the
     root ``zarr.json`` (the commit point: one GET); None while the store is absent."""
     if isinstance(path, str):
-        from ..store.remote import ROOT, Remote, guarded
+        from ..store.remote import ROOT, Remote, commit_stamp, guarded
 
         remote = Remote(path)
-        root = guarded(path, "the outputs were not written", lambda: remote.get(ROOT))
-        return None if root is None else (hash(root),)
+        return commit_stamp(guarded(path, "the outputs were not written", lambda: remote.get(ROOT)))
     files = [path / "zarr.json", path / "signal" / "zarr.json"] if suffix_backend(str(path)) == "zarr" else [path]
     out: list[int] = []
     for f in files:

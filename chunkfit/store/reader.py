@@ -17,7 +17,7 @@ from ..errors import StoreBusyError, StoreFormatError, StoreNotFoundError, Usage
 from . import journal
 from .backends import Backend, open_backend
 from .layout import committed_last_segment, committed_lengths, suffix_backend, validate, validate_events, validate_segments
-from .remote import ROOT, Remote, guarded, is_remote, translate
+from .remote import ROOT, Remote, commit_stamp, guarded, is_remote, translate
 
 OPEN_TRIES = 20  # loads of a local zarr store that raced a commit, before giving up
 BUSY_WAIT = 2.0  # seconds an open waits for another process's commit to finish
@@ -147,7 +147,7 @@ class Store:
         except BaseException:
             self._backend.close()
             raise
-        self._stamp = (hash(root),)
+        self._stamp = commit_stamp(root) or (-1,)
 
     def _load(self) -> None:
         b = self._backend
@@ -331,7 +331,7 @@ class Store:
         on object storage, a hash of the root ``zarr.json`` (the commit point)."""
         if self.remote is not None:
             raw = self._root_document()
-            return (hash(raw),) if raw is not None else (-1,)
+            return commit_stamp(raw) or (-1,)
         files = [self.path / "zarr.json", self.path / "signal" / "zarr.json"] if self.backend_kind == "zarr" else [self.path]
         out: list[int] = []
         for f in files:

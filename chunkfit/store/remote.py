@@ -128,6 +128,12 @@ def guarded(url: str, kept: str, call: Callable[[], T]) -> T:
         raise out from None
 
 
+def commit_stamp(root: bytes | None) -> tuple[int, ...] | None:
+    """What tells one commit of a store on object storage from another: a hash of its root
+    ``zarr.json`` (the commit point, rewritten by every commit); None where there is no root."""
+    return None if root is None else (hash(root),)
+
+
 class Remote:
     """The objects under one ``s3://`` prefix, addressed by keys relative to it."""
 
