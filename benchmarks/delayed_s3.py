@@ -53,9 +53,16 @@ def main() -> None:
     ap.add_argument("--delay-ms", type=float, default=20.0)
     opts = ap.parse_args()
     app = DomainDispatcherApplication(create_backend_app)
-    direct = make_server("127.0.0.1", opts.port, app, threaded=True, request_handler=MotoRequestHandler)
-    slow = make_server("127.0.0.1", opts.delayed_port, delaying(app, opts.delay_ms / 1000), threaded=True,
-                       request_handler=MotoRequestHandler)
+    direct = make_server(
+        "127.0.0.1", opts.port, app, threaded=True, request_handler=MotoRequestHandler
+    )
+    slow = make_server(
+        "127.0.0.1",
+        opts.delayed_port,
+        delaying(app, opts.delay_ms / 1000),
+        threaded=True,
+        request_handler=MotoRequestHandler,
+    )
     threading.Thread(target=slow.serve_forever, daemon=True).start()
     direct.serve_forever()
 

@@ -88,7 +88,9 @@ def main() -> None:
     if args.worker:
         worker(*args.worker)
         return
-    print(f"# {' '.join(['python', 'benchmarks/ingest.py'] + sys.argv[1:])}  ({os.cpu_count()} cores)")
+    print(
+        f"# {' '.join(['python', 'benchmarks/ingest.py'] + sys.argv[1:])}  ({os.cpu_count()} cores)"
+    )
     for rows in args.rows:
         csv = make_csv(rows)
         mb = csv.stat().st_size / 1e6
@@ -102,9 +104,15 @@ def main() -> None:
         print(f"| reader | work | MB/s | vs fastest parse-only ({fastest}) | peak RSS MB |")
         print("|---|---|---:|---:|---:|")
         for reader in READERS:
-            work = "parse + check + hash + stats + compress + write zarr" if reader == "chunkfit-ingest" else "parse only"
+            work = (
+                "parse + check + hash + stats + compress + write zarr"
+                if reader == "chunkfit-ingest"
+                else "parse only"
+            )
             peak = max(x["peak_rss"] for x in results[reader]) / 1e6
-            print(f"| {reader} | {work} | {speed[reader]:.0f} | {speed[reader] / speed[fastest]:.2f}x | {peak:.0f} |")
+            print(
+                f"| {reader} | {work} | {speed[reader]:.0f} | {speed[reader] / speed[fastest]:.2f}x | {peak:.0f} |"
+            )
 
 
 if __name__ == "__main__":

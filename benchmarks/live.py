@@ -85,11 +85,32 @@ def train(folder: Path) -> Path:
     if (run / "model.keras").exists():
         return run
     shutil.rmtree(store, ignore_errors=True)
-    subprocess.run(chunkfit("synth", str(store), "--samples", "20000", "--anomalies", "1200", "--seed", "1"),
-                   check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(chunkfit("train", str(store), "--model", "baseline-cnn", "--window", str(WINDOW), "--epochs", "2",
-                            "--chunk", "4096", "--batch-size", "64", "--out", str(run)),
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        chunkfit("synth", str(store), "--samples", "20000", "--anomalies", "1200", "--seed", "1"),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    subprocess.run(
+        chunkfit(
+            "train",
+            str(store),
+            "--model",
+            "baseline-cnn",
+            "--window",
+            str(WINDOW),
+            "--epochs",
+            "2",
+            "--chunk",
+            "4096",
+            "--batch-size",
+            "64",
+            "--out",
+            str(run),
+        ),
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return run
 
 
@@ -105,15 +126,42 @@ def one_rate(run: Path, rate: float, seconds: float, every: float) -> dict[str, 
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     gate, log, csv = folder / "go", folder / "flushes", folder / "detections.csv"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(rate), "2", str(seconds), str(every), str(gate),
-                               str(log)], stdout=subprocess.PIPE)
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            WRITER,
+            str(rate),
+            "2",
+            str(seconds),
+            str(every),
+            str(gate),
+            str(log),
+        ],
+        stdout=subprocess.PIPE,
+    )
     assert writer.stdout is not None
-    ingest = subprocess.Popen(chunkfit("ingest", str(folder / "live.zarr"), "-", "--time-column", "t"),
-                              stdin=writer.stdout, stdout=subprocess.DEVNULL)
+    ingest = subprocess.Popen(
+        chunkfit("ingest", str(folder / "live.zarr"), "-", "--time-column", "t"),
+        stdin=writer.stdout,
+        stdout=subprocess.DEVNULL,
+    )
     writer.stdout.close()
-    follow = subprocess.Popen(chunkfit("predict", str(run), str(folder / "live.zarr"), "--follow", "--idle", "5",
-                                       "--out", str(folder / "scores.zarr"), "--events-out", str(csv)),
-                              stdout=subprocess.DEVNULL)
+    follow = subprocess.Popen(
+        chunkfit(
+            "predict",
+            str(run),
+            str(folder / "live.zarr"),
+            "--follow",
+            "--idle",
+            "5",
+            "--out",
+            str(folder / "scores.zarr"),
+            "--events-out",
+            str(csv),
+        ),
+        stdout=subprocess.DEVNULL,
+    )
     # The follower is ready once its scores temporary exists: the model is loaded and scoring.
     while not list(folder.glob(".scores.zarr.chunkfit-tmp-*")):
         time.sleep(0.05)
@@ -148,9 +196,16 @@ def one_rate(run: Path, rate: float, seconds: float, every: float) -> dict[str, 
         from_bump.append(seen[k] - written_bump)
     matched = {int(b) for b in bumps for r in rows if r[0] <= b < r[1]}
     return {
-        "rate": rate, "seconds": seconds, "bumps": len(bumps), "found": len(matched), "rows": len(rows),
-        "median": statistics.median(close), "p95": float(np.percentile(close, 95)),
-        "bump_median": statistics.median(from_bump), "rss_start": rss_start, "rss_end": rss_end,
+        "rate": rate,
+        "seconds": seconds,
+        "bumps": len(bumps),
+        "found": len(matched),
+        "rows": len(rows),
+        "median": statistics.median(close),
+        "p95": float(np.percentile(close, 95)),
+        "bump_median": statistics.median(from_bump),
+        "rss_start": rss_start,
+        "rss_end": rss_end,
     }
 
 
@@ -164,14 +219,20 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     run = args.run or train(OUT)
-    results = [one_rate(run, r, s, args.every) for r, s in zip(args.rates, args.seconds, strict=True)]
-    print("| stream | timed stream | bumps found / injected | detection rows | latency median | latency p95 | "
-          "bump -> row median | follow RSS start | follow RSS end |")
+    results = [
+        one_rate(run, r, s, args.every) for r, s in zip(args.rates, args.seconds, strict=True)
+    ]
+    print(
+        "| stream | timed stream | bumps found / injected | detection rows | latency median | latency p95 | "
+        "bump -> row median | follow RSS start | follow RSS end |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['rate']:,.0f} Hz | {r['seconds']:.0f} s | {r['found']} / {r['bumps']} | {r['rows']} | "
-              f"{r['median']:.2f} s | {r['p95']:.2f} s | {r['bump_median']:.2f} s | {r['rss_start']:.0f} MB | "
-              f"{r['rss_end']:.0f} MB |")
+        print(
+            f"| {r['rate']:,.0f} Hz | {r['seconds']:.0f} s | {r['found']} / {r['bumps']} | {r['rows']} | "
+            f"{r['median']:.2f} s | {r['p95']:.2f} s | {r['bump_median']:.2f} s | {r['rss_start']:.0f} MB | "
+            f"{r['rss_end']:.0f} MB |"
+        )
 
 
 if __name__ == "__main__":

@@ -39,8 +39,13 @@ WINDOW = 104
 
 
 def cli(*args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "chunkfit", *args], cwd=ROOT, capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "chunkfit", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if result.returncode != 0:
         sys.exit(f"quality: chunkfit {args[0]} failed: {result.stderr.strip()}")
     return result.stdout
@@ -49,7 +54,15 @@ def cli(*args: str) -> str:
 def make_ecg(out: Path) -> Path:
     store = out / "ecg.zarr"
     if not store.exists():
-        cli("ingest", str(store), "data/ecg208.csv", "--time-column", "time_s", "--events", "data/ecg208_events.txt")
+        cli(
+            "ingest",
+            str(store),
+            "data/ecg208.csv",
+            "--time-column",
+            "time_s",
+            "--events",
+            "data/ecg208_events.txt",
+        )
     return store
 
 
@@ -58,17 +71,45 @@ def make_synth_rare(out: Path, bump: float) -> Path:
     if not store.exists():
         samples = 1_049_344
         anomalies = round(samples * (1 - 0.99 ** (1 / WINDOW)))  # about 1% of the windows hold one
-        cli("synth", str(store), "--samples", str(samples), "--anomalies", str(anomalies), "--seed", "0",
-            "--bump", str(bump), "--scale", "1000", "--offset", "5000")
+        cli(
+            "synth",
+            str(store),
+            "--samples",
+            str(samples),
+            "--anomalies",
+            str(anomalies),
+            "--seed",
+            "0",
+            "--bump",
+            str(bump),
+            "--scale",
+            "1000",
+            "--offset",
+            "5000",
+        )
     return store
 
 
 def make_mitdb100(out: Path) -> Path:
     store = out / "mitdb100.zarr"
     if not store.exists():
-        subprocess.run([sys.executable, "data/mitdb100.py", str(out)], cwd=ROOT, check=True, capture_output=True)
-        cli("ingest", str(store), str(out / "mitdb100.npy"), "--rate", "360", "--names", "MLII,V5",
-            "--events", str(out / "mitdb100_events.txt"))
+        subprocess.run(
+            [sys.executable, "data/mitdb100.py", str(out)],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        cli(
+            "ingest",
+            str(store),
+            str(out / "mitdb100.npy"),
+            "--rate",
+            "360",
+            "--names",
+            "MLII,V5",
+            "--events",
+            str(out / "mitdb100_events.txt"),
+        )
     return store
 
 
@@ -81,15 +122,46 @@ DATASETS: dict[str, tuple[Callable[[Path], Path], int, float]] = {
 }
 
 
-def measure(store: Path, run: Path, epochs: int, window: int, validation: float, old: bool) -> dict[str, float]:
+def measure(
+    store: Path, run: Path, epochs: int, window: int, validation: float, old: bool
+) -> dict[str, float]:
     settings = ["--normalize", "none", "--class-weight", "none"] if old else []
-    cli("train", str(store), "--window", str(window), "--validation", str(validation), "--epochs", str(epochs),
-        "--chunk", "50000", "--seed", "0", "--out", str(run), "--restart", *settings)
+    cli(
+        "train",
+        str(store),
+        "--window",
+        str(window),
+        "--validation",
+        str(validation),
+        "--epochs",
+        str(epochs),
+        "--chunk",
+        "50000",
+        "--seed",
+        "0",
+        "--out",
+        str(run),
+        "--restart",
+        *settings,
+    )
     fixed = ["--threshold", "0.5"] if old else []
-    report = json.loads(cli("evaluate", str(run), str(store), "--json", "--plot", str(run / "eval.png"), *fixed))
-    keep = ("pr_auc", "recall", "precision", "f1", "threshold", "windows", "events", "events_covered",
-            "false_alarms_per_hour")
-    return {k: report.get(k) for k in keep} | {"positive_windows": report["confusion"]["tp"] + report["confusion"]["fn"]}
+    report = json.loads(
+        cli("evaluate", str(run), str(store), "--json", "--plot", str(run / "eval.png"), *fixed)
+    )
+    keep = (
+        "pr_auc",
+        "recall",
+        "precision",
+        "f1",
+        "threshold",
+        "windows",
+        "events",
+        "events_covered",
+        "false_alarms_per_hour",
+    )
+    return {k: report.get(k) for k in keep} | {
+        "positive_windows": report["confusion"]["tp"] + report["confusion"]["fn"]
+    }
 
 
 def main() -> None:
@@ -107,14 +179,21 @@ def main() -> None:
         new = measure(store, args.out / f"{name}-new", args.epochs, window, validation, old=False)
         rate = new["positive_windows"] / new["windows"]
         rows.append((name, rate, old, new))
-        print(json.dumps({"dataset": name, "positive_window_rate": rate, "old": old, "new": new}), flush=True)
-    print("\n| dataset | positive windows | old: PR-AUC | recall @0.5 | F1 @0.5 | new: PR-AUC | threshold | recall | "
-          "F1 | events covered | false alarms/h |")
+        print(
+            json.dumps({"dataset": name, "positive_window_rate": rate, "old": old, "new": new}),
+            flush=True,
+        )
+    print(
+        "\n| dataset | positive windows | old: PR-AUC | recall @0.5 | F1 @0.5 | new: PR-AUC | threshold | recall | "
+        "F1 | events covered | false alarms/h |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, rate, old, new in rows:
-        print(f"| {name} | {100 * rate:.2f}% | {old['pr_auc']:.3f} | {old['recall']:.3f} | {old['f1']:.3f} | "
-              f"{new['pr_auc']:.3f} | {new['threshold']:.3g} | {new['recall']:.3f} | {new['f1']:.3f} | "
-              f"{_share(new['events_covered'])} | {_rate(new['false_alarms_per_hour'])} |")
+        print(
+            f"| {name} | {100 * rate:.2f}% | {old['pr_auc']:.3f} | {old['recall']:.3f} | {old['f1']:.3f} | "
+            f"{new['pr_auc']:.3f} | {new['threshold']:.3g} | {new['recall']:.3f} | {new['f1']:.3f} | "
+            f"{_share(new['events_covered'])} | {_rate(new['false_alarms_per_hour'])} |"
+        )
 
 
 def _share(x: float | None) -> str:

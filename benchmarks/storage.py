@@ -55,18 +55,30 @@ def split_cores() -> tuple[set[int], set[int]]:
     return set(cores[:half]), set(cores[half:])
 
 
-def chunkfit(args: list[str], env: dict[str, str], cores: set[int] | None = None) -> tuple[float, str, float]:
+def chunkfit(
+    args: list[str], env: dict[str, str], cores: set[int] | None = None
+) -> tuple[float, str, float]:
     """Run one chunkfit command (on ``cores``, if given); its wall seconds, its output and its own CPU seconds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     pin = None if cores is None else (lambda: os.sched_setaffinity(0, cores))
-    result = subprocess.run([sys.executable, "-m", "chunkfit", *args], env=env, capture_output=True, text=True,
-                            check=False, preexec_fn=pin)
+    result = subprocess.run(
+        [sys.executable, "-m", "chunkfit", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=pin,
+    )
     seconds = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         raise SystemExit(f"chunkfit {' '.join(args)} failed:\n{result.stderr}")
-    return seconds, result.stdout, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return (
+        seconds,
+        result.stdout,
+        after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+    )
 
 
 def main() -> None:
@@ -75,10 +87,18 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=400_000, help="samples of the training store")
     ap.add_argument("--chunk", type=int, default=65_536, help="train --chunk (samples per block)")
     ap.add_argument("--delay-ms", type=float, default=20.0)
-    ap.add_argument("--repeat", type=int, default=1, help="ingest and train this many times per place (the best of each is kept)")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="ingest and train this many times per place (the best of each is kept)",
+    )
     ap.add_argument("--no-train", action="store_true", help="measure ingest only")
-    ap.add_argument("--split-cores", action="store_true",
-                    help="chunkfit on half the cores, the S3 server on the other half")
+    ap.add_argument(
+        "--split-cores",
+        action="store_true",
+        help="chunkfit on half the cores, the S3 server on the other half",
+    )
     opts = ap.parse_args()
     client_cores, server_cores = split_cores() if opts.split_cores else (None, None)
 
@@ -102,8 +122,17 @@ def main() -> None:
         dst.writelines(line for _, line in zip(range(100_001), src))
 
     port, delayed_port = free_ports(2)
-    server = start_server(port, command=[str(Path(__file__).with_name("delayed_s3.py")), str(port), str(delayed_port),
-                                         "--delay-ms", str(opts.delay_ms)], cores=server_cores)
+    server = start_server(
+        port,
+        command=[
+            str(Path(__file__).with_name("delayed_s3.py")),
+            str(port),
+            str(delayed_port),
+            "--delay-ms",
+            str(opts.delay_ms),
+        ],
+        cores=server_cores,
+    )
     moto = psutil.Process(server.process.pid)
 
     def server_cpu() -> float:
@@ -113,7 +142,9 @@ def main() -> None:
     def round_trips() -> int:
         import urllib.request
 
-        with urllib.request.urlopen(f"http://127.0.0.1:{delayed_port}/_round_trips", timeout=10) as reply:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{delayed_port}/_round_trips", timeout=10
+        ) as reply:
             return int(reply.read())
 
     def remove(target: str) -> None:
@@ -135,7 +166,16 @@ def main() -> None:
     }
     inf, nan = float("inf"), float("nan")
     best: dict[str, dict[str, float]] = {
-        name: {"seconds": inf, "moto": 0.0, "trips": 0, "cpu": 0.0, "append": inf, "append_trips": 0, "wps": nan, "first": nan}
+        name: {
+            "seconds": inf,
+            "moto": 0.0,
+            "trips": 0,
+            "cpu": 0.0,
+            "append": inf,
+            "append_trips": 0,
+            "wps": nan,
+            "first": nan,
+        }
         for name in places
     }
     spec = SynthSpec(samples=opts.samples, anomalies=balanced_anomalies(opts.samples, 16), seed=1)
@@ -147,15 +187,29 @@ def main() -> None:
                 got = best[name]
                 target = f"{root}/ingest-{attempt}.zarr"
                 cpu0, trips0 = server_cpu(), round_trips()
-                took, _, cpu = chunkfit(["ingest", target, str(csv), "--rate", "100"], env, client_cores)
+                took, _, cpu = chunkfit(
+                    ["ingest", target, str(csv), "--rate", "100"], env, client_cores
+                )
                 if took < got["seconds"]:
-                    got.update(seconds=took, moto=server_cpu() - cpu0, trips=round_trips() - trips0, cpu=cpu)
+                    got.update(
+                        seconds=took,
+                        moto=server_cpu() - cpu0,
+                        trips=round_trips() - trips0,
+                        cpu=cpu,
+                    )
                 trips0 = round_trips()
-                appended, _, _ = chunkfit(["ingest", target, str(more), "--append"], env, client_cores)
+                appended, _, _ = chunkfit(
+                    ["ingest", target, str(more), "--append"], env, client_cores
+                )
                 if appended < got["append"]:
                     got.update(append=appended, append_trips=round_trips() - trips0)
-                print(f"{name}: ingest {mb / took:.1f} MB/s ({took:.2f} s), append {appended:.2f} s", flush=True)
-                remove(target)  # the server holds what it stores in its memory: each round finds it as the first did
+                print(
+                    f"{name}: ingest {mb / took:.1f} MB/s ({took:.2f} s), append {appended:.2f} s",
+                    flush=True,
+                )
+                remove(
+                    target
+                )  # the server holds what it stores in its memory: each round finds it as the first did
         if not opts.no_train:
             for name, (root, env) in places.items():
                 os.environ["AWS_ENDPOINT_URL"] = env["AWS_ENDPOINT_URL"]
@@ -164,29 +218,59 @@ def main() -> None:
                 for n, (name, (root, env)) in enumerate(places.items()):
                     got = best[name]
                     run_dir = OUT / f"run-{n}-{attempt}"
-                    chunkfit(["train", f"{root}/train.zarr", "--window", "16", "--epochs", "2", "--chunk", str(opts.chunk),
-                              "--batch-size", "512", "--out", str(run_dir)], env, client_cores)
+                    chunkfit(
+                        [
+                            "train",
+                            f"{root}/train.zarr",
+                            "--window",
+                            "16",
+                            "--epochs",
+                            "2",
+                            "--chunk",
+                            str(opts.chunk),
+                            "--batch-size",
+                            "512",
+                            "--out",
+                            str(run_dir),
+                        ],
+                        env,
+                        client_cores,
+                    )
                     # The run's own figures (its output also names the windows/s of the thread measurement).
                     epochs = json.loads((run_dir / "run.json").read_text())["epochs"]
                     first, second = (float(e["windows_per_s"]) for e in epochs[:2])
                     got["first"] = first if math.isnan(got["first"]) else max(got["first"], first)
                     got["wps"] = second if math.isnan(got["wps"]) else max(got["wps"], second)
-                    print(f"{name}: train {first:,.0f} windows/s (1st epoch), {second:,.0f} (2nd)", flush=True)
+                    print(
+                        f"{name}: train {first:,.0f} windows/s (1st epoch), {second:,.0f} (2nd)",
+                        flush=True,
+                    )
     finally:
         server.stop()
     local = best["local disk"]
     if client_cores is not None:
-        print(f"\nchunkfit on cores {sorted(client_cores)}, the S3 server on {sorted(server_cores or ())}")
-    print("\n| where | ingest MB/s | vs local | ingest wall s | ingest CPU s | S3 server CPU s | round trips | "
-          "append s | round trips | training windows/s, 2nd epoch | vs local | 1st epoch | vs local |\n"
-          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print(
+            f"\nchunkfit on cores {sorted(client_cores)}, the S3 server on {sorted(server_cores or ())}"
+        )
+    print(
+        "\n| where | ingest MB/s | vs local | ingest wall s | ingest CPU s | S3 server CPU s | round trips | "
+        "append s | round trips | training windows/s, 2nd epoch | vs local | 1st epoch | vs local |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
     for name, (_, env) in places.items():
         got = best[name]
-        trips = (f"{got['trips']:.0f}", f"{got['append_trips']:.0f}") if env is delayed else ("", "")
-        train = ("" if opts.no_train else
-                 f"{got['wps']:,.0f} | {got['wps'] / local['wps']:.2f}x | {got['first']:,.0f} | {got['first'] / local['first']:.2f}x")
-        print(f"| {name} | {mb / got['seconds']:.1f} | {local['seconds'] / got['seconds']:.2f}x | {got['seconds']:.2f} | "
-              f"{got['cpu']:.1f} | {got['moto']:.1f} | {trips[0]} | {got['append']:.2f} | {trips[1]} | {train or ' | | |'} |")
+        trips = (
+            (f"{got['trips']:.0f}", f"{got['append_trips']:.0f}") if env is delayed else ("", "")
+        )
+        train = (
+            ""
+            if opts.no_train
+            else f"{got['wps']:,.0f} | {got['wps'] / local['wps']:.2f}x | {got['first']:,.0f} | {got['first'] / local['first']:.2f}x"
+        )
+        print(
+            f"| {name} | {mb / got['seconds']:.1f} | {local['seconds'] / got['seconds']:.2f}x | {got['seconds']:.2f} | "
+            f"{got['cpu']:.1f} | {got['moto']:.1f} | {trips[0]} | {got['append']:.2f} | {trips[1]} | {train or ' | | |'} |"
+        )
 
 
 if __name__ == "__main__":

@@ -65,16 +65,50 @@ SCORE_BATCH = 1024
 SCAN = 256  # steps per call of (4js): chunkfit's batches per element for baseline-cnn
 MILLION = 1_049_344
 LARGE = 20_000_000
-STRATEGIES = ("reference", "reference-1t", "pydataset", "jax", "chunkfit", "chunkfit-cached", "chunkfit-jax",
-              "chunkfit-spe1",
-              "chunkfit-1t", "chunkfit-nojit", "chunkfit-jax-dispatch", "chunkfit-jax-scan", "ceiling", "ceiling-1t",
-              "ceiling-xla", "ceiling-xla-1t", "ceiling-halves", "ceiling-jax", "ceiling-jax-scan")
+STRATEGIES = (
+    "reference",
+    "reference-1t",
+    "pydataset",
+    "jax",
+    "chunkfit",
+    "chunkfit-cached",
+    "chunkfit-jax",
+    "chunkfit-spe1",
+    "chunkfit-1t",
+    "chunkfit-nojit",
+    "chunkfit-jax-dispatch",
+    "chunkfit-jax-scan",
+    "ceiling",
+    "ceiling-1t",
+    "ceiling-xla",
+    "ceiling-xla-1t",
+    "ceiling-halves",
+    "ceiling-jax",
+    "ceiling-jax-scan",
+)
 # Run when no strategy is named: every strategy but the --jax-loop overrides, which (3j) chooses between.
-DEFAULT_STRATEGIES = tuple(s for s in STRATEGIES if s not in ("chunkfit-jax-dispatch", "chunkfit-jax-scan"))
+DEFAULT_STRATEGIES = tuple(
+    s for s in STRATEGIES if s not in ("chunkfit-jax-dispatch", "chunkfit-jax-scan")
+)
 # What runs without TensorFlow (a machine with JAX alone, e.g. a GPU whose image has no TensorFlow).
-JAX_ONLY = ("jax", "chunkfit-jax", "chunkfit-jax-dispatch", "chunkfit-jax-scan", "ceiling-jax", "ceiling-jax-scan")
-ANCHORS = ("jax", "ceiling", "ceiling-1t", "ceiling-xla", "ceiling-xla-1t", "ceiling-halves", "ceiling-jax",
-           "ceiling-jax-scan")
+JAX_ONLY = (
+    "jax",
+    "chunkfit-jax",
+    "chunkfit-jax-dispatch",
+    "chunkfit-jax-scan",
+    "ceiling-jax",
+    "ceiling-jax-scan",
+)
+ANCHORS = (
+    "jax",
+    "ceiling",
+    "ceiling-1t",
+    "ceiling-xla",
+    "ceiling-xla-1t",
+    "ceiling-halves",
+    "ceiling-jax",
+    "ceiling-jax-scan",
+)
 ON_JAX = (*JAX_ONLY, "score-jax", "score-evaluate-jax", "score-predict-jax")
 LABELS = {
     "reference": "(1) model.fit, materialised float64 windows (the original question)",
@@ -83,8 +117,10 @@ LABELS = {
     "jax": "(J) Keras on the JAX backend, plain model.fit on materialised float32 windows",
     "chunkfit": "(3) chunkfit defaults (chunk 200,000, mix 4; --jit auto, threads and batches per compiled step chosen by chunkfit)",
     "chunkfit-nojit": "(3d) chunkfit, --jit off",
-    "chunkfit-cached": ("(3t) chunkfit defaults in a later run on this machine: threads and compile mode from the "
-                        "measurement an earlier run cached (made before, untimed)"),
+    "chunkfit-cached": (
+        "(3t) chunkfit defaults in a later run on this machine: threads and compile mode from the "
+        "measurement an earlier run cached (made before, untimed)"
+    ),
     "chunkfit-jax": "(3j) chunkfit on its JAX engine (KERAS_BACKEND=jax), defaults otherwise",
     "chunkfit-spe1": "(3b) chunkfit, steps_per_execution=1",
     "chunkfit-1t": "(3c) chunkfit, --compute-threads 1",
@@ -92,8 +128,10 @@ LABELS = {
     "ceiling-1t": "(4b) compute ceiling on 1 compute thread",
     "ceiling-xla": "(4c) compute ceiling, the step under XLA, TensorFlow's default threads",
     "ceiling-xla-1t": "(4d) compute ceiling, the step under XLA, 1 compute thread",
-    "ceiling-halves": ("(4e) compute ceiling, each batch as two halves side by side (half the cores each, one "
-                       "inter-op thread per half)"),
+    "ceiling-halves": (
+        "(4e) compute ceiling, each batch as two halves side by side (half the cores each, one "
+        "inter-op thread per half)"
+    ),
     "ceiling-jax": "(4j) compute ceiling on JAX: constant batch, Keras's stateless train step jitted, one call per step",
     "chunkfit-jax-dispatch": "(3jd) chunkfit on JAX, --jax-loop dispatch (one compiled call per batch)",
     "chunkfit-jax-scan": "(3js) chunkfit on JAX, --jax-loop scan (an element's batches in one compiled call)",
@@ -107,7 +145,11 @@ LABELS = {
 def synth_store(samples: int, balanced: bool = False) -> Path:
     from chunkfit.synth import DEFAULT_ANOMALIES, SynthSpec, balanced_anomalies, synth
 
-    anomalies = balanced_anomalies(samples, WINDOW) if balanced else round(DEFAULT_ANOMALIES * samples / MILLION)
+    anomalies = (
+        balanced_anomalies(samples, WINDOW)
+        if balanced
+        else round(DEFAULT_ANOMALIES * samples / MILLION)
+    )
     path = OUT / f"train-synth-{samples}-{anomalies}.zarr"
     if not path.exists():
         OUT.mkdir(exist_ok=True)
@@ -149,7 +191,11 @@ def reference_model(seed: int = 0, name: str = "baseline-cnn") -> Any:
     keras.utils.set_random_seed(seed)
     model = build_model(name, WINDOW, 1, 2)
     # chunkfit's epoch metrics (PR-AUC, precision, recall of the event class, accuracy): the same work per batch
-    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="categorical_crossentropy", metrics=compiled_metrics(2))
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss="categorical_crossentropy",
+        metrics=compiled_metrics(2),
+    )
     return model
 
 
@@ -212,12 +258,26 @@ def work_chunkfit(store: str, args: dict[str, Any]) -> dict[str, Any]:
             measure_threads(args["model"])  # before TensorFlow is imported here
         import chunkfit
 
-        chunkfit.fit(args["model"], store, window=WINDOW, batch_size=BATCH, epochs=args.get("epochs", 2),
-                     out=Path(tmp) / "run", **args.get("fit", {}))
+        chunkfit.fit(
+            args["model"],
+            store,
+            window=WINDOW,
+            batch_size=BATCH,
+            epochs=args.get("epochs", 2),
+            out=Path(tmp) / "run",
+            **args.get("fit", {}),
+        )
         run = json.loads((Path(tmp) / "run" / "run.json").read_text())
-    last = run["epochs"][-1]  # the second epoch: after --jit auto's trial, as in a run of several epochs
-    return {"windows": last["train_windows"], "seconds": last["train_seconds"], "epochs": run["epochs"],
-            "compile": run.get("compile"), "threads": run.get("threads")}
+    last = run["epochs"][
+        -1
+    ]  # the second epoch: after --jit auto's trial, as in a run of several epochs
+    return {
+        "windows": last["train_windows"],
+        "seconds": last["train_seconds"],
+        "epochs": run["epochs"],
+        "compile": run.get("compile"),
+        "threads": run.get("threads"),
+    }
 
 
 def measure_threads(model: str) -> None:
@@ -225,12 +285,25 @@ def measure_threads(model: str) -> None:
     here in a process of its own before the timed run, which then reads it from the cache."""
     from chunkfit.train.tensorflow.threadtune import ProbeSpec, choose_threads
 
-    spec = choose_threads(None, model, deterministic=False, window=WINDOW, channels=1, classes=2, batch_size=BATCH,
-                          run_windows=1, group_samples=4 * 200_000 + WINDOW, probe_windows=0)
+    spec = choose_threads(
+        None,
+        model,
+        deterministic=False,
+        window=WINDOW,
+        channels=1,
+        classes=2,
+        batch_size=BATCH,
+        run_windows=1,
+        group_samples=4 * 200_000 + WINDOW,
+        probe_windows=0,
+    )
     assert isinstance(spec, ProbeSpec), spec
     job = json.dumps({**dataclasses.asdict(spec), "modes": list(spec.modes)})
-    subprocess.run([sys.executable, "-m", "chunkfit.train.tensorflow.threadtune", job], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "chunkfit.train.tensorflow.threadtune", job],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def work_jax(store: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -310,11 +383,16 @@ def work_ceiling_jax(store: str, args: dict[str, Any]) -> dict[str, Any]:
     x = jax.device_put(rng.normal(size=(BATCH, WINDOW, 1)).astype("float32"))
     y = jax.device_put(np.eye(2, dtype="float32")[rng.integers(0, 2, BATCH)])
     model.fit(x, y, batch_size=BATCH, verbose=0)  # builds the optimizer and metrics
-    state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
-             [v.value for v in model.optimizer.variables], [v.value for v in model.metrics_variables])
+    state = (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in model.optimizer.variables],
+        [v.value for v in model.metrics_variables],
+    )
     step = jax.jit(lambda s: model.train_step(s, (x, y))[1], donate_argnums=0)
 
     if args.get("scan"):  # SCAN steps per call, as chunkfit's --jax-loop scan runs an element
+
         def looped(s: Any, _: Any) -> tuple[Any, None]:
             return model.train_step(s, (x, y))[1], None
 
@@ -330,6 +408,7 @@ def work_ceiling_jax(store: str, args: dict[str, Any]) -> dict[str, Any]:
         state = loop(state, 2 * SCAN)
         steps = SCAN * max(2, min(64, round(10 * 2 / (time.perf_counter() - t0))))  # about 10 s
     else:
+
         def loop(state: Any, steps: int) -> Any:
             for _ in range(steps):
                 state = step(state)
@@ -349,7 +428,15 @@ def work_score_run(store: str, args: dict[str, Any]) -> dict[str, Any]:
     depend on how well the model learnt)."""
     import chunkfit
 
-    chunkfit.fit(args["model"], store, window=WINDOW, batch_size=BATCH, epochs=1, out=args["run"], resume="restart")
+    chunkfit.fit(
+        args["model"],
+        store,
+        window=WINDOW,
+        batch_size=BATCH,
+        epochs=1,
+        out=args["run"],
+        resume="restart",
+    )
     return {"windows": 0, "seconds": 0.0}
 
 
@@ -367,7 +454,11 @@ def work_score_keras(store: str, args: dict[str, Any]) -> dict[str, Any]:
     model = keras.saving.load_model(Path(args["run"]) / "model.keras", compile=False)
     t0 = time.perf_counter()
     model.predict(windows, batch_size=SCORE_BATCH, verbose=0)
-    return {"windows": len(windows), "seconds": time.perf_counter() - t0, "backend": keras.backend.backend()}
+    return {
+        "windows": len(windows),
+        "seconds": time.perf_counter() - t0,
+        "backend": keras.backend.backend(),
+    }
 
 
 def work_score_chunkfit(store: str, args: dict[str, Any], how: str) -> dict[str, Any]:
@@ -383,7 +474,9 @@ def work_score_chunkfit(store: str, args: dict[str, Any], how: str) -> dict[str,
         windows = chunkfit.evaluate(args["run"], store, batch_size=SCORE_BATCH)["windows"]
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            windows = chunkfit.predict(args["run"], store, Path(tmp) / "scores.zarr", batch_size=SCORE_BATCH).windows
+            windows = chunkfit.predict(
+                args["run"], store, Path(tmp) / "scores.zarr", batch_size=SCORE_BATCH
+            ).windows
     return {"windows": windows, "seconds": time.perf_counter() - t0}
 
 
@@ -392,7 +485,9 @@ def work_quality_reference(store: str, args: dict[str, Any]) -> dict[str, Any]:
     x, y = materialise(store, split["train_ranges"])
     vx, vy = materialise(store, split["validation_ranges"])
     model = reference_model(args["seed"])
-    history = model.fit(x, y, batch_size=BATCH, epochs=3, shuffle=True, validation_data=(vx, vy), verbose=0)
+    history = model.fit(
+        x, y, batch_size=BATCH, epochs=3, shuffle=True, validation_data=(vx, vy), verbose=0
+    )
     return {"val_accuracy": history.history["val_accuracy"], "windows": len(x), "seconds": 0.0}
 
 
@@ -415,8 +510,9 @@ WORKERS = {
     "reference-1t": lambda s, a: work_reference(s, {**a, "threads": 1}),
     "ceiling": work_ceiling,
     "ceiling-1t": lambda s, a: work_ceiling(s, {**a, "threads": 1}),
-    "ceiling-halves": lambda s, a: work_ceiling(s, {**a, "threads": max(1, len(os.sched_getaffinity(0)) // 2),
-                                                    "halves": 2}),
+    "ceiling-halves": lambda s, a: work_ceiling(
+        s, {**a, "threads": max(1, len(os.sched_getaffinity(0)) // 2), "halves": 2}
+    ),
     "quality-reference": work_quality_reference,
     "score-run": lambda s, a: work_score_run(s, a),
     "score-keras": lambda s, a: work_score_keras(s, a),
@@ -464,12 +560,17 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
         # Per round, so that load from other processes, which drifts over minutes, mostly cancels.
         if base not in results:
             return "-"
-        per_round = (a["windows_per_s"] / b["windows_per_s"] for a, b in zip(results[s], results[base], strict=True))
+        per_round = (
+            a["windows_per_s"] / b["windows_per_s"]
+            for a, b in zip(results[s], results[base], strict=True)
+        )
         return f"{statistics.median(per_round):.2f}x"
 
     lines = [
-        (f"### Throughput: {samples:,}-sample synth store, window {WINDOW}, batch {BATCH}, {MODEL}, "
-         f"one epoch per strategy; {repeats} round(s)"),
+        (
+            f"### Throughput: {samples:,}-sample synth store, window {WINDOW}, batch {BATCH}, {MODEL}, "
+            f"one epoch per strategy; {repeats} round(s)"
+        ),
         "",
         "| strategy | windows/s (median) | vs (1) | vs best anchor | per round | peak RSS MB |",
         "|---|---:|---:|---:|---|---:|",
@@ -479,41 +580,69 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
     for s in strategies:
         peak = max(r["peak_rss"] for r in results[s]) / 2**20
         rounds = ", ".join(f"{r['windows_per_s'] / 1000:.1f}k" for r in results[s])
-        lines.append(f"| {LABELS[s]} | {speed[s]:,.0f} | {ratio(s, 'reference')} | "
-                     f"{ratio(s, best) if best else '-'} | {rounds} | {peak:,.0f} |")
+        lines.append(
+            f"| {LABELS[s]} | {speed[s]:,.0f} | {ratio(s, 'reference')} | "
+            f"{ratio(s, best) if best else '-'} | {rounds} | {peak:,.0f} |"
+        )
     anchor = LABELS[best] if best else "-"
-    lines += ["", f"Ratios are medians of the per-round ratios; the best anchor is the fastest of (J) and the ceilings (4*): {anchor}."]
+    lines += [
+        "",
+        f"Ratios are medians of the per-round ratios; the best anchor is the fastest of (J) and the ceilings (4*): {anchor}.",
+    ]
     if "chunkfit" in results:
         picks = [(r.get("compile") or {}).get("jit") for r in results["chunkfit"]]
-        lines += [f"chunkfit's --jit auto chose XLA in {sum(bool(p) for p in picks)} of {len(picks)} round(s)."]
+        lines += [
+            f"chunkfit's --jit auto chose XLA in {sum(bool(p) for p in picks)} of {len(picks)} round(s)."
+        ]
         threads = [r.get("threads") or {} for r in results["chunkfit"]]
         measured = [t["seconds"] for t in threads if str(t.get("by", "")).startswith("autotune")]
-        if measured:  # a first run long enough measures its threads before training (not in the time above)
-            lines += [(f"(3) measured its threads first in {len(measured)} of {len(threads)} round(s), taking "
-                       f"{', '.join(f'{x:.1f}' for x in measured)} s before training, and chose one compute thread "
-                       f"in {sum(t.get('intra_op') == 1 and 'halves' not in t for t in threads)}, each batch in "
-                       f"halves side by side in {sum('halves' in t for t in threads)}.")]
+        if (
+            measured
+        ):  # a first run long enough measures its threads before training (not in the time above)
+            lines += [
+                (
+                    f"(3) measured its threads first in {len(measured)} of {len(threads)} round(s), taking "
+                    f"{', '.join(f'{x:.1f}' for x in measured)} s before training, and chose one compute thread "
+                    f"in {sum(t.get('intra_op') == 1 and 'halves' not in t for t in threads)}, each batch in "
+                    f"halves side by side in {sum('halves' in t for t in threads)}."
+                )
+            ]
     if "chunkfit-cached" in results:
         cached = [r.get("threads") or {} for r in results["chunkfit-cached"]]
         picks = [(r.get("compile") or {}).get("jit") for r in results["chunkfit-cached"]]
-        lines += [(f"(3t)'s measurement chose one compute thread in "
-                   f"{sum(t.get('intra_op') == 1 and 'halves' not in t for t in cached)} of {len(cached)} round(s), "
-                   f"each batch in halves side by side in {sum('halves' in t for t in cached)} (every core in the "
-                   f"others) and XLA in {sum(bool(p) for p in picks)}.")]
+        lines += [
+            (
+                f"(3t)'s measurement chose one compute thread in "
+                f"{sum(t.get('intra_op') == 1 and 'halves' not in t for t in cached)} of {len(cached)} round(s), "
+                f"each batch in halves side by side in {sum('halves' in t for t in cached)} (every core in the "
+                f"others) and XLA in {sum(bool(p) for p in picks)}."
+            )
+        ]
     if "chunkfit-jax" in results:
         loops = [(r.get("compile") or {}).get("loop") for r in results["chunkfit-jax"]]
-        lines += [(f"chunkfit's JAX engine (--jax-loop auto) chose the scan in {loops.count('scan')} of "
-                   f"{len(loops)} round(s), dispatch in the others.")]
+        lines += [
+            (
+                f"chunkfit's JAX engine (--jax-loop auto) chose the scan in {loops.count('scan')} of "
+                f"{len(loops)} round(s), dispatch in the others."
+            )
+        ]
     if "reference" in results:
         prep = statistics.median(r["prep_seconds"] for r in results["reference"])
-        lines += [f"Materialising the reference's windows took a further {prep:.1f} s (not counted above)."]
+        lines += [
+            f"Materialising the reference's windows took a further {prep:.1f} s (not counted above)."
+        ]
     return lines
 
 
 # The memory section's engines: chunkfit's strategy, and the ceiling run next to each size.
-MEMORY_ENGINES = {"tensorflow": ("chunkfit", ("ceiling", "ceiling-1t", "ceiling-xla", "ceiling-halves"),
-                                 "(4)/(4b)/(4c)/(4e)"),
-                  "jax": ("chunkfit-jax", ("ceiling-jax",), "(4j)")}
+MEMORY_ENGINES = {
+    "tensorflow": (
+        "chunkfit",
+        ("ceiling", "ceiling-1t", "ceiling-xla", "ceiling-halves"),
+        "(4)/(4b)/(4c)/(4e)",
+    ),
+    "jax": ("chunkfit-jax", ("ceiling-jax",), "(4j)"),
+}
 
 
 def memory(repeats: int, engines: tuple[str, ...] = tuple(MEMORY_ENGINES)) -> list[str]:
@@ -529,16 +658,25 @@ def memory(repeats: int, engines: tuple[str, ...] = tuple(MEMORY_ENGINES)) -> li
                 store = synth_store(samples)
                 # Both sizes train with the threads measured before the run (TensorFlow's engine): a 20M
                 # run measures them itself, while the 1M one is too short to, and would use the rule.
-                got = run(strategy, store, epochs=1 if samples == LARGE else 2, fit={"chunk": 200_000},
-                          cached=engine == "tensorflow")
+                got = run(
+                    strategy,
+                    store,
+                    epochs=1 if samples == LARGE else 2,
+                    fit={"chunk": 200_000},
+                    cached=engine == "tensorflow",
+                )
                 # The ceiling does not depend on the signal; it runs next to each size, as the machine's speed drifts.
                 ceiling = max(run(c, store)["windows_per_s"] for c in ceilings)
-                rows.append((engine, round_, samples, got["windows_per_s"], ceiling, got["peak_rss"]))
+                rows.append(
+                    (engine, round_, samples, got["windows_per_s"], ceiling, got["peak_rss"])
+                )
     lines = [
         "### Memory: chunkfit --chunk 200000, baseline-cnn (1M: the second epoch; 20M: the first)",
         "",
-        ("| engine | round | signal samples | materialised float32 windows would need | windows/s | vs 1M, same round | "
-         "vs the ceiling run next to it | peak RSS MB |"),
+        (
+            "| engine | round | signal samples | materialised float32 windows would need | windows/s | vs 1M, same round | "
+            "vs the ceiling run next to it | peak RSS MB |"
+        ),
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     base = {(engine, r): speed for engine, r, samples, speed, _, _ in rows if samples == MILLION}
@@ -548,12 +686,16 @@ def memory(repeats: int, engines: tuple[str, ...] = tuple(MEMORY_ENGINES)) -> li
         vs = speed / base[(engine, r)]
         if samples == LARGE:
             ratios.setdefault(engine, []).append(vs)
-        lines.append(f"| {engine} | {r} | {samples:,} | {need:,.1f} GB | {speed:,.0f} | {vs:.2f}x | "
-                     f"{speed / ceiling:.2f}x {MEMORY_ENGINES[engine][2]} | {peak / 2**20:,.0f} |")
+        lines.append(
+            f"| {engine} | {r} | {samples:,} | {need:,.1f} GB | {speed:,.0f} | {vs:.2f}x | "
+            f"{speed / ceiling:.2f}x {MEMORY_ENGINES[engine][2]} | {peak / 2**20:,.0f} |"
+        )
     lines.append("")
     for engine, rs in ratios.items():
-        lines.append(f"{engine}: 20M vs 1M per round {', '.join(f'{x:.2f}x' for x in rs)}; median "
-                     f"{statistics.median(rs):.2f}x.")
+        lines.append(
+            f"{engine}: 20M vs 1M per round {', '.join(f'{x:.2f}x' for x in rs)}; median "
+            f"{statistics.median(rs):.2f}x."
+        )
     return lines
 
 
@@ -583,8 +725,10 @@ def scoring(samples: int, repeats: int) -> list[str]:
         return f"{statistics.median(per_round):.2f}x"
 
     lines = [
-        (f"### Scoring: every window of the {samples:,}-sample synth store, window {WINDOW}, batch {SCORE_BATCH}, "
-         f"{MODEL}; {repeats} round(s)"),
+        (
+            f"### Scoring: every window of the {samples:,}-sample synth store, window {WINDOW}, batch {SCORE_BATCH}, "
+            f"{MODEL}; {repeats} round(s)"
+        ),
         "",
         "| scorer | windows/s (median) | vs Keras model.predict | per round |",
         "|---|---:|---:|---|",
@@ -592,8 +736,13 @@ def scoring(samples: int, repeats: int) -> list[str]:
     for s, label in SCORERS.items():
         rounds = ", ".join(f"{v / 1000:.1f}k" for v in results[s])
         lines.append(f"| {label} | {statistics.median(results[s]):,.0f} | {ratio(s)} | {rounds} |")
-    lines += ["", ("chunkfit's rows are timed from the call, TensorFlow imported (loading the run and tracing included); "
-                   "model.predict's from the call, after the windows were materialised.")]
+    lines += [
+        "",
+        (
+            "chunkfit's rows are timed from the call, TensorFlow imported (loading the run and tracing included); "
+            "model.predict's from the call, after the windows were materialised."
+        ),
+    ]
     return lines
 
 
@@ -603,12 +752,22 @@ def quality(samples: int, seeds: int) -> list[str]:
 
     store = synth_store(samples, balanced=True)
     with chunkfit.open_store(store) as s:
-        split = plan_split(s.segments, chunkfit.WindowSpec(WINDOW), chunkfit.SplitSpec(0.1)).to_dict()
+        split = plan_split(
+            s.segments, chunkfit.WindowSpec(WINDOW), chunkfit.SplitSpec(0.1)
+        ).to_dict()
     ours, refs = [], []
     for seed in range(seeds):
-        ours.append([e["val_accuracy"] for e in run("chunkfit", store, epochs=3, fit={"seed": seed})["epochs"]])
+        ours.append(
+            [
+                e["val_accuracy"]
+                for e in run("chunkfit", store, epochs=3, fit={"seed": seed})["epochs"]
+            ]
+        )
         refs.append(run("quality-reference", store, split=split, seed=seed)["val_accuracy"])
-        print(f"  seed {seed}: chunkfit {ours[-1][-1]:.4f}, materialised {refs[-1][-1]:.4f}", file=sys.stderr)
+        print(
+            f"  seed {seed}: chunkfit {ours[-1][-1]:.4f}, materialised {refs[-1][-1]:.4f}",
+            file=sys.stderr,
+        )
 
     def row(name: str, runs: list[list[float]]) -> str:
         finals = " / ".join(f"{r[-1]:.4f}" for r in runs)
@@ -616,13 +775,18 @@ def quality(samples: int, seeds: int) -> list[str]:
 
     diff = statistics.mean(r[-1] for r in ours) - statistics.mean(r[-1] for r in refs)
     return [
-        (f"### Quality: balanced synth ({samples:,} samples, about half the windows positive), 3 epochs, "
-         f"last 10% held out (+ a {WINDOW}-sample gap); seeds 0..{seeds - 1}, same initial weights per seed"),
+        (
+            f"### Quality: balanced synth ({samples:,} samples, about half the windows positive), 3 epochs, "
+            f"last 10% held out (+ a {WINDOW}-sample gap); seeds 0..{seeds - 1}, same initial weights per seed"
+        ),
         "",
         "| training | val accuracy after 3 epochs, per seed | mean |",
         "|---|---|---:|",
         row("model.fit on materialised windows, fully shuffled each epoch", refs),
-        row("chunkfit default (blocks of 200,000 windows trained 4 at a time, windows shuffled jointly)", ours),
+        row(
+            "chunkfit default (blocks of 200,000 windows trained 4 at a time, windows shuffled jointly)",
+            ours,
+        ),
         "",
         f"chunkfit minus materialised, mean over seeds: {100 * diff:+.2f} points.",
     ]
@@ -640,7 +804,9 @@ def cpu_name() -> str:
         key, _, value = line.partition(":")
         fields.setdefault(key.strip(), value.strip())
     model, flags = fields.get("model name", "?"), set(fields.get("flags", "").split())
-    widest = "AVX-512" if "avx512f" in flags else "AVX2, no AVX-512" if "avx2" in flags else "no AVX2"
+    widest = (
+        "AVX-512" if "avx512f" in flags else "AVX2, no AVX-512" if "avx2" in flags else "no AVX2"
+    )
     return f"{model} ({widest})"
 
 
@@ -650,8 +816,12 @@ def package_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for label, names in (("TensorFlow", ("tensorflow-cpu", "tensorflow")), ("Keras", ("keras",)),
-                         ("JAX", ("jax",)), ("jaxlib", ("jaxlib",))):
+    for label, names in (
+        ("TensorFlow", ("tensorflow-cpu", "tensorflow")),
+        ("Keras", ("keras",)),
+        ("JAX", ("jax",)),
+        ("jaxlib", ("jaxlib",)),
+    ):
         for name in names:
             try:
                 out[label] = version(name)
@@ -664,8 +834,13 @@ def package_versions() -> dict[str, str]:
 def accelerator() -> str:
     """The GPU(s) ``nvidia-smi`` names, or "no GPU"."""
     try:
-        names = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                               capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+        names = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "no GPU"
     return "GPU: " + "; ".join(line.strip() for line in names.splitlines()) if names else "no GPU"
@@ -673,16 +848,43 @@ def accelerator() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sections", nargs="*", help="throughput, memory, quality, scoring [default: the first three]")
-    ap.add_argument("--model", default="baseline-cnn", help="throughput, scoring: a built-in model [default: baseline-cnn]")
+    ap.add_argument(
+        "sections",
+        nargs="*",
+        help="throughput, memory, quality, scoring [default: the first three]",
+    )
+    ap.add_argument(
+        "--model",
+        default="baseline-cnn",
+        help="throughput, scoring: a built-in model [default: baseline-cnn]",
+    )
     ap.add_argument("--samples", type=int, default=MILLION)
-    ap.add_argument("--repeats", type=int, default=2, help="rounds (throughput, scoring; memory: each round 1M then 20M)")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=2,
+        help="rounds (throughput, scoring; memory: each round 1M then 20M)",
+    )
     ap.add_argument("--seeds", type=int, default=3, help="quality: seeds per training method")
-    ap.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=None, metavar="NAME",
-                    help=(f"throughput: which strategies to run, of {', '.join(STRATEGIES)} [default: all but the "
-                          "chunkfit-jax-dispatch/scan overrides; without TensorFlow, the JAX ones]"))
-    ap.add_argument("--engines", nargs="+", choices=list(MEMORY_ENGINES), default=list(MEMORY_ENGINES),
-                    metavar="NAME", help="memory: tensorflow, jax [default: both]")
+    ap.add_argument(
+        "--strategies",
+        nargs="+",
+        choices=STRATEGIES,
+        default=None,
+        metavar="NAME",
+        help=(
+            f"throughput: which strategies to run, of {', '.join(STRATEGIES)} [default: all but the "
+            "chunkfit-jax-dispatch/scan overrides; without TensorFlow, the JAX ones]"
+        ),
+    )
+    ap.add_argument(
+        "--engines",
+        nargs="+",
+        choices=list(MEMORY_ENGINES),
+        default=list(MEMORY_ENGINES),
+        metavar="NAME",
+        help="memory: tensorflow, jax [default: both]",
+    )
     ap.add_argument("--worker", nargs=3, metavar=("NAME", "STORE", "ARGS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -700,26 +902,35 @@ def main() -> None:
         args.strategies = list(DEFAULT_STRATEGIES if "TensorFlow" in versions else JAX_ONLY)
     needs_tf = set(sections) - {"throughput"} or set(args.strategies) - set(JAX_ONLY)
     if "TensorFlow" not in versions and needs_tf:
-        ap.error("TensorFlow is not installed here: only the throughput section's JAX strategies run "
-                 f"({', '.join(JAX_ONLY)})")
+        ap.error(
+            "TensorFlow is not installed here: only the throughput section's JAX strategies run "
+            f"({', '.join(JAX_ONLY)})"
+        )
     header = [
         f"## `{command}`",
         "",
-        (f"{os.cpu_count()} cores, {platform.machine()}, {cpu_name()}; {accelerator()}; Python "
-         f"{platform.python_version()}, {', '.join(f'{k} {v}' for k, v in versions.items())}; niceness {os.nice(0)}; "
-         f"load average before: {os.getloadavg()[0]:.1f}"),
+        (
+            f"{os.cpu_count()} cores, {platform.machine()}, {cpu_name()}; {accelerator()}; Python "
+            f"{platform.python_version()}, {', '.join(f'{k} {v}' for k, v in versions.items())}; niceness {os.nice(0)}; "
+            f"load average before: {os.getloadavg()[0]:.1f}"
+        ),
         "",
     ]
     started = time.perf_counter()
     body: list[str] = []
     for name in sections:
-        part = {"throughput": lambda: throughput(args.samples, args.repeats, tuple(args.strategies)),
-                "memory": lambda: memory(args.repeats, tuple(args.engines)),
-                "quality": lambda: quality(args.samples, args.seeds),
-                "scoring": lambda: scoring(args.samples, args.repeats)}[name]()
+        part = {
+            "throughput": lambda: throughput(args.samples, args.repeats, tuple(args.strategies)),
+            "memory": lambda: memory(args.repeats, tuple(args.engines)),
+            "quality": lambda: quality(args.samples, args.seeds),
+            "scoring": lambda: scoring(args.samples, args.repeats),
+        }[name]()
         body += [*part, ""]
         print("\n".join(part) + "\n", flush=True)
-    footer = [f"Wall time {time.perf_counter() - started:,.0f} s; load average after: {os.getloadavg()[0]:.1f}.", ""]
+    footer = [
+        f"Wall time {time.perf_counter() - started:,.0f} s; load average after: {os.getloadavg()[0]:.1f}.",
+        "",
+    ]
     text = "\n".join(header + body + footer)
     print(footer[0])
     previous = RESULTS.read_text() if RESULTS.exists() else "# Training benchmarks\n\n"

@@ -70,7 +70,12 @@ def free_ports(n: int) -> list[int]:
 
 
 def tf_config(ports: list[int], index: int) -> str:
-    return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]}, "task": {"type": "worker", "index": index}})
+    return json.dumps(
+        {
+            "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+            "task": {"type": "worker", "index": index},
+        }
+    )
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -78,17 +83,33 @@ def env(**extra: str) -> dict[str, str]:
 
 
 def gradient_shapes(model: str, window: int) -> list[list[int]]:
-    code = (f"from chunkfit.train.models import build_model; m = build_model({model!r}, {window}, 1, 2); "
-            "import json; print(json.dumps([list(v.shape) for v in m.trainable_variables]))")
-    out = subprocess.run([sys.executable, "-c", code], env=env(TF_CPP_MIN_LOG_LEVEL="3"), capture_output=True,
-                         text=True, check=True, timeout=300)
+    code = (
+        f"from chunkfit.train.models import build_model; m = build_model({model!r}, {window}, 1, 2); "
+        "import json; print(json.dumps([list(v.shape) for v in m.trainable_variables]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env(TF_CPP_MIN_LOG_LEVEL="3"),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def allreduce_seconds(shapes: list[list[int]]) -> float:
     ports = free_ports(2)
-    procs = [subprocess.Popen([sys.executable, "-c", ALLREDUCE, json.dumps(shapes)], env=env(TF_CONFIG=tf_config(ports, i)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", ALLREDUCE, json.dumps(shapes)],
+            env=env(TF_CONFIG=tf_config(ports, i)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     for p, (_, err) in zip(procs, outs):
         if p.returncode != 0:
@@ -96,19 +117,52 @@ def allreduce_seconds(shapes: list[list[int]]) -> float:
     return float(json.loads(outs[0][0].strip().splitlines()[-1])["median_s"])
 
 
-def train_windows_per_s(store: Path, model: str, workers: int, batch: int, stride: int, tmp: Path) -> float:
+def train_windows_per_s(
+    store: Path, model: str, workers: int, batch: int, stride: int, tmp: Path
+) -> float:
     """Training windows/s of the whole run (all workers) in its only epoch, from run.json."""
     ports = free_ports(workers)
     out = tmp / f"{model}-{workers}"
-    args = [sys.executable, "-m", "chunkfit", "train", str(store), "--epochs", "1", "--stride", str(stride),
-            "--batch-size", str(batch), "--model", model, "--jit", "off", "--validation", "0", "--out", str(out),
-            "--restart"]
+    args = [
+        sys.executable,
+        "-m",
+        "chunkfit",
+        "train",
+        str(store),
+        "--epochs",
+        "1",
+        "--stride",
+        str(stride),
+        "--batch-size",
+        str(batch),
+        "--model",
+        model,
+        "--jit",
+        "off",
+        "--validation",
+        "0",
+        "--out",
+        str(out),
+        "--restart",
+    ]
     if workers == 1:
         args += ["--devices", "cpu:1"]  # the same distributed step, on one replica
-        procs = [subprocess.Popen(args, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
+        procs = [
+            subprocess.Popen(
+                args, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        ]
     else:
-        procs = [subprocess.Popen(args, env=env(TF_CONFIG=tf_config(ports, i)), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for i in range(workers)]
+        procs = [
+            subprocess.Popen(
+                args,
+                env=env(TF_CONFIG=tf_config(ports, i)),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(workers)
+        ]
     for p in procs:
         _, err = p.communicate(timeout=1200)
         if p.returncode != 0:
@@ -145,23 +199,34 @@ def main() -> None:
             compute_s = args.batch / one
             projected = {w: w * args.batch / (compute_s + ring_seconds(nbytes, w)) for w in WORKERS}
             rows.append((model, params, nbytes, reduce_s, one, two, compute_s, projected))
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; Python {platform.python_version()}; "
-          f"per-worker batch {args.batch}; network model {BANDWIDTH * 8 / 1e9:g} Gbit/s, {LATENCY * 1e6:g} us per message, ring all-reduce")
+    print(
+        f"CPU: {cpu_name()}, {os.cpu_count()} cores; Python {platform.python_version()}; "
+        f"per-worker batch {args.batch}; network model {BANDWIDTH * 8 / 1e9:g} Gbit/s, {LATENCY * 1e6:g} us per message, ring all-reduce"
+    )
     print()
-    print("| model | parameters | bytes all-reduced per step | all-reduce per step, 2 workers on loopback | "
-          "windows/s per worker, 1 worker | windows/s per worker, 2 workers on this machine | compute per step (1 worker) | "
-          + " | ".join(f"projected windows/s, {w} machines (per worker)" for w in WORKERS) + " |")
+    print(
+        "| model | parameters | bytes all-reduced per step | all-reduce per step, 2 workers on loopback | "
+        "windows/s per worker, 1 worker | windows/s per worker, 2 workers on this machine | compute per step (1 worker) | "
+        + " | ".join(f"projected windows/s, {w} machines (per worker)" for w in WORKERS)
+        + " |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(WORKERS))
     for model, params, nbytes, reduce_s, one, two, compute_s, projected in rows:
         cells = " | ".join(f"{v:,.0f} ({v / w:,.0f})" for w, v in projected.items())
-        print(f"| {model} | {params:,} | {nbytes / 1e6:.2f} MB | {reduce_s * 1e3:.2f} ms | {one:,.0f} | {two:,.0f} | "
-              f"{compute_s * 1e3:.2f} ms | {cells} |")
+        print(
+            f"| {model} | {params:,} | {nbytes / 1e6:.2f} MB | {reduce_s * 1e3:.2f} ms | {one:,.0f} | {two:,.0f} | "
+            f"{compute_s * 1e3:.2f} ms | {cells} |"
+        )
 
 
 def cpu_name() -> str:
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        return next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name"))
+        return next(
+            line.split(":", 1)[1].strip()
+            for line in out.splitlines()
+            if line.startswith("Model name")
+        )
     except (OSError, subprocess.CalledProcessError, StopIteration):
         return platform.processor() or "unknown"
 

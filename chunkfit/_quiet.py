@@ -21,7 +21,9 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-QUIET_LOG_LEVEL = "3"  # TF_CPP_MIN_LOG_LEVEL where none is set: TensorFlow's INFO, WARNING and ERROR logs hidden
+QUIET_LOG_LEVEL = (
+    "3"  # TF_CPP_MIN_LOG_LEVEL where none is set: TensorFlow's INFO, WARNING and ERROR logs hidden
+)
 
 
 class Silenced:
@@ -52,7 +54,9 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
     def __init__(self) -> None:
         self.setup: list[Callable[[ModuleType], None]] = []
 
-    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
+    def find_spec(
+        self, name: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> Any:
         if name != "tensorflow":
             return None
         sys.meta_path.remove(self)
@@ -74,7 +78,10 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
 
 def install() -> None:
     """Silence TensorFlow's start-up notices whenever it is first imported in this process."""
-    if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL) in ("0", "1"):
+    if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL) in (
+        "0",
+        "1",
+    ):
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL)
     if not any(isinstance(f, _QuietFinder) for f in sys.meta_path):

@@ -46,11 +46,28 @@ from ._quiet import QUIET_LOG_LEVEL
 from .errors import UsageError
 from .train.record import peak_rss_bytes
 
-STRATEGIES = ("materialised", "pydataset", "pydataset-workers", "train-on-batch", "timeseries", "jax", "chunkfit",
-              "chunkfit-jax", "ceiling", "ceiling-xla", "ceiling-jax", "ceiling-jax-scan")
+STRATEGIES = (
+    "materialised",
+    "pydataset",
+    "pydataset-workers",
+    "train-on-batch",
+    "timeseries",
+    "jax",
+    "chunkfit",
+    "chunkfit-jax",
+    "ceiling",
+    "ceiling-xla",
+    "ceiling-jax",
+    "ceiling-jax-scan",
+)
 REFERENCE = "materialised"
 ANCHORS = ("jax", "ceiling", "ceiling-xla", "ceiling-jax", "ceiling-jax-scan")
-ON_JAX = ("jax", "chunkfit-jax", "ceiling-jax", "ceiling-jax-scan")  # strategies run with KERAS_BACKEND=jax (they need jax)
+ON_JAX = (
+    "jax",
+    "chunkfit-jax",
+    "ceiling-jax",
+    "ceiling-jax-scan",
+)  # strategies run with KERAS_BACKEND=jax (they need jax)
 MIN_WINDOW = 12  # baseline-cnn: Conv1D(kernel 9) leaves window - 8 samples, MaxPooling1D(4) needs 4
 
 
@@ -113,7 +130,9 @@ def _model(spec: BenchSpec, steps_per_execution: int = 1) -> Any:
 
     keras.utils.set_random_seed(spec.seed)
     model = baseline_cnn(spec.window, 1, 2)
-    compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=steps_per_execution)
+    compile_model(
+        model, optimizer=None, lr=None, loss=None, steps_per_execution=steps_per_execution
+    )
     return model
 
 
@@ -145,7 +164,9 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
         hist = model.fit(xs, ys, batch_size=b, epochs=spec.epochs, shuffle=True, verbose=0)
         loss = hist.history["loss"][-1]
     elif name in ("pydataset", "pydataset-workers"):
-        data = _WindowBatches(x, onehot, w, b, spec.seed, workers=2 if name.endswith("workers") else 1)
+        data = _WindowBatches(
+            x, onehot, w, b, spec.seed, workers=2 if name.endswith("workers") else 1
+        )
         t0, c0 = time.perf_counter(), _cpu()
         hist = model.fit(data, epochs=spec.epochs, verbose=0)
         loss = hist.history["loss"][-1]
@@ -157,11 +178,18 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
             order = rng.permutation(n)
             for i in range(0, n, b):
                 idx = order[i : i + b]
-                out = model.train_on_batch(x[idx[:, None] + span][:, :, None], onehot[idx], return_dict=True)
+                out = model.train_on_batch(
+                    x[idx[:, None] + span][:, :, None], onehot[idx], return_dict=True
+                )
             loss = float(out["loss"])
     elif name == "timeseries":
         ds = keras.utils.timeseries_dataset_from_array(
-            x[:, None].astype(np.float32), onehot, sequence_length=w, batch_size=b, shuffle=True, seed=spec.seed
+            x[:, None].astype(np.float32),
+            onehot,
+            sequence_length=w,
+            batch_size=b,
+            shuffle=True,
+            seed=spec.seed,
         )
         t0, c0 = time.perf_counter(), _cpu()
         hist = model.fit(ds, epochs=spec.epochs, verbose=0)
@@ -177,8 +205,16 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
         # fit() applies chunkfit's default steps_per_execution to it. Unweighted, as the others train:
         # class 0 is the rare one here, and --class-weight auto would weigh it, and the loss, up.
         t0, c0 = time.perf_counter(), _cpu()
-        hist = fit(model, store, window=w, batch_size=b, epochs=spec.epochs, validation=0.0, seed=spec.seed,
-                   class_weight="none")
+        hist = fit(
+            model,
+            store,
+            window=w,
+            batch_size=b,
+            epochs=spec.epochs,
+            validation=0.0,
+            seed=spec.seed,
+            class_weight="none",
+        )
         loss = hist.history["loss"][-1]
     elif name in ("ceiling", "ceiling-xla"):
         model = _model(spec)
@@ -218,7 +254,9 @@ def _ceiling(model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec, xla
     import tensorflow as tf
 
     w, b = spec.window, spec.batch_size
-    xb = tf.constant(np.lib.stride_tricks.sliding_window_view(x[: b + w - 1], w)[:b, :, None], tf.float32)
+    xb = tf.constant(
+        np.lib.stride_tricks.sliding_window_view(x[: b + w - 1], w)[:b, :, None], tf.float32
+    )
     yb = tf.constant(onehot[:b])
     steps = math.ceil(spec.n_windows / b) * spec.epochs
     step = tf.function(model.train_step, jit_compile=True) if xla else model.train_step
@@ -235,7 +273,9 @@ def _ceiling(model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec, xla
     return float(loop(tf.constant(steps)))
 
 
-def _ceiling_jax(model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec, scan: bool) -> float:
+def _ceiling_jax(
+    model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec, scan: bool
+) -> float:
     """Keras's stateless train step on the JAX backend, jitted, on one constant batch: the JAX
     engine's step without its gather, one call per step, or with ``scan`` up to SCAN steps per call
     (the rest one call each; fewer per call when the run has fewer steps)."""
@@ -244,11 +284,19 @@ def _ceiling_jax(model: Any, x: np.ndarray, onehot: np.ndarray, spec: BenchSpec,
 
     assert model.optimizer is not None
     w, b = spec.window, spec.batch_size
-    xb = jax.device_put(np.lib.stride_tricks.sliding_window_view(x[: b + w - 1], w)[:b, :, None].astype(np.float32))
+    xb = jax.device_put(
+        np.lib.stride_tricks.sliding_window_view(x[: b + w - 1], w)[:b, :, None].astype(np.float32)
+    )
     yb = jax.device_put(onehot[:b])
-    model.fit(np.asarray(xb), np.asarray(yb), batch_size=b, verbose=0)  # builds the optimizer and metrics
-    state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
-             [v.value for v in model.optimizer.variables], [v.value for v in model.metrics_variables])
+    model.fit(
+        np.asarray(xb), np.asarray(yb), batch_size=b, verbose=0
+    )  # builds the optimizer and metrics
+    state = (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in model.optimizer.variables],
+        [v.value for v in model.metrics_variables],
+    )
     step = jax.jit(lambda s: model.train_step(s, (xb, yb)), donate_argnums=0)
     steps = math.ceil(spec.n_windows / b) * spec.epochs
     size = min(SCAN, steps)
@@ -278,7 +326,9 @@ SCAN = 256  # ceiling-jax-scan's steps per call: the JAX engine's element for ba
 class _WindowBatches:
     """A keras.utils.PyDataset yielding shuffled batches cut from the signal on the fly."""
 
-    def __new__(cls, x: np.ndarray, onehot: np.ndarray, window: int, batch: int, seed: int, workers: int) -> Any:
+    def __new__(
+        cls, x: np.ndarray, onehot: np.ndarray, window: int, batch: int, seed: int, workers: int
+    ) -> Any:
         import keras
 
         class WindowBatches(keras.utils.PyDataset):
@@ -305,7 +355,10 @@ class _WindowBatches:
 
 
 def bench(
-    spec: BenchSpec, strategies: tuple[str, ...] = STRATEGIES, progress: Any = None, plot_path: str | Path | None = None
+    spec: BenchSpec,
+    strategies: tuple[str, ...] = STRATEGIES,
+    progress: Any = None,
+    plot_path: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run every strategy in its own subprocess; returns the table as a dict (and per-row ratios).
 
@@ -318,8 +371,10 @@ def bench(
         raise UsageError(f"unknown strategy {unknown[0]!r} (strategies: {', '.join(STRATEGIES)})")
     wanting = [s for s in strategies if s in ON_JAX]
     if wanting and not has_jax():
-        raise UsageError(f"strategy {wanting[0]} needs the jax package: pip install 'chunkfit[bench]', or leave "
-                         f"{', '.join(wanting)} out of --strategies")
+        raise UsageError(
+            f"strategy {wanting[0]} needs the jax package: pip install 'chunkfit[bench]', or leave "
+            f"{', '.join(wanting)} out of --strategies"
+        )
     if plot_path is not None:
         check_output_folder(Path(plot_path))
     rows = []
@@ -327,7 +382,10 @@ def bench(
         if progress is not None:
             progress(k, len(strategies), name)
         cmd = [sys.executable, "-m", "chunkfit.bench", name, json.dumps(dataclasses.asdict(spec))]
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL)}
+        env = {
+            **os.environ,
+            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL),
+        }
         if name in ON_JAX:
             env["KERAS_BACKEND"] = "jax"
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
@@ -340,8 +398,12 @@ def bench(
     for r in rows:
         r["ratio_to_reference"] = r["windows_per_s"] / ref["windows_per_s"] if ref else None
         r["ratio_to_best_anchor"] = r["windows_per_s"] / best["windows_per_s"] if best else None
-    result = {"spec": dataclasses.asdict(spec), "cores": os.cpu_count(), "rows": rows,
-              "best_anchor": best["strategy"] if best else None}
+    result = {
+        "spec": dataclasses.asdict(spec),
+        "cores": os.cpu_count(),
+        "rows": rows,
+        "best_anchor": best["strategy"] if best else None,
+    }
     if plot_path is not None:
         plot(result, plot_path)
     return result
@@ -349,20 +411,28 @@ def bench(
 
 def format_table(result: dict[str, Any]) -> str:
     s = result["spec"]
-    head = (f"{s['samples']:,} samples, window {s['window']}, batch {s['batch_size']}, {s['epochs']} epoch(s), "
-            f"{result['cores']} cores; reference = model.fit on the materialised float64 array")
+    head = (
+        f"{s['samples']:,} samples, window {s['window']}, batch {s['batch_size']}, {s['epochs']} epoch(s), "
+        f"{result['cores']} cores; reference = model.fit on the materialised float64 array"
+    )
     best = result.get("best_anchor")
     if best is not None:
         head += f"; best anchor = {best}, the fastest of {', '.join(ANCHORS)} that ran"
-    columns = ("| strategy | seconds | windows/s | vs reference | vs best anchor | CPU cores busy | peak RSS MB | "
-               "final loss |")
+    columns = (
+        "| strategy | seconds | windows/s | vs reference | vs best anchor | CPU cores busy | peak RSS MB | "
+        "final loss |"
+    )
     lines = [head, "", columns, "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         ratio = "" if r["ratio_to_reference"] is None else f"{r['ratio_to_reference']:.2f}x"
-        anchor = "" if r.get("ratio_to_best_anchor") is None else f"{r['ratio_to_best_anchor']:.2f}x"
+        anchor = (
+            "" if r.get("ratio_to_best_anchor") is None else f"{r['ratio_to_best_anchor']:.2f}x"
+        )
         loss = "n/a" if r["final_loss"] is None else f"{r['final_loss']:.4f}"
-        lines.append(f"| {r['strategy']} | {r['seconds']:.1f} | {r['windows_per_s']:,.0f} | {ratio} | {anchor} | "
-                     f"{r['cpu_utilisation']:.2f} | {r['peak_rss_bytes'] / 1e6:,.0f} | {loss} |")
+        lines.append(
+            f"| {r['strategy']} | {r['seconds']:.1f} | {r['windows_per_s']:,.0f} | {ratio} | {anchor} | "
+            f"{r['cpu_utilisation']:.2f} | {r['peak_rss_bytes'] / 1e6:,.0f} | {loss} |"
+        )
     return "\n".join(lines)
 
 
@@ -388,14 +458,24 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
     names = [r["strategy"] for r in rows]
     speed = [r["windows_per_s"] for r in rows]
     fig, ax = plt.subplots(figsize=(8, 0.55 * len(rows) + 1.5))
-    colors = ["tab:orange" if n == "chunkfit" else "tab:gray" if n in ANCHORS else "tab:blue" for n in names]
+    colors = [
+        "tab:orange" if n == "chunkfit" else "tab:gray" if n in ANCHORS else "tab:blue"
+        for n in names
+    ]
     ax.barh(names[::-1], speed[::-1], color=colors[::-1])
     for i, r in enumerate(rows[::-1]):
         ratio = r.get("ratio_to_reference")
-        ax.text(r["windows_per_s"], i, f" {r['windows_per_s']:,.0f}" + (f" ({ratio:.2f}x)" if ratio else ""), va="center")
+        ax.text(
+            r["windows_per_s"],
+            i,
+            f" {r['windows_per_s']:,.0f}" + (f" ({ratio:.2f}x)" if ratio else ""),
+            va="center",
+        )
     ax.set_xlabel("training windows per second (higher is better)")
     s = result["spec"]
-    ax.set_title(f"baseline-cnn, {s['samples']:,} samples, window {s['window']}, batch {s['batch_size']}")
+    ax.set_title(
+        f"baseline-cnn, {s['samples']:,} samples, window {s['window']}, batch {s['batch_size']}"
+    )
     ax.set_xlim(0, max(speed) * 1.3)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

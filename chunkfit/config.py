@@ -92,8 +92,11 @@ class SplitSpec(_Config):
                 f"--validation must be a fraction in [0, 1) (received {self.validation})"
             )
         k = self.segments
-        if k is not None and (isinstance(k, bool) or not isinstance(k, (int, float))
-                              or not (0 < k < 1 or (k >= 1 and float(k).is_integer()))):
+        if k is not None and (
+            isinstance(k, bool)
+            or not isinstance(k, (int, float))
+            or not (0 < k < 1 or (k >= 1 and float(k).is_integer()))
+        ):
             raise UsageError(
                 f"--validation-segments must be a whole number of segments (1 or more) or a fraction "
                 f"in (0, 1) (received {k!r})"
@@ -144,7 +147,9 @@ class IngestOptions(_Config):
     annotations: str | None = None
     symbols: tuple[str, ...] | None = None
     label_from_annotations: bool = False
-    commit_every: float | None = None  # seconds between commits of a live stream; None: 1 s (zarr; 10 s on s3), at the end (HDF5)
+    commit_every: float | None = (
+        None  # seconds between commits of a live stream; None: 1 s (zarr; 10 s on s3), at the end (HDF5)
+    )
 
     _tuple_fields: ClassVar[tuple[str, ...]] = ("columns", "names", "symbols")
 
@@ -158,7 +163,9 @@ class IngestOptions(_Config):
         if self.gap_factor <= 1.0:
             raise UsageError(f"gap factor must be above 1 (received {self.gap_factor})")
         if self.chunk_samples < 1:
-            raise UsageError(f"--chunk-samples must be a positive integer (received {self.chunk_samples})")
+            raise UsageError(
+                f"--chunk-samples must be a positive integer (received {self.chunk_samples})"
+            )
         if self.codec not in ("zstd", "lz4", "none"):
             raise UsageError(f"--codec must be zstd, lz4 or none (received {self.codec!r})")
         if self.delimiter is not None and len(self.delimiter) != 1:
@@ -168,18 +175,31 @@ class IngestOptions(_Config):
         if self.label_column is not None and self.events is not None:
             raise UsageError("give either --events or --label-column, not both")
         if self.symbols is not None and self.annotations is None:
-            raise UsageError("--symbols picks among annotations: give --annotations too (e.g. --annotations atr)")
+            raise UsageError(
+                "--symbols picks among annotations: give --annotations too (e.g. --annotations atr)"
+            )
         if self.label_from_annotations and self.annotations is None:
-            raise UsageError("--label-from-annotations needs --annotations (e.g. --annotations atr)")
-        if self.label_from_annotations and (self.label_column is not None or self.events is not None):
-            raise UsageError("give one source of labels: --label-from-annotations, --label-column or --events")
+            raise UsageError(
+                "--label-from-annotations needs --annotations (e.g. --annotations atr)"
+            )
+        if self.label_from_annotations and (
+            self.label_column is not None or self.events is not None
+        ):
+            raise UsageError(
+                "give one source of labels: --label-from-annotations, --label-column or --events"
+            )
         _check_seconds("--commit-every", self.commit_every)
 
 
 def _check_seconds(flag: str, value: float | None) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                              or not 0 < value < float("inf")):
-        raise UsageError(f"{flag} must be a positive number of seconds, e.g. {flag} 1 (received {value!r})")
+    if value is not None and (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 < value < float("inf")
+    ):
+        raise UsageError(
+            f"{flag} must be a positive number of seconds, e.g. {flag} 1 (received {value!r})"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,16 +261,24 @@ class FitOptions(_Config):
     jit: str = "auto"
     jax_loop: str = "auto"
 
-    _nested: ClassVar[dict[str, type[_Config]]] = {"windows": WindowSpec, "split": SplitSpec, "blocks": BlockSpec}
+    _nested: ClassVar[dict[str, type[_Config]]] = {
+        "windows": WindowSpec,
+        "split": SplitSpec,
+        "blocks": BlockSpec,
+    }
 
     def __post_init__(self) -> None:
         _positive("--batch-size", self.batch_size)
         if self.steps_per_execution is not None:
             _positive("--steps-per-execution", self.steps_per_execution)
         if self.compute_threads is not None and (
-            isinstance(self.compute_threads, bool) or not isinstance(self.compute_threads, int) or self.compute_threads < 0
+            isinstance(self.compute_threads, bool)
+            or not isinstance(self.compute_threads, int)
+            or self.compute_threads < 0
         ):
-            raise UsageError(f"--compute-threads must be 0 (all cores) or a positive integer (received {self.compute_threads!r})")
+            raise UsageError(
+                f"--compute-threads must be 0 (all cores) or a positive integer (received {self.compute_threads!r})"
+            )
         if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 0:
             raise UsageError(f"--epochs must be a non-negative integer (received {self.epochs!r})")
         if self.memory_budget is None and self.blocks.chunk < self.batch_size:
@@ -274,15 +302,23 @@ class FitOptions(_Config):
             raise UsageError(f"--jit must be auto, on or off (received {self.jit!r})")
         if self.jit == "on" and self.deterministic:
             # e.g. "GPU MaxPool gradient ops do not yet have a deterministic XLA implementation"
-            raise UsageError("--jit on cannot be combined with --deterministic: XLA has no deterministic form of some "
-                             "ops (MaxPooling's gradient); drop one of them")
+            raise UsageError(
+                "--jit on cannot be combined with --deterministic: XLA has no deterministic form of some "
+                "ops (MaxPooling's gradient); drop one of them"
+            )
         if self.jax_loop not in ("auto", "dispatch", "scan"):
-            raise UsageError(f"--jax-loop must be auto, dispatch or scan (received {self.jax_loop!r})")
+            raise UsageError(
+                f"--jax-loop must be auto, dispatch or scan (received {self.jax_loop!r})"
+            )
         if self.jax_loop == "scan" and self.deterministic:
-            raise UsageError("--jax-loop scan cannot be combined with --deterministic: deterministic runs dispatch one "
-                             "call per batch, so that a resumed run is bit-identical; drop one of them")
+            raise UsageError(
+                "--jax-loop scan cannot be combined with --deterministic: deterministic runs dispatch one "
+                "call per batch, so that a resumed run is bit-identical; drop one of them"
+            )
         if self.normalize not in NORMALIZE_MODES:
-            raise UsageError(f"--normalize must be one of {', '.join(NORMALIZE_MODES)} (received {self.normalize!r})")
+            raise UsageError(
+                f"--normalize must be one of {', '.join(NORMALIZE_MODES)} (received {self.normalize!r})"
+            )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FitOptions:

@@ -27,7 +27,9 @@ def default_store(cwd: Path | None = None) -> Path:
             raise UsageError(f"{project}: not valid TOML ({err})") from None
         store = config.get("store")
         if not isinstance(store, str) or not store:
-            raise UsageError(f'{project}: needs a line store = "PATH" naming the store (found {store!r})')
+            raise UsageError(
+                f'{project}: needs a line store = "PATH" naming the store (found {store!r})'
+            )
         return here / store
     if (here / DEFAULT_STORE).exists():
         return here / DEFAULT_STORE

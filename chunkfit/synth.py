@@ -70,7 +70,9 @@ def synth(
     spec = spec or SynthSpec()
     check_store_path(os.fspath(path))
     events = anomaly_positions(spec)
-    with StoreWriter(path, channels=["x"], sample_rate=spec.sample_rate, has_labels=False, append=False) as w:
+    with StoreWriter(
+        path, channels=["x"], sample_rate=spec.sample_rate, has_labels=False, append=False
+    ) as w:
         for k, a in enumerate(range(0, spec.samples, block)):
             b = min(a + block, spec.samples)
             rng = np.random.default_rng([spec.seed, 2, k])
@@ -99,4 +101,8 @@ def synth(
 
 
 def json_spec(spec: SynthSpec) -> str:
-    return ",".join(f"{k}={v}" for k, v in spec.to_dict().items() if not (isinstance(v, float) and math.isnan(v)))
+    return ",".join(
+        f"{k}={v}"
+        for k, v in spec.to_dict().items()
+        if not (isinstance(v, float) and math.isnan(v))
+    )

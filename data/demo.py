@@ -28,10 +28,29 @@ def chunkfit(*args: str) -> None:
 def main() -> None:
     shutil.rmtree(ROOT / OUT, ignore_errors=True)
     (ROOT / OUT).mkdir()
-    chunkfit("ingest", str(STORE), "data/ecg208.csv", "--time-column", "time_s", "--events", "data/ecg208_events.txt")
+    chunkfit(
+        "ingest",
+        str(STORE),
+        "data/ecg208.csv",
+        "--time-column",
+        "time_s",
+        "--events",
+        "data/ecg208_events.txt",
+    )
     chunkfit("info", str(STORE))
     # 5 minutes of ECG at 360 Hz: windows of 104 samples (0.29 s), class 1 when an R peak falls inside.
-    chunkfit("train", str(STORE), "--window", "104", "--epochs", "5", "--chunk", "20000", "--out", str(RUN))
+    chunkfit(
+        "train",
+        str(STORE),
+        "--window",
+        "104",
+        "--epochs",
+        "5",
+        "--chunk",
+        "20000",
+        "--out",
+        str(RUN),
+    )
     run = json.loads((ROOT / RUN / "run.json").read_text())
     split, chosen = run["split"], run["threshold"]
     print(
@@ -39,14 +58,23 @@ def main() -> None:
         f"PR-AUC {chosen['pr_auc']:.4f}; at the threshold chosen there ({chosen['value']:.4g}, max F1): "
         f"precision {chosen['precision']:.4f}, recall {chosen['recall']:.4f}, F1 {chosen['f1']:.4f}"
     )
-    print(f"training: {split['train_windows']:,} windows per epoch at {run['windows_per_s']:,.0f} windows/s")
+    print(
+        f"training: {split['train_windows']:,} windows per epoch at {run['windows_per_s']:,.0f} windows/s"
+    )
     print(f"curves: {RUN / 'curves.png'}")
     # On the store it was trained on, evaluate scores the held-out validation split (windows the
     # model never saw), at the run's threshold; then the whole log is scored as if it were a new
     # one: one score per sample and one row per detected beat.
     chunkfit("evaluate", str(RUN), str(STORE))
-    chunkfit("predict", str(RUN), str(STORE), "--out", str(OUT / "scores.zarr"),
-             "--events-out", str(OUT / "detections.csv"))
+    chunkfit(
+        "predict",
+        str(RUN),
+        str(STORE),
+        "--out",
+        str(OUT / "scores.zarr"),
+        "--events-out",
+        str(OUT / "detections.csv"),
+    )
 
 
 if __name__ == "__main__":

@@ -109,8 +109,9 @@ def adaptive_threshold(feature: np.ndarray, peaks: np.ndarray, fs: int = FS_HZ) 
         if beats and len(rr) >= 2:
             mean_rr = float(np.mean(rr[-8:]))
             if p - beats[-1] > 1.66 * mean_rr:
-                ok = [s for s in skipped if feature[s] > 0.5 * thr
-                      and s - beats[-1] > 0.36 * mean_rr]
+                ok = [
+                    s for s in skipped if feature[s] > 0.5 * thr and s - beats[-1] > 0.36 * mean_rr
+                ]
                 if ok:
                     best = max(ok, key=lambda s: feature[s])
                     rr.append(best - beats[-1])
@@ -167,8 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     np.savetxt(args.out, r, fmt="%d")
     duration_min = x.size / FS_HZ / 60
     rr_s = np.diff(r) / FS_HZ
-    print(f"{r.size} beats in {duration_min:.1f} min: mean HR {r.size / duration_min:.1f} bpm "
-          f"(from mean RR {60 / rr_s.mean():.1f} bpm, RR {rr_s.min():.3f}-{rr_s.max():.3f} s)")
+    print(
+        f"{r.size} beats in {duration_min:.1f} min: mean HR {r.size / duration_min:.1f} bpm "
+        f"(from mean RR {60 / rr_s.mean():.1f} bpm, RR {rr_s.min():.3f}-{rr_s.max():.3f} s)"
+    )
     return 0
 
 

@@ -50,9 +50,21 @@ def download_wheel(dest: str) -> str:
     file is read, and every wheel of that release carries the same bytes.
     """
     cmd = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--platform", "manylinux2014_x86_64", "--python-version", "3.11",
-        "--implementation", "cp", "-d", dest, f"scipy=={SCIPY_VERSION}",
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--platform",
+        "manylinux2014_x86_64",
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        "-d",
+        dest,
+        f"scipy=={SCIPY_VERSION}",
     ]
     subprocess.run(cmd, check=True)
     wheels = glob.glob(os.path.join(dest, f"scipy-{SCIPY_VERSION}-*.whl"))
@@ -102,8 +114,10 @@ def main(argv: list[str] | None = None) -> int:
             raw = read_raw_ecg(download_wheel(tmp))
     mv = to_millivolts(raw)
     write_csv(mv, args.out)
-    print(f"wrote {mv.size} samples ({mv.size / FS_HZ:.0f} s at {FS_HZ} Hz), "
-          f"mean {mv.mean():.5f} mV, std {mv.std():.5f} mV -> {os.path.basename(args.out)}")
+    print(
+        f"wrote {mv.size} samples ({mv.size / FS_HZ:.0f} s at {FS_HZ} Hz), "
+        f"mean {mv.mean():.5f} mV, std {mv.std():.5f} mV -> {os.path.basename(args.out)}"
+    )
     return 0
 
 

@@ -29,20 +29,70 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent / "mitdb100"
 # MIT annotation codes 1..41 (WFDB's ecgcodes.h); only the beat codes matter here.
-CODES = {1: "N", 2: "L", 3: "R", 4: "a", 5: "V", 6: "F", 7: "J", 8: "A", 9: "S", 10: "E", 11: "j", 12: "/",
-         13: "Q", 14: "~", 16: "|", 18: "s", 19: "T", 20: "*", 21: "D", 22: '"', 23: "=", 24: "p", 25: "B",
-         26: "^", 27: "t", 28: "+", 29: "u", 30: "?", 31: "!", 32: "[", 33: "]", 34: "e", 35: "n", 36: "@",
-         37: "x", 38: "f", 39: "(", 40: ")", 41: "r"}
+CODES = {
+    1: "N",
+    2: "L",
+    3: "R",
+    4: "a",
+    5: "V",
+    6: "F",
+    7: "J",
+    8: "A",
+    9: "S",
+    10: "E",
+    11: "j",
+    12: "/",
+    13: "Q",
+    14: "~",
+    16: "|",
+    18: "s",
+    19: "T",
+    20: "*",
+    21: "D",
+    22: '"',
+    23: "=",
+    24: "p",
+    25: "B",
+    26: "^",
+    27: "t",
+    28: "+",
+    29: "u",
+    30: "?",
+    31: "!",
+    32: "[",
+    33: "]",
+    34: "e",
+    35: "n",
+    36: "@",
+    37: "x",
+    38: "f",
+    39: "(",
+    40: ")",
+    41: "r",
+}
 SKIP, NUM, SUB, CHN, AUX = 59, 60, 61, 62, 63
 
 
 def read_header(path: Path) -> tuple[int, float, int, list[dict[str, object]]]:
     """(channels, rate, samples, [{file, format, gain, baseline, first, checksum, name}, ...])."""
-    lines = [ln.split() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    lines = [
+        ln.split() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")
+    ]
     _, n_sig, rate, n_samp = lines[0][:4]
-    signals = [{"file": f, "format": fmt, "gain": float(g), "baseline": int(base), "first": int(first),
-                "checksum": int(check), "name": name}
-               for f, fmt, g, _bits, base, first, check, _block, name in (ln[:9] for ln in lines[1:1 + int(n_sig)])]
+    signals = [
+        {
+            "file": f,
+            "format": fmt,
+            "gain": float(g),
+            "baseline": int(base),
+            "first": int(first),
+            "checksum": int(check),
+            "name": name,
+        }
+        for f, fmt, g, _bits, base, first, check, _block, name in (
+            ln[:9] for ln in lines[1 : 1 + int(n_sig)]
+        )
+    ]
     return int(n_sig), float(rate), int(n_samp), signals
 
 
@@ -82,7 +132,9 @@ def read_annotations(path: Path) -> list[tuple[int, str]]:
     return out
 
 
-def load(beats: str = "A,V", folder: Path = HERE) -> tuple[np.ndarray, np.ndarray, float, list[str]]:
+def load(
+    beats: str = "A,V", folder: Path = HERE
+) -> tuple[np.ndarray, np.ndarray, float, list[str]]:
     """(samples (n, 2) int16, event sample indices, rate, channel names), checksums verified."""
     n_sig, rate, n_samp, signals = read_header(folder / "100.hea")
     samples = read_212(folder / str(signals[0]["file"]), n_sig, n_samp)
@@ -90,25 +142,33 @@ def load(beats: str = "A,V", folder: Path = HERE) -> tuple[np.ndarray, np.ndarra
         total = int(samples[:, k].astype(np.int64).sum())
         checksum = (total + 2**15) % 2**16 - 2**15  # the low 16 bits, as a signed number
         if checksum != sig["checksum"] or samples[0, k] != sig["first"]:
-            raise ValueError(f"100.dat channel {sig['name']}: checksum {checksum} and first sample "
-                             f"{samples[0, k]}, the header says {sig['checksum']} and {sig['first']}")
+            raise ValueError(
+                f"100.dat channel {sig['name']}: checksum {checksum} and first sample "
+                f"{samples[0, k]}, the header says {sig['checksum']} and {sig['first']}"
+            )
     keep = set(beats.split(","))
-    events = np.array([t for t, code in read_annotations(folder / "100.atr") if code in keep], dtype=np.int64)
+    events = np.array(
+        [t for t, code in read_annotations(folder / "100.atr") if code in keep], dtype=np.int64
+    )
     return samples, events, rate, [str(s["name"]) for s in signals]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("--beats", default="A,V", help="Annotation codes that become events, comma-separated")
+    ap.add_argument(
+        "--beats", default="A,V", help="Annotation codes that become events, comma-separated"
+    )
     args = ap.parse_args()
     samples, events, rate, names = load(args.beats)
     args.out.mkdir(parents=True, exist_ok=True)
     np.save(args.out / "mitdb100.npy", samples)
     (args.out / "mitdb100_events.txt").write_text("".join(f"{e}\n" for e in events.tolist()))
     counts = collections.Counter(code for _, code in read_annotations(HERE / "100.atr"))
-    print(f"{samples.shape[0]:,} samples x {samples.shape[1]} ({', '.join(names)}) at {rate:g} Hz; "
-          f"{events.size} events ({args.beats}); annotations {dict(counts)}")
+    print(
+        f"{samples.shape[0]:,} samples x {samples.shape[1]} ({', '.join(names)}) at {rate:g} Hz; "
+        f"{events.size} events ({args.beats}); annotations {dict(counts)}"
+    )
 
 
 if __name__ == "__main__":

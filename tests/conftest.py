@@ -35,14 +35,31 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 # ``make test`` hands whole modules to parallel workers (pytest-xdist, ``--dist loadfile``), in
 # collection order. The modules that took longest in a serial run on a 2-core machine go first, so
 # that no long module is handed out last and runs alone while the other workers sit idle.
-HEAVIEST_FIRST = ("test_workers", "test_resume", "test_jax_engine", "test_trainer", "test_stepper", "test_bench",
-                  "test_s3_train", "test_lock", "test_threadtune", "test_score_cli", "test_live", "test_train_cli",
-                  "test_bad_input", "test_s3_store", "test_s3_live", "test_faults")
+HEAVIEST_FIRST = (
+    "test_workers",
+    "test_resume",
+    "test_jax_engine",
+    "test_trainer",
+    "test_stepper",
+    "test_bench",
+    "test_s3_train",
+    "test_lock",
+    "test_threadtune",
+    "test_score_cli",
+    "test_live",
+    "test_train_cli",
+    "test_bad_input",
+    "test_s3_store",
+    "test_s3_live",
+    "test_faults",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(HEAVIEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: each module keeps its order
+    items.sort(
+        key=lambda item: rank.get(item.path.stem, len(rank))
+    )  # stable: each module keeps its order
 
 
 @pytest.fixture(scope="session", autouse=True)

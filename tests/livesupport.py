@@ -64,20 +64,38 @@ WRITER = textwrap.dedent(
 class Stream:
     """A writer process piping CSV rows into ``chunkfit ingest STORE -`` (both real processes)."""
 
-    def __init__(self, tmp: Path, store: Path | str, phases: list[int], *ingest_args: str, gap: bool = False,
-                 hold: bool = False) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        store: Path | str,
+        phases: list[int],
+        *ingest_args: str,
+        gap: bool = False,
+        hold: bool = False,
+    ) -> None:
         self.gate = tmp / "gate"
         self.gate.mkdir()
         self.phases = phases
         self.writer = subprocess.Popen(
-            [sys.executable, "-c", WRITER, ",".join(map(str, phases)), str(self.gate), "gap" if gap else "-",
-             "hold" if hold else "end"],
+            [
+                sys.executable,
+                "-c",
+                WRITER,
+                ",".join(map(str, phases)),
+                str(self.gate),
+                "gap" if gap else "-",
+                "hold" if hold else "end",
+            ],
             stdout=subprocess.PIPE,
         )
         assert self.writer.stdout is not None
         self.ingest = subprocess.Popen(
             cli_command("ingest", str(store), "-", "--time-column", "t", *ingest_args),
-            cwd=tmp, env=cli_env(), stdin=self.writer.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=tmp,
+            env=cli_env(),
+            stdin=self.writer.stdout,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         self.writer.stdout.close()  # only the ingest holds the read end now
 
@@ -102,14 +120,18 @@ class Stream:
             proc.wait()
 
 
-def wait_for(condition: Callable[[], bool], *procs: subprocess.Popen[bytes], seconds: float = 120) -> None:
+def wait_for(
+    condition: Callable[[], bool], *procs: subprocess.Popen[bytes], seconds: float = 120
+) -> None:
     """Wait until ``condition()`` holds; fail if it does not within ``seconds`` or a process died first."""
     deadline = time.monotonic() + seconds
     while not condition():
         for p in procs:
             if p.poll() is not None:
                 err = p.stderr.read().decode() if p.stderr is not None else ""
-                raise AssertionError(f"process {p.args[:4]} ended with {p.returncode} while waiting: {err}")
+                raise AssertionError(
+                    f"process {p.args[:4]} ended with {p.returncode} while waiting: {err}"
+                )
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.05)
 
@@ -124,7 +146,9 @@ def committed(store: Path | str) -> int:
 
 
 def stream_values(gate: Path) -> np.ndarray:
-    return np.loadtxt(gate / "stream.csv", delimiter=",", skiprows=1, dtype=np.float64)[:, 1].astype(np.float32)
+    return np.loadtxt(gate / "stream.csv", delimiter=",", skiprows=1, dtype=np.float64)[
+        :, 1
+    ].astype(np.float32)
 
 
 def stream_ended_by_ctrl_c(tmp: Path, store: Path | str, streams: list[Stream]) -> Stream:
@@ -157,24 +181,42 @@ def detection_rows(path: Path) -> int:
 
 def follow(tmp: Path, run: Path | str, store: Path | str, *extra: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        cli_command("predict", str(run), str(store), "--follow", "--out", "follow.zarr", "--events-out",
-                    "follow.csv", *extra),
-        cwd=tmp, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cli_command(
+            "predict",
+            str(run),
+            str(store),
+            "--follow",
+            "--out",
+            "follow.zarr",
+            "--events-out",
+            "follow.csv",
+            *extra,
+        ),
+        cwd=tmp,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
 
 
 def assert_same_as_offline(tmp: Path, run: Path | str, store: Path | str) -> None:
-    offline = run_cli("predict", run, store, "--out", "offline.zarr", "--events-out", "offline.csv", cwd=tmp)
+    offline = run_cli(
+        "predict", run, store, "--out", "offline.zarr", "--events-out", "offline.csv", cwd=tmp
+    )
     assert offline.returncode == 0, offline.stderr
     live, ref = read_scores(tmp / "follow.zarr"), read_scores(tmp / "offline.zarr")
-    np.testing.assert_array_equal(live.view(np.uint32), ref.view(np.uint32))  # bit for bit, NaNs too
+    np.testing.assert_array_equal(
+        live.view(np.uint32), ref.view(np.uint32)
+    )  # bit for bit, NaNs too
     assert (tmp / "follow.csv").read_bytes() == (tmp / "offline.csv").read_bytes()
     assert dict(zarr.open_group(str(tmp / "follow.zarr"), mode="r").attrs) == dict(
         zarr.open_group(str(tmp / "offline.zarr"), mode="r").attrs
     )
 
 
-def follow_beside_a_stream(tmp: Path, run: Path | str, store: Path | str, streams: list[Stream]) -> None:
+def follow_beside_a_stream(
+    tmp: Path, run: Path | str, store: Path | str, streams: list[Stream]
+) -> None:
     """A stream of 600 rows, then 400 after a time gap, committed every 0.2 s, and ``predict --follow``
     of its store started once the first 600 are committed: detections appear while the writer still
     holds the stream open, following ends after ``--idle 8``, and its outputs equal an offline

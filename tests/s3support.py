@@ -46,7 +46,11 @@ class S3Server:
 
 
 def start_server(
-    port: int | None = None, *, authenticate: bool = False, command: list[str] | None = None, cores: set[int] | None = None
+    port: int | None = None,
+    *,
+    authenticate: bool = False,
+    command: list[str] | None = None,
+    cores: set[int] | None = None,
 ) -> S3Server:
     """Start ``python -m moto.server`` on ``port`` (a free one by default) and wait until it answers.
 
@@ -58,9 +62,13 @@ def start_server(
     env = {**os.environ, **({"INITIAL_NO_AUTH_ACTION_COUNT": "0"} if authenticate else {})}
     proc = subprocess.Popen(
         [sys.executable, *(command or ["-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)])],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
     )
-    if cores is not None:  # before its imports are done, so before it starts its threads (they inherit it)
+    if (
+        cores is not None
+    ):  # before its imports are done, so before it starts its threads (they inherit it)
         os.sched_setaffinity(proc.pid, cores)
     server = S3Server(port, proc)
     deadline = time.monotonic() + 30

@@ -74,7 +74,9 @@ def segmented_store(path: Path, *, events: bool = True) -> Path:
     first and last samples of segments.
     """
     rng = np.random.default_rng(11)
-    ev = np.unique(np.concatenate([rng.choice(2200, 90, replace=False), [0, 999, 1000, 1009, 1010, 2199]]))
+    ev = np.unique(
+        np.concatenate([rng.choice(2200, 90, replace=False), [0, 999, 1000, 1009, 1010, 2199]])
+    )
     return make_store(
         path,
         sensor_signal(2200, ev, seed=12),
@@ -141,7 +143,12 @@ class Run:
 
 
 def merge_runs(
-    starts: np.ndarray, segments: np.ndarray, scores: np.ndarray, window: int, stride: int, threshold: float
+    starts: np.ndarray,
+    segments: np.ndarray,
+    scores: np.ndarray,
+    window: int,
+    stride: int,
+    threshold: float,
 ) -> list[Run]:
     """Walk the windows one by one; a run grows while windows are positive, consecutive and in one segment."""
     runs: list[Run] = []
@@ -151,7 +158,9 @@ def merge_runs(
     def close() -> None:
         if current:
             peak = max(range(len(current)), key=lambda i: (current[i][1], -i))
-            runs.append(Run(current[0][0], current[-1][0] + window, current[peak][1], current[peak][0]))
+            runs.append(
+                Run(current[0][0], current[-1][0] + window, current[peak][1], current[peak][0])
+            )
             current.clear()
 
     for s, g, v in zip(starts.tolist(), segments.tolist(), scores.tolist(), strict=True):
@@ -188,7 +197,9 @@ def exact_average_precision(positive: np.ndarray, scores: np.ndarray) -> float:
 # -- subprocesses ---------------------------------------------------------------------------------
 
 
-def run_cli_many(commands: Mapping[str, Sequence[str | Path]], workers: int = 2) -> dict[str, subprocess.CompletedProcess[str]]:
+def run_cli_many(
+    commands: Mapping[str, Sequence[str | Path]], workers: int = 2
+) -> dict[str, subprocess.CompletedProcess[str]]:
     """Run several independent ``chunkfit`` commands, two at a time; results by name.
 
     Each command starts TensorFlow, which dominates its run time, so running them side by side
@@ -201,7 +212,9 @@ def run_cli_many(commands: Mapping[str, Sequence[str | Path]], workers: int = 2)
 
 def listing(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` by relative path, byte for byte (a run, a store, outputs)."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 LABEL_VALUES = (-1, 0, 5)
@@ -222,6 +235,15 @@ def labelled_run(root: Path) -> Path:
     x, labels = labelled_signal(2000, LABEL_VALUES, seed=3)
     store = make_store(folder / "labelled.zarr", x, labels=labels, rate=50.0, channels=["a"])
     # validation 0.3: the last 10% (or 20%) of this signal holds no class 0 window, which is refused
-    chunkfit.fit("baseline-cnn", store, window=WINDOW, chunk=512, batch_size=64, epochs=1, label="last",
-                 validation=0.3, out=folder / "run")
+    chunkfit.fit(
+        "baseline-cnn",
+        store,
+        window=WINDOW,
+        chunk=512,
+        batch_size=64,
+        epochs=1,
+        label="last",
+        validation=0.3,
+        out=folder / "run",
+    )
     return folder / "run"

@@ -120,7 +120,14 @@ def run_cli(
     """
     command = cli_command(*map(str, args))
     if file_size is not None or obey_modes:
-        command = [sys.executable, "-c", CONFINE, str(file_size or 0), str(int(obey_modes)), *command[1:]]
+        command = [
+            sys.executable,
+            "-c",
+            CONFINE,
+            str(file_size or 0),
+            str(int(obey_modes)),
+            *command[1:],
+        ]
     proc = subprocess.run(
         command,
         check=False,
@@ -258,7 +265,8 @@ def tree(folder: Path) -> dict[str, bytes | None]:
     Unlike ``snapshot`` it also sees empty folders and temporaries, so "nothing left behind" holds.
     """
     return {
-        str(p.relative_to(folder)): (None if p.is_dir() else p.read_bytes()) for p in sorted(folder.rglob("*"))
+        str(p.relative_to(folder)): (None if p.is_dir() else p.read_bytes())
+        for p in sorted(folder.rglob("*"))
     }
 
 

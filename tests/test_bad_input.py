@@ -70,14 +70,28 @@ def store(*, events: bool = True, samples: int = 400) -> Maker:
 
     def make(path: Path) -> None:
         x = np.sin(np.arange(samples) / 3).astype(np.float32)[:, None]
-        make_store(path, x, events=list(range(5, samples, 20)) if events else None, rate=10.0, chunk=64,
-                   channels=["x"])
+        make_store(
+            path,
+            x,
+            events=list(range(5, samples, 20)) if events else None,
+            rate=10.0,
+            chunk=64,
+            channels=["x"],
+        )
 
     return make
 
 
 def empty_store(path: Path) -> None:
-    make_store(path, np.zeros((0, 1), np.float32), segments=[], events=[], rate=10.0, chunk=64, channels=["x"])
+    make_store(
+        path,
+        np.zeros((0, 1), np.float32),
+        segments=[],
+        events=[],
+        rate=10.0,
+        chunk=64,
+        channels=["x"],
+    )
 
 
 def edited(change: Callable[[dict], None]) -> Maker:
@@ -180,201 +194,483 @@ WINDOW = ["--window", "16", "--chunk", "256", "--batch-size", "32", "--epochs", 
 
 CASES = [
     # -- ingest: malformed CSVs --------------------------------------------------------------------
-    Case("ragged-row", {"ragged.csv": text("a,b\n1,2\n3\n")}, ["ingest", "s.zarr", "ragged.csv", "--rate", "1"],
-         "ragged.csv:3: ragged row: expected 2 fields separated by ',', found 1; fix or remove the line"),
-    Case("unclosed-quote", {"quote.csv": text('a,b\n1,2\n3,"4\n5,6\n')},
-         ["ingest", "s.zarr", "quote.csv", "--rate", "1"],
-         "quote.csv:3:2: a double quote opened here is never closed; close it or remove it"),
-    Case("quoted-field-holding-the-delimiter", {"quoted.csv": text('a,b\n1,2\n"x,y",3\n')},
-         ["ingest", "s.zarr", "quoted.csv", "--rate", "1"],
-         "quoted.csv:3:1: 'x,y' in column 'a' is not a number; fix the value or leave the column out with --columns"),
-    Case("decimal-comma", {"comma.csv": text("a;b\n1,5;2,5\n3,5;4,5\n")},
-         ["ingest", "s.zarr", "comma.csv", "--rate", "1"],
-         "comma.csv:2:1: '1,5' in column 'a' uses a decimal comma; chunkfit reads '.' as the decimal point: "
-         "convert the numbers (e.g. 1,5 -> 1.5)"),
-    Case("wrong-delimiter-flag", {"semi.csv": text("a;b\n1;2\n3;4\n")},
-         ["ingest", "s.zarr", "semi.csv", "--rate", "1", "--delimiter", ","],
-         "semi.csv: no numeric channel column found (columns: a;b); choose them with --columns, or pass "
-         "--delimiter ';' (the first line holds ';')"),
-    Case("header-only", {"header.csv": text("a,b\n")}, ["ingest", "s.zarr", "header.csv", "--rate", "1"],
-         "header.csv: empty source: no data rows to ingest"),
-    Case("blank-lines-only", {"blank.csv": text("\n\n\n")}, ["ingest", "s.zarr", "blank.csv", "--rate", "1"],
-         "blank.csv: empty source: only blank lines, no rows to ingest"),
-    Case("whitespace-only", {"spaces.csv": text("   \n \t \n")}, ["ingest", "s.zarr", "spaces.csv", "--rate", "1"],
-         "spaces.csv: empty source: only blank lines, no rows to ingest"),
-    Case("workbook-named-csv", {"book.csv": workbook}, ["ingest", "s.zarr", "book.csv", "--rate", "1"],
-         "book.csv:1: binary data or UTF-16 text, not a CSV log; save it as UTF-8 text"),
-    Case("utf16-text", {"utf16.csv": text("a,b\n1,2\n".encode("utf-16"))},
-         ["ingest", "s.zarr", "utf16.csv", "--rate", "1"],
-         "utf16.csv:1: binary data or UTF-16 text, not a CSV log; save it as UTF-8 text"),
-    Case("latin1-header", {"latin1.csv": text("t\N{LATIN SMALL LETTER E WITH ACUTE}mp,b\n1,2\n".encode("latin-1"))},
-         ["ingest", "s.zarr", "latin1.csv", "--rate", "1"],
-         "latin1.csv:1: not UTF-8 text (byte 2 of the line); re-save the file as UTF-8"),
-    Case("latin1-value", {"latin1.csv": text("a,b\n1,2\n3,\N{MICRO SIGN}4\n".encode("latin-1"))},
-         ["ingest", "s.zarr", "latin1.csv", "--rate", "1"],
-         "latin1.csv:3: not UTF-8 text (byte 3 of the line); re-save the file as UTF-8"),
-    Case("nul-byte-in-a-row", {"nul.csv": text(b"a,b\n1,2\n3,4\x00\n")}, ["ingest", "s.zarr", "nul.csv", "--rate", "1"],
-         "nul.csv:3: binary data or UTF-16 text, not a CSV log; save it as UTF-8 text"),
-    Case("truncated-gzip", {"cut.csv.gz": gzip_cut}, ["ingest", "s.zarr", "cut.csv.gz", "--rate", "1"],
-         "cut.csv.gz: the gzip data is truncated or damaged (Compressed file ended before the end-of-stream "
-         "marker was reached); copy the file again"),
-    Case("plain-text-named-gz", {"plain.csv.gz": OK_CSV}, ["ingest", "s.zarr", "plain.csv.gz", "--rate", "1"],
-         "plain.csv.gz: not gzip data (Not a gzipped file (b'a,')); if the file is plain text, remove the .gz suffix"),
-    Case("value-beyond-float64", {"huge.csv": text("a\n1\n1e400\n")}, ["ingest", "s.zarr", "huge.csv", "--rate", "1"],
-         "huge.csv:3:1: '1e400' in channel 'a' is beyond float32 storage (largest magnitude 3.403e+38); rescale the column"),
-    Case("text-in-the-time-column", {"clock.csv": text("t,a\n0,1\n1,2\nnoon,3\n")},
-         ["ingest", "s.zarr", "clock.csv", "--time-column", "t"],
-         "clock.csv:4:1: 'noon' in time column 't' is not a number; fix the value"),
-    Case("time-column-of-words", {"clock.csv": text("t,a\nstart,1\nstop,2\n")},
-         ["ingest", "s.zarr", "clock.csv", "--time-column", "t"],
-         "clock.csv:2:1: 'start' in time column 't' is neither seconds nor an ISO 8601 timestamp; fix the value, "
-         "or pass --rate instead of --time-column"),
-    Case("unnamed-column", {"trailing.csv": text("a,b,\n1,2,\n3,4,\n")},
-         ["ingest", "s.zarr", "trailing.csv", "--rate", "1"],
-         "trailing.csv:1:3: column 3 has no name in the header; name it, or choose the channels with --columns"),
+    Case(
+        "ragged-row",
+        {"ragged.csv": text("a,b\n1,2\n3\n")},
+        ["ingest", "s.zarr", "ragged.csv", "--rate", "1"],
+        "ragged.csv:3: ragged row: expected 2 fields separated by ',', found 1; fix or remove the line",
+    ),
+    Case(
+        "unclosed-quote",
+        {"quote.csv": text('a,b\n1,2\n3,"4\n5,6\n')},
+        ["ingest", "s.zarr", "quote.csv", "--rate", "1"],
+        "quote.csv:3:2: a double quote opened here is never closed; close it or remove it",
+    ),
+    Case(
+        "quoted-field-holding-the-delimiter",
+        {"quoted.csv": text('a,b\n1,2\n"x,y",3\n')},
+        ["ingest", "s.zarr", "quoted.csv", "--rate", "1"],
+        "quoted.csv:3:1: 'x,y' in column 'a' is not a number; fix the value or leave the column out with --columns",
+    ),
+    Case(
+        "decimal-comma",
+        {"comma.csv": text("a;b\n1,5;2,5\n3,5;4,5\n")},
+        ["ingest", "s.zarr", "comma.csv", "--rate", "1"],
+        "comma.csv:2:1: '1,5' in column 'a' uses a decimal comma; chunkfit reads '.' as the decimal point: "
+        "convert the numbers (e.g. 1,5 -> 1.5)",
+    ),
+    Case(
+        "wrong-delimiter-flag",
+        {"semi.csv": text("a;b\n1;2\n3;4\n")},
+        ["ingest", "s.zarr", "semi.csv", "--rate", "1", "--delimiter", ","],
+        "semi.csv: no numeric channel column found (columns: a;b); choose them with --columns, or pass "
+        "--delimiter ';' (the first line holds ';')",
+    ),
+    Case(
+        "header-only",
+        {"header.csv": text("a,b\n")},
+        ["ingest", "s.zarr", "header.csv", "--rate", "1"],
+        "header.csv: empty source: no data rows to ingest",
+    ),
+    Case(
+        "blank-lines-only",
+        {"blank.csv": text("\n\n\n")},
+        ["ingest", "s.zarr", "blank.csv", "--rate", "1"],
+        "blank.csv: empty source: only blank lines, no rows to ingest",
+    ),
+    Case(
+        "whitespace-only",
+        {"spaces.csv": text("   \n \t \n")},
+        ["ingest", "s.zarr", "spaces.csv", "--rate", "1"],
+        "spaces.csv: empty source: only blank lines, no rows to ingest",
+    ),
+    Case(
+        "workbook-named-csv",
+        {"book.csv": workbook},
+        ["ingest", "s.zarr", "book.csv", "--rate", "1"],
+        "book.csv:1: binary data or UTF-16 text, not a CSV log; save it as UTF-8 text",
+    ),
+    Case(
+        "utf16-text",
+        {"utf16.csv": text("a,b\n1,2\n".encode("utf-16"))},
+        ["ingest", "s.zarr", "utf16.csv", "--rate", "1"],
+        "utf16.csv:1: binary data or UTF-16 text, not a CSV log; save it as UTF-8 text",
+    ),
+    Case(
+        "latin1-header",
+        {"latin1.csv": text("t\N{LATIN SMALL LETTER E WITH ACUTE}mp,b\n1,2\n".encode("latin-1"))},
+        ["ingest", "s.zarr", "latin1.csv", "--rate", "1"],
+        "latin1.csv:1: not UTF-8 text (byte 2 of the line); re-save the file as UTF-8",
+    ),
+    Case(
+        "latin1-value",
+        {"latin1.csv": text("a,b\n1,2\n3,\N{MICRO SIGN}4\n".encode("latin-1"))},
+        ["ingest", "s.zarr", "latin1.csv", "--rate", "1"],
+        "latin1.csv:3: not UTF-8 text (byte 3 of the line); re-save the file as UTF-8",
+    ),
+    Case(
+        "nul-byte-in-a-row",
+        {"nul.csv": text(b"a,b\n1,2\n3,4\x00\n")},
+        ["ingest", "s.zarr", "nul.csv", "--rate", "1"],
+        "nul.csv:3: binary data or UTF-16 text, not a CSV log; save it as UTF-8 text",
+    ),
+    Case(
+        "truncated-gzip",
+        {"cut.csv.gz": gzip_cut},
+        ["ingest", "s.zarr", "cut.csv.gz", "--rate", "1"],
+        "cut.csv.gz: the gzip data is truncated or damaged (Compressed file ended before the end-of-stream "
+        "marker was reached); copy the file again",
+    ),
+    Case(
+        "plain-text-named-gz",
+        {"plain.csv.gz": OK_CSV},
+        ["ingest", "s.zarr", "plain.csv.gz", "--rate", "1"],
+        "plain.csv.gz: not gzip data (Not a gzipped file (b'a,')); if the file is plain text, remove the .gz suffix",
+    ),
+    Case(
+        "value-beyond-float64",
+        {"huge.csv": text("a\n1\n1e400\n")},
+        ["ingest", "s.zarr", "huge.csv", "--rate", "1"],
+        "huge.csv:3:1: '1e400' in channel 'a' is beyond float32 storage (largest magnitude 3.403e+38); rescale the column",
+    ),
+    Case(
+        "text-in-the-time-column",
+        {"clock.csv": text("t,a\n0,1\n1,2\nnoon,3\n")},
+        ["ingest", "s.zarr", "clock.csv", "--time-column", "t"],
+        "clock.csv:4:1: 'noon' in time column 't' is not a number; fix the value",
+    ),
+    Case(
+        "time-column-of-words",
+        {"clock.csv": text("t,a\nstart,1\nstop,2\n")},
+        ["ingest", "s.zarr", "clock.csv", "--time-column", "t"],
+        "clock.csv:2:1: 'start' in time column 't' is neither seconds nor an ISO 8601 timestamp; fix the value, "
+        "or pass --rate instead of --time-column",
+    ),
+    Case(
+        "unnamed-column",
+        {"trailing.csv": text("a,b,\n1,2,\n3,4,\n")},
+        ["ingest", "s.zarr", "trailing.csv", "--rate", "1"],
+        "trailing.csv:1:3: column 3 has no name in the header; name it, or choose the channels with --columns",
+    ),
     # -- ingest: other sources, flags and paths ----------------------------------------------------
-    Case("column-named-twice", {"ok.csv": OK_CSV}, ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--columns", "a,0"],
-         "ok.csv:1: --columns names column 'a' twice; name each channel once", 2),
-    Case("time-and-label-in-one-column", {"ok.csv": OK_CSV},
-         ["ingest", "s.zarr", "ok.csv", "--time-column", "a", "--label-column", "a"],
-         "ok.csv:1: --time-column and --label-column both name column 'a'; give two columns", 2),
-    Case("label-column-among-the-channels", {"ok.csv": OK_CSV},
-         ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--label-column", "b", "--columns", "a,b"],
-         "ok.csv:1: --columns includes the label column 'b': the model would see the answer; leave it out of "
-         "--columns", 2),
-    Case("npy-of-python-objects", {"objects.npy": npy(np.array([{"a": 1}, None], dtype=object))},
-         ["ingest", "s.zarr", "objects.npy", "--rate", "1"],
-         "objects.npy: the array holds Python objects (dtype object), which load only by unpickling; chunkfit "
-         "never unpickles a file: save a plain numeric array"),
-    Case("truncated-npy", {"cut.npy": npy_cut}, ["ingest", "s.zarr", "cut.npy", "--rate", "1"],
-         "cut.npy: truncated .npy file: its header promises 928 bytes, the file has 888; copy it again"),
-    Case("npy-beyond-float32", {"big.npy": npy(np.array([[1.0], [1e300]]))},
-         ["ingest", "s.zarr", "big.npy", "--rate", "1"],
-         "big.npy: row 1 (counted from 0), column 0 (counted from 0): 1e+300 in channel 'ch0' is beyond float32 "
-         "storage (largest magnitude 3.403e+38); rescale the column"),
-    Case("source-is-a-directory", {"logs.csv": folder}, ["ingest", "s.zarr", "logs.csv", "--rate", "1"],
-         f"logs.csv: is a directory, not a source file ({SUPPORTED})"),
-    Case("events-file-is-a-directory", {"ok.csv": OK_CSV, "markers": folder},
-         ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--events", "markers"],
-         "markers: is a directory; --events takes a file of markers, one per line"),
-    Case("event-time-beyond-float64", {"ok.csv": OK_CSV, "events.txt": text("1e400\n")},
-         ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--events", "events.txt"],
-         "events.txt:1: '1e400' is not a finite time; fix or drop the marker"),
-    Case("store-inside-a-file", {"ok.csv": OK_CSV, "notes": text("mine")},
-         ["ingest", "notes/s.zarr", "ok.csv", "--rate", "1"],
-         "notes/s.zarr: notes is a file, not a folder; choose another path", 2),
-    Case("events-with-label-column", {"ok.csv": OK_CSV, "events.txt": text("1\n")},
-         ["ingest", "s.zarr", "ok.csv", "--events", "events.txt", "--label-column", "b"],
-         "give either --events or --label-column, not both", 2),
-    Case("nan-policy-bogus", {"ok.csv": OK_CSV}, ["ingest", "s.zarr", "ok.csv", "--nan", "bogus"],
-         "--nan must be one of refuse, keep, interpolate (received 'bogus')", 2),
-    Case("chunk-samples-zero", {"ok.csv": OK_CSV}, ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--chunk-samples", "0"],
-         "--chunk-samples must be a positive integer (received 0)", 2),
-    Case("unknown-codec", {"ok.csv": OK_CSV}, ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--codec", "gzip"],
-         "--codec must be zstd, lz4 or none (received 'gzip')", 2),
-    Case("names-for-a-csv-with-a-header", {"ok.csv": OK_CSV},
-         ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--names", "x,y"],
-         "ok.csv:1: --names names the columns of a CSV without a header line, and this one has a header; drop "
-         "--names (or pass --no-header if line 1 is data)", 2),
+    Case(
+        "column-named-twice",
+        {"ok.csv": OK_CSV},
+        ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--columns", "a,0"],
+        "ok.csv:1: --columns names column 'a' twice; name each channel once",
+        2,
+    ),
+    Case(
+        "time-and-label-in-one-column",
+        {"ok.csv": OK_CSV},
+        ["ingest", "s.zarr", "ok.csv", "--time-column", "a", "--label-column", "a"],
+        "ok.csv:1: --time-column and --label-column both name column 'a'; give two columns",
+        2,
+    ),
+    Case(
+        "label-column-among-the-channels",
+        {"ok.csv": OK_CSV},
+        ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--label-column", "b", "--columns", "a,b"],
+        "ok.csv:1: --columns includes the label column 'b': the model would see the answer; leave it out of "
+        "--columns",
+        2,
+    ),
+    Case(
+        "npy-of-python-objects",
+        {"objects.npy": npy(np.array([{"a": 1}, None], dtype=object))},
+        ["ingest", "s.zarr", "objects.npy", "--rate", "1"],
+        "objects.npy: the array holds Python objects (dtype object), which load only by unpickling; chunkfit "
+        "never unpickles a file: save a plain numeric array",
+    ),
+    Case(
+        "truncated-npy",
+        {"cut.npy": npy_cut},
+        ["ingest", "s.zarr", "cut.npy", "--rate", "1"],
+        "cut.npy: truncated .npy file: its header promises 928 bytes, the file has 888; copy it again",
+    ),
+    Case(
+        "npy-beyond-float32",
+        {"big.npy": npy(np.array([[1.0], [1e300]]))},
+        ["ingest", "s.zarr", "big.npy", "--rate", "1"],
+        "big.npy: row 1 (counted from 0), column 0 (counted from 0): 1e+300 in channel 'ch0' is beyond float32 "
+        "storage (largest magnitude 3.403e+38); rescale the column",
+    ),
+    Case(
+        "source-is-a-directory",
+        {"logs.csv": folder},
+        ["ingest", "s.zarr", "logs.csv", "--rate", "1"],
+        f"logs.csv: is a directory, not a source file ({SUPPORTED})",
+    ),
+    Case(
+        "events-file-is-a-directory",
+        {"ok.csv": OK_CSV, "markers": folder},
+        ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--events", "markers"],
+        "markers: is a directory; --events takes a file of markers, one per line",
+    ),
+    Case(
+        "event-time-beyond-float64",
+        {"ok.csv": OK_CSV, "events.txt": text("1e400\n")},
+        ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--events", "events.txt"],
+        "events.txt:1: '1e400' is not a finite time; fix or drop the marker",
+    ),
+    Case(
+        "store-inside-a-file",
+        {"ok.csv": OK_CSV, "notes": text("mine")},
+        ["ingest", "notes/s.zarr", "ok.csv", "--rate", "1"],
+        "notes/s.zarr: notes is a file, not a folder; choose another path",
+        2,
+    ),
+    Case(
+        "events-with-label-column",
+        {"ok.csv": OK_CSV, "events.txt": text("1\n")},
+        ["ingest", "s.zarr", "ok.csv", "--events", "events.txt", "--label-column", "b"],
+        "give either --events or --label-column, not both",
+        2,
+    ),
+    Case(
+        "nan-policy-bogus",
+        {"ok.csv": OK_CSV},
+        ["ingest", "s.zarr", "ok.csv", "--nan", "bogus"],
+        "--nan must be one of refuse, keep, interpolate (received 'bogus')",
+        2,
+    ),
+    Case(
+        "chunk-samples-zero",
+        {"ok.csv": OK_CSV},
+        ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--chunk-samples", "0"],
+        "--chunk-samples must be a positive integer (received 0)",
+        2,
+    ),
+    Case(
+        "unknown-codec",
+        {"ok.csv": OK_CSV},
+        ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--codec", "gzip"],
+        "--codec must be zstd, lz4 or none (received 'gzip')",
+        2,
+    ),
+    Case(
+        "names-for-a-csv-with-a-header",
+        {"ok.csv": OK_CSV},
+        ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--names", "x,y"],
+        "ok.csv:1: --names names the columns of a CSV without a header line, and this one has a header; drop "
+        "--names (or pass --no-header if line 1 is data)",
+        2,
+    ),
     # -- info: things that are not stores, and stores whose attributes or arrays are malformed -------
-    Case("directory-that-is-not-a-store", {"empty.zarr": folder}, ["info", "empty.zarr"],
-         "empty.zarr: not a zarr v3 group (No group found in store 'empty.zarr' at path ''); create a store with "
-         "`chunkfit ingest`"),
-    Case("hdf5-store-that-is-a-directory", {"s.h5": folder}, ["info", "s.h5"],
-         "s.h5: an HDF5 store is a file, this is a directory"),
-    Case("zarr-store-that-is-a-file", {"s.zarr": OK_CSV}, ["info", "s.zarr"],
-         "s.zarr: a zarr store is a directory, this is a file"),
-    Case("stats-not-a-mapping", {"s.zarr": edited(lambda a: a.update(stats="lots"))}, ["info", "s.zarr"],
-         "s.zarr: not a valid chunkfit store: attribute stats must map channel names to their statistics (found 'lots')"),
-    Case("stats-with-a-word-for-a-count", {"s.h5": edited(lambda a: a["stats"].update(x={"count": "many"}))},
-         ["info", "s.h5"],
-         "s.h5: not a valid chunkfit store: stats of channel 'x' must hold a count and numbers mean, std, min, max "
-         "(found {'count': 'many'})"),
-    Case("sources-not-records", {"s.h5": edited(lambda a: a.update(sources=[1, 2]))}, ["info", "s.h5"],
-         "s.h5: not a valid chunkfit store: attribute sources must be a list of records with a name (found [1, 2])"),
-    Case("channels-disagree-with-the-signal", {"s.zarr": edited(lambda a: a.update(channels=["x", "y"]))},
-         ["info", "s.zarr"], "s.zarr: not a valid chunkfit store: signal shape (400, 1) does not match 2 channel name(s)"),
-    Case("has-events-not-a-boolean", {"s.zarr": edited(lambda a: a.update(has_events="no"))}, ["info", "s.zarr"],
-         "s.zarr: not a valid chunkfit store: has_events must be true or false (found 'no')"),
-    Case("rate-that-is-a-word", {"s.h5": edited(lambda a: a.update(sample_rate="fast"))}, ["info", "s.h5"],
-         "s.h5: not a valid chunkfit store: sample_rate must be a positive number or null (found 'fast')"),
-    Case("format-from-the-future", {"s.zarr": edited(lambda a: a.update(format_version=2))}, ["info", "s.zarr"],
-         "s.zarr: not a valid chunkfit store: format_version is 2, this chunkfit reads 1"),
-    Case("segments-past-the-end", {"s.h5": replaced("segments", np.array([[0, 5000]], dtype=np.int64))},
-         ["info", "s.h5"], "s.h5: not a valid chunkfit store: segments out of range [0, 400) or empty"),
-    Case("events-unsorted", {"s.zarr": replaced("events", np.array([50, 5, 200], dtype=np.int64))},
-         ["info", "s.zarr"],
-         "s.zarr: not a valid chunkfit store: events must be sorted sample indices in [0, 400)"),
-    Case("signal-of-the-wrong-dtype", {"s.h5": replaced("signal", np.zeros((400, 1), dtype=np.int16))},
-         ["info", "s.h5"], "s.h5: not a valid chunkfit store: signal dtype is int16, expected float32"),
-    Case("hdf5-attribute-not-json", {"s.h5": hdf5_attribute("{channels: x")}, ["info", "s.h5"],
-         "s.h5: attribute 'chunkfit' is not valid JSON"),
-    Case("zarr-array-metadata-not-json", {"s.zarr": zarr_meta("signal", "{oops")}, ["info", "s.zarr"],
-         "s.zarr: not a valid chunkfit store: signal/zarr.json cannot be read (Expecting property name enclosed "
-         "in double quotes: line 1 column 2 (char 1))"),
+    Case(
+        "directory-that-is-not-a-store",
+        {"empty.zarr": folder},
+        ["info", "empty.zarr"],
+        "empty.zarr: not a zarr v3 group (No group found in store 'empty.zarr' at path ''); create a store with "
+        "`chunkfit ingest`",
+    ),
+    Case(
+        "hdf5-store-that-is-a-directory",
+        {"s.h5": folder},
+        ["info", "s.h5"],
+        "s.h5: an HDF5 store is a file, this is a directory",
+    ),
+    Case(
+        "zarr-store-that-is-a-file",
+        {"s.zarr": OK_CSV},
+        ["info", "s.zarr"],
+        "s.zarr: a zarr store is a directory, this is a file",
+    ),
+    Case(
+        "stats-not-a-mapping",
+        {"s.zarr": edited(lambda a: a.update(stats="lots"))},
+        ["info", "s.zarr"],
+        "s.zarr: not a valid chunkfit store: attribute stats must map channel names to their statistics (found 'lots')",
+    ),
+    Case(
+        "stats-with-a-word-for-a-count",
+        {"s.h5": edited(lambda a: a["stats"].update(x={"count": "many"}))},
+        ["info", "s.h5"],
+        "s.h5: not a valid chunkfit store: stats of channel 'x' must hold a count and numbers mean, std, min, max "
+        "(found {'count': 'many'})",
+    ),
+    Case(
+        "sources-not-records",
+        {"s.h5": edited(lambda a: a.update(sources=[1, 2]))},
+        ["info", "s.h5"],
+        "s.h5: not a valid chunkfit store: attribute sources must be a list of records with a name (found [1, 2])",
+    ),
+    Case(
+        "channels-disagree-with-the-signal",
+        {"s.zarr": edited(lambda a: a.update(channels=["x", "y"]))},
+        ["info", "s.zarr"],
+        "s.zarr: not a valid chunkfit store: signal shape (400, 1) does not match 2 channel name(s)",
+    ),
+    Case(
+        "has-events-not-a-boolean",
+        {"s.zarr": edited(lambda a: a.update(has_events="no"))},
+        ["info", "s.zarr"],
+        "s.zarr: not a valid chunkfit store: has_events must be true or false (found 'no')",
+    ),
+    Case(
+        "rate-that-is-a-word",
+        {"s.h5": edited(lambda a: a.update(sample_rate="fast"))},
+        ["info", "s.h5"],
+        "s.h5: not a valid chunkfit store: sample_rate must be a positive number or null (found 'fast')",
+    ),
+    Case(
+        "format-from-the-future",
+        {"s.zarr": edited(lambda a: a.update(format_version=2))},
+        ["info", "s.zarr"],
+        "s.zarr: not a valid chunkfit store: format_version is 2, this chunkfit reads 1",
+    ),
+    Case(
+        "segments-past-the-end",
+        {"s.h5": replaced("segments", np.array([[0, 5000]], dtype=np.int64))},
+        ["info", "s.h5"],
+        "s.h5: not a valid chunkfit store: segments out of range [0, 400) or empty",
+    ),
+    Case(
+        "events-unsorted",
+        {"s.zarr": replaced("events", np.array([50, 5, 200], dtype=np.int64))},
+        ["info", "s.zarr"],
+        "s.zarr: not a valid chunkfit store: events must be sorted sample indices in [0, 400)",
+    ),
+    Case(
+        "signal-of-the-wrong-dtype",
+        {"s.h5": replaced("signal", np.zeros((400, 1), dtype=np.int16))},
+        ["info", "s.h5"],
+        "s.h5: not a valid chunkfit store: signal dtype is int16, expected float32",
+    ),
+    Case(
+        "hdf5-attribute-not-json",
+        {"s.h5": hdf5_attribute("{channels: x")},
+        ["info", "s.h5"],
+        "s.h5: attribute 'chunkfit' is not valid JSON",
+    ),
+    Case(
+        "zarr-array-metadata-not-json",
+        {"s.zarr": zarr_meta("signal", "{oops")},
+        ["info", "s.zarr"],
+        "s.zarr: not a valid chunkfit store: signal/zarr.json cannot be read (Expecting property name enclosed "
+        "in double quotes: line 1 column 2 (char 1))",
+    ),
     # -- train ---------------------------------------------------------------------------------------
-    Case("window-zero", {"s.zarr": store()}, ["train", "s.zarr", "--window", "0", "--out", "run"],
-         "--window must be a positive integer (received 0)"),
-    Case("chunk-smaller-than-the-batch", {"s.zarr": store()},
-         ["train", "s.zarr", "--chunk", "64", "--batch-size", "128", "--out", "run"],
-         "chunk must be at least the batch size (received chunk=64, batch_size=128); raise --chunk or lower "
-         "--batch-size"),
-    Case("validation-above-one", {"s.zarr": store()}, ["train", "s.zarr", "--validation", "1.5", "--out", "run"],
-         "--validation must be a fraction in [0, 1) (received 1.5)"),
-    Case("negative-epochs", {"s.zarr": store()}, ["train", "s.zarr", "--epochs", "-1", "--out", "run"],
-         "--epochs must be a non-negative integer (received -1)", 2),
-    Case("negative-compute-threads", {"s.zarr": store()}, ["train", "s.zarr", "--compute-threads", "-1", "--out", "run"],
-         "--compute-threads must be 0 (all cores) or a positive integer (received -1)", 2),
-    Case("label-last-without-labels", {"s.h5": store()}, ["train", "s.h5", "--label", "last", "--out", "run"],
-         "s.h5: label rule last needs per-sample labels, but the store has none; it has events: use --label any-event"),
-    Case("unknown-model-name", {"s.zarr": store()}, ["train", "s.zarr", "--model", "resnet9000", "--out", "run"],
-         "unknown model 'resnet9000': use a built-in (baseline-cnn, dilated-resnet), a .keras file or module:function"),
-    Case("model-spec-without-module", {"s.zarr": store()}, ["train", "s.zarr", "--model", ":build", "--out", "run"],
-         "model ':build' is not module:function; name a Python module and a function in it, e.g. my_models:build"),
-    Case("keras-file-that-is-not-one", {"s.zarr": store(), "model.keras": text("not a model")},
-         ["train", "s.zarr", "--model", "model.keras", "--out", "run"],
-         "model.keras: not a .keras model (a .keras file is a zip archive, this file is not)"),
-    Case("keras-path-that-is-a-directory", {"s.zarr": store(), "model.keras": folder},
-         ["train", "s.zarr", "--model", "model.keras", "--out", "run"],
-         "model.keras: is a directory, not a .keras model file"),
-    Case("model-function-that-raises", {"s.zarr": store(), "my_models.py": text(MODELS)},
-         ["train", "s.zarr", *WINDOW, "--model", "my_models:raises", "--out", "run"],
-         "model factory my_models:raises raised ValueError: filters must be even, got 7"),
-    Case("model-function-that-does-not-exist", {"s.zarr": store(), "my_models.py": text(MODELS)},
-         ["train", "s.zarr", *WINDOW, "--model", "my_models:nothere", "--out", "run"],
-         "model 'my_models:nothere' cannot be imported: module 'my_models' has no attribute 'nothere'"),
-    Case("model-function-wanting-an-argument", {"s.zarr": store(), "my_models.py": text(MODELS)},
-         ["train", "s.zarr", *WINDOW, "--model", "my_models:needs_depth", "--out", "run"],
-         "model factory my_models:needs_depth needs argument(s) depth, but chunkfit passes only window, "
-         "n_channels, n_classes, input_shape; give them default values"),
-    Case("train-on-an-empty-store", {"empty.zarr": empty_store}, ["train", "empty.zarr", "--out", "run"],
-         "empty.zarr: the store has no segments, so there are no windows to train on"),
-    Case("run-folder-that-is-a-file", {"s.zarr": store(), "run": text("mine")}, ["train", "s.zarr", *WINDOW, "--out", "run"],
-         "run: the run folder is a file; use another --out"),
+    Case(
+        "window-zero",
+        {"s.zarr": store()},
+        ["train", "s.zarr", "--window", "0", "--out", "run"],
+        "--window must be a positive integer (received 0)",
+    ),
+    Case(
+        "chunk-smaller-than-the-batch",
+        {"s.zarr": store()},
+        ["train", "s.zarr", "--chunk", "64", "--batch-size", "128", "--out", "run"],
+        "chunk must be at least the batch size (received chunk=64, batch_size=128); raise --chunk or lower "
+        "--batch-size",
+    ),
+    Case(
+        "validation-above-one",
+        {"s.zarr": store()},
+        ["train", "s.zarr", "--validation", "1.5", "--out", "run"],
+        "--validation must be a fraction in [0, 1) (received 1.5)",
+    ),
+    Case(
+        "negative-epochs",
+        {"s.zarr": store()},
+        ["train", "s.zarr", "--epochs", "-1", "--out", "run"],
+        "--epochs must be a non-negative integer (received -1)",
+        2,
+    ),
+    Case(
+        "negative-compute-threads",
+        {"s.zarr": store()},
+        ["train", "s.zarr", "--compute-threads", "-1", "--out", "run"],
+        "--compute-threads must be 0 (all cores) or a positive integer (received -1)",
+        2,
+    ),
+    Case(
+        "label-last-without-labels",
+        {"s.h5": store()},
+        ["train", "s.h5", "--label", "last", "--out", "run"],
+        "s.h5: label rule last needs per-sample labels, but the store has none; it has events: use --label any-event",
+    ),
+    Case(
+        "unknown-model-name",
+        {"s.zarr": store()},
+        ["train", "s.zarr", "--model", "resnet9000", "--out", "run"],
+        "unknown model 'resnet9000': use a built-in (baseline-cnn, dilated-resnet), a .keras file or module:function",
+    ),
+    Case(
+        "model-spec-without-module",
+        {"s.zarr": store()},
+        ["train", "s.zarr", "--model", ":build", "--out", "run"],
+        "model ':build' is not module:function; name a Python module and a function in it, e.g. my_models:build",
+    ),
+    Case(
+        "keras-file-that-is-not-one",
+        {"s.zarr": store(), "model.keras": text("not a model")},
+        ["train", "s.zarr", "--model", "model.keras", "--out", "run"],
+        "model.keras: not a .keras model (a .keras file is a zip archive, this file is not)",
+    ),
+    Case(
+        "keras-path-that-is-a-directory",
+        {"s.zarr": store(), "model.keras": folder},
+        ["train", "s.zarr", "--model", "model.keras", "--out", "run"],
+        "model.keras: is a directory, not a .keras model file",
+    ),
+    Case(
+        "model-function-that-raises",
+        {"s.zarr": store(), "my_models.py": text(MODELS)},
+        ["train", "s.zarr", *WINDOW, "--model", "my_models:raises", "--out", "run"],
+        "model factory my_models:raises raised ValueError: filters must be even, got 7",
+    ),
+    Case(
+        "model-function-that-does-not-exist",
+        {"s.zarr": store(), "my_models.py": text(MODELS)},
+        ["train", "s.zarr", *WINDOW, "--model", "my_models:nothere", "--out", "run"],
+        "model 'my_models:nothere' cannot be imported: module 'my_models' has no attribute 'nothere'",
+    ),
+    Case(
+        "model-function-wanting-an-argument",
+        {"s.zarr": store(), "my_models.py": text(MODELS)},
+        ["train", "s.zarr", *WINDOW, "--model", "my_models:needs_depth", "--out", "run"],
+        "model factory my_models:needs_depth needs argument(s) depth, but chunkfit passes only window, "
+        "n_channels, n_classes, input_shape; give them default values",
+    ),
+    Case(
+        "train-on-an-empty-store",
+        {"empty.zarr": empty_store},
+        ["train", "empty.zarr", "--out", "run"],
+        "empty.zarr: the store has no segments, so there are no windows to train on",
+    ),
+    Case(
+        "run-folder-that-is-a-file",
+        {"s.zarr": store(), "run": text("mine")},
+        ["train", "s.zarr", *WINDOW, "--out", "run"],
+        "run: the run folder is a file; use another --out",
+    ),
     # -- evaluate ------------------------------------------------------------------------------------
-    Case("run-folder-without-a-model", {"s.zarr": store(), "unfinished": folder}, ["evaluate", "unfinished", "s.zarr"],
-         "unfinished: the run folder has no model.keras (training did not finish?); pass a finished run"),
-    Case("evaluate-keras-file-that-is-not-one", {"s.zarr": store(), "m.keras": text(b"PK not really")},
-         ["evaluate", "m.keras", "s.zarr"], "m.keras: not a .keras model (a .keras file is a zip archive, this file is not)"),
-    Case("run-json-config-not-an-object", {"s.zarr": store(), "run": edited_run(lambda m: m.update(config=[16]))},
-         ["evaluate", "run", "s.zarr"],
-         "run/run.json: not a valid run.json (config is not an object); pass the .keras file instead"),
-    Case("plot-path-that-is-a-directory", {"s.zarr": store(), "run": run_folder, "plots": folder},
-         ["evaluate", "run", "s.zarr", "--plot", "plots"], "plots: is a directory; --plot takes a file name"),
-    Case("threshold-not-a-number", {"s.zarr": store(), "run": run_folder},
-         ["evaluate", "run", "s.zarr", "--threshold", "nan"], "--threshold must be in [0, 1] (received nan)", 2),
-    Case("evaluate-an-empty-store", {"empty.zarr": empty_store, "run": run_folder},
-         ["evaluate", "run", "empty.zarr", "--plot", "eval.png"],
-         "empty.zarr: the store holds no samples, so there is no window to score"),
+    Case(
+        "run-folder-without-a-model",
+        {"s.zarr": store(), "unfinished": folder},
+        ["evaluate", "unfinished", "s.zarr"],
+        "unfinished: the run folder has no model.keras (training did not finish?); pass a finished run",
+    ),
+    Case(
+        "evaluate-keras-file-that-is-not-one",
+        {"s.zarr": store(), "m.keras": text(b"PK not really")},
+        ["evaluate", "m.keras", "s.zarr"],
+        "m.keras: not a .keras model (a .keras file is a zip archive, this file is not)",
+    ),
+    Case(
+        "run-json-config-not-an-object",
+        {"s.zarr": store(), "run": edited_run(lambda m: m.update(config=[16]))},
+        ["evaluate", "run", "s.zarr"],
+        "run/run.json: not a valid run.json (config is not an object); pass the .keras file instead",
+    ),
+    Case(
+        "plot-path-that-is-a-directory",
+        {"s.zarr": store(), "run": run_folder, "plots": folder},
+        ["evaluate", "run", "s.zarr", "--plot", "plots"],
+        "plots: is a directory; --plot takes a file name",
+    ),
+    Case(
+        "threshold-not-a-number",
+        {"s.zarr": store(), "run": run_folder},
+        ["evaluate", "run", "s.zarr", "--threshold", "nan"],
+        "--threshold must be in [0, 1] (received nan)",
+        2,
+    ),
+    Case(
+        "evaluate-an-empty-store",
+        {"empty.zarr": empty_store, "run": run_folder},
+        ["evaluate", "run", "empty.zarr", "--plot", "eval.png"],
+        "empty.zarr: the store holds no samples, so there is no window to score",
+    ),
     # -- predict -------------------------------------------------------------------------------------
-    Case("predict-to-an-existing-output", {"s.zarr": store(), "run": run_folder, "scores.h5": text("mine")},
-         ["predict", "run", "s.zarr", "--out", "scores.h5"], "scores.h5: already exists; pass --overwrite to replace it"),
-    Case("events-output-that-is-a-directory", {"s.zarr": store(), "run": run_folder, "events": folder},
-         ["predict", "run", "s.zarr", "--out", "scores.zarr", "--events-out", "events", "--overwrite"],
-         "events: is a directory; choose a file name"),
-    Case("predict-on-a-store-that-is-a-run-folder", {"run": run_folder},
-         ["predict", "run", "run", "--out", "scores.zarr"],
-         "run: not a zarr v3 group (No group found in store 'run' at path ''); create a store with `chunkfit ingest`"),
+    Case(
+        "predict-to-an-existing-output",
+        {"s.zarr": store(), "run": run_folder, "scores.h5": text("mine")},
+        ["predict", "run", "s.zarr", "--out", "scores.h5"],
+        "scores.h5: already exists; pass --overwrite to replace it",
+    ),
+    Case(
+        "events-output-that-is-a-directory",
+        {"s.zarr": store(), "run": run_folder, "events": folder},
+        [
+            "predict",
+            "run",
+            "s.zarr",
+            "--out",
+            "scores.zarr",
+            "--events-out",
+            "events",
+            "--overwrite",
+        ],
+        "events: is a directory; choose a file name",
+    ),
+    Case(
+        "predict-on-a-store-that-is-a-run-folder",
+        {"run": run_folder},
+        ["predict", "run", "run", "--out", "scores.zarr"],
+        "run: not a zarr v3 group (No group found in store 'run' at path ''); create a store with `chunkfit ingest`",
+    ),
 ]
 
 
@@ -383,7 +679,9 @@ Result = tuple[Case, Path, dict[str, bytes | None], "Future[CompletedProcess[str
 
 def _needs_a_model(case: Case) -> bool:
     """Whether the command gets as far as TensorFlow (a few seconds) before it is refused."""
-    return any(a.startswith("my_models:") for a in case.args) or case.id == "evaluate-an-empty-store"
+    return (
+        any(a.startswith("my_models:") for a in case.args) or case.id == "evaluate-an-empty-store"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -411,7 +709,12 @@ def test_the_catalogue_holds_distinct_cases() -> None:
 
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c.id, marks=pytest.mark.xfail(strict=True, reason=c.xfail)) if c.xfail else c.id for c in CASES],
+    [
+        pytest.param(c.id, marks=pytest.mark.xfail(strict=True, reason=c.xfail))
+        if c.xfail
+        else c.id
+        for c in CASES
+    ],
 )
 def test_bad_input_is_refused_with_one_line_naming_it(runs: dict[str, Result], case: str) -> None:
     spec, _, _, future = runs[case]

@@ -34,7 +34,9 @@ EVENTS = np.array([5, 300, 699, 700, 1200, 1201, 2499])
 @pytest.fixture
 def ramp_store(store_path: Path) -> Path:
     """Sample i holds i in channel 0 and -i in channel 1, so every value names its index."""
-    with StoreWriter(store_path, channels=["up", "down"], sample_rate=10.0, has_labels=False, append=False) as w:
+    with StoreWriter(
+        store_path, channels=["up", "down"], sample_rate=10.0, has_labels=False, append=False
+    ) as w:
         i = np.arange(2500, dtype=np.float32)
         w.write(np.stack([i, -i], axis=1))
         for a, b in SEGMENTS:
@@ -44,7 +46,9 @@ def ramp_store(store_path: Path) -> Path:
     return store_path
 
 
-ranges_strategy = st.lists(st.tuples(st.integers(0, 50), st.integers(0, 200)), min_size=1, max_size=4)
+ranges_strategy = st.lists(
+    st.tuples(st.integers(0, 50), st.integers(0, 200)), min_size=1, max_size=4
+)
 
 
 def as_ranges(pairs: list[tuple[int, int]]) -> np.ndarray:
@@ -56,16 +60,22 @@ def as_ranges(pairs: list[tuple[int, int]]) -> np.ndarray:
 
 
 @given(ranges_strategy, st.integers(1, 30), st.integers(1, 5), st.integers(1, 40))
-def test_blocks_cover_every_window_exactly_once(pairs: list[tuple[int, int]], window: int, stride: int, chunk: int) -> None:
+def test_blocks_cover_every_window_exactly_once(
+    pairs: list[tuple[int, int]], window: int, stride: int, chunk: int
+) -> None:
     ranges = as_ranges(pairs)
     blocks = plan_blocks(ranges, window, stride, chunk)
     got = sorted(b.start + k * stride for b in blocks for k in range(b.n_windows))
-    expected = sorted(int(s) for a, b in ranges for s in window_starts(int(a), int(b), window, stride))
+    expected = sorted(
+        int(s) for a, b in ranges for s in window_starts(int(a), int(b), window, stride)
+    )
     assert got == expected
 
 
 @given(ranges_strategy, st.integers(1, 30), st.integers(1, 5), st.integers(1, 40))
-def test_blocks_never_cross_a_range(pairs: list[tuple[int, int]], window: int, stride: int, chunk: int) -> None:
+def test_blocks_never_cross_a_range(
+    pairs: list[tuple[int, int]], window: int, stride: int, chunk: int
+) -> None:
     ranges = as_ranges(pairs)
     for b in plan_blocks(ranges, window, stride, chunk):
         assert 1 <= b.n_windows <= chunk
@@ -105,7 +115,9 @@ def test_cursor_round_trips_through_a_dict() -> None:
     assert Cursor.from_dict(Cursor(seed=4, epoch=2, position=9).to_dict()) == Cursor(4, 2, 9)
 
 
-def epoch_windows(path: Path, epoch: int, window: int, stride: int, chunk: int, mix: int) -> list[np.ndarray]:
+def epoch_windows(
+    path: Path, epoch: int, window: int, stride: int, chunk: int, mix: int
+) -> list[np.ndarray]:
     """Every window one epoch trains on, as read from the store, in training order."""
     with open_store(path) as store:
         split = plan_split(store.segments, WindowSpec(window, stride), SplitSpec(0.1))
@@ -138,8 +150,18 @@ def test_windows_read_from_groups_hold_their_samples(ramp_store: Path) -> None:
 def test_no_training_window_shares_a_sample_with_a_validation_window(ramp_store: Path) -> None:
     with open_store(ramp_store) as store:
         split = plan_split(store.segments, WindowSpec(20), SplitSpec(0.2))
-    train = {s + i for b in plan_blocks(split.train, 20, 1, 64) for s in range(b.start, b.stop - 19) for i in range(20)}
-    val = {s + i for b in plan_blocks(split.validation, 20, 1, 64) for s in range(b.start, b.stop - 19) for i in range(20)}
+    train = {
+        s + i
+        for b in plan_blocks(split.train, 20, 1, 64)
+        for s in range(b.start, b.stop - 19)
+        for i in range(20)
+    }
+    val = {
+        s + i
+        for b in plan_blocks(split.validation, 20, 1, 64)
+        for s in range(b.start, b.stop - 19)
+        for i in range(20)
+    }
     assert train and val and not train & val
 
 
@@ -147,7 +169,9 @@ def test_block_labels_match_brute_force_any_event(ramp_store: Path) -> None:
     with open_store(ramp_store) as store:
         labeller = Labeller(store, "any-event")
         for block in plan_blocks(np.array(SEGMENTS), 30, 2, 100):
-            data = read_block(store, labeller, block, window_order(block.n_windows, 5, 0, block.index))
+            data = read_block(
+                store, labeller, block, window_order(block.n_windows, 5, 0, block.index)
+            )
             starts = block.start + data.offsets.astype(np.int64)
             assert data.labels.tolist() == any_event_labels(starts, 30, EVENTS).tolist()
 
@@ -201,7 +225,10 @@ def test_a_store_without_events_cannot_use_any_event(tmp_path: Path) -> None:
         w.write(np.zeros((100, 1), dtype=np.float32))
         w.add_segment(0, 100)
         w.commit()
-    with open_store(path) as store, pytest.raises(WindowError, match="needs event markers, but the store has none"):
+    with (
+        open_store(path) as store,
+        pytest.raises(WindowError, match="needs event markers, but the store has none"),
+    ):
         Labeller(store, "any-event")
 
 
@@ -226,7 +253,10 @@ def test_prefetch_yields_results_in_job_order() -> None:
     assert list(prefetched([lambda i=i: i for i in range(6)])) == list(range(6))
 
 
-@pytest.mark.parametrize(("text", "expected"), [("1.5GB", 3 << 29), ("800MB", 800 << 20), ("2g", 2 << 30), ("4096", 4096)])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1.5GB", 3 << 29), ("800MB", 800 << 20), ("2g", 2 << 30), ("4096", 4096)],
+)
 def test_parse_bytes_reads_units(text: str, expected: int) -> None:
     assert parse_bytes(text) == expected
 
@@ -258,10 +288,14 @@ def test_eval_dataset_gathers_each_window_in_order_in_batches_of_any_length(n_wi
     samples = np.stack([np.arange(400), -np.arange(400)], axis=1).astype(np.float32)
     offsets = rng.integers(0, 400 - 20, n_windows).astype(np.int32)
     labels = rng.integers(0, 3, n_windows).astype(np.int32)
-    ds = eval_dataset(to_tensors(BlockData((), samples, offsets, labels)), window=20, batch_size=128, n_classes=3)
+    ds = eval_dataset(
+        to_tensors(BlockData((), samples, offsets, labels)), window=20, batch_size=128, n_classes=3
+    )
     assert [tuple(s.shape) for s in ds.element_spec] == [(None, 20, 2), (None, 3)]
     batches = [(x.numpy(), y.numpy()) for x, y in ds]
-    assert [len(x) for x, _ in batches] == [min(128, n_windows - i) for i in range(0, n_windows, 128)]
+    assert [len(x) for x, _ in batches] == [
+        min(128, n_windows - i) for i in range(0, n_windows, 128)
+    ]
     x = np.concatenate([b[0] for b in batches])
     y = np.concatenate([b[1] for b in batches])
     np.testing.assert_array_equal(x, samples[offsets[:, None] + np.arange(20)])

@@ -36,25 +36,51 @@ def test_mitdb100_reads_as_physionet_describes_record_100() -> None:
     assert m.load("V")[1].size == 1
 
 
-def test_mitdb100_refuses_a_signal_file_that_disagrees_with_its_header_checksums(tmp_path: Path) -> None:
+def test_mitdb100_refuses_a_signal_file_that_disagrees_with_its_header_checksums(
+    tmp_path: Path,
+) -> None:
     m = _mitdb100()
     folder = tmp_path / "mitdb100"
     shutil.copytree(DATA / "mitdb100", folder)
     raw = bytearray((folder / "100.dat").read_bytes())
     raw[300_000] ^= 0x01  # one bit of one sample
     (folder / "100.dat").write_bytes(bytes(raw))
-    with pytest.raises(ValueError, match=r"100.dat channel (MLII|V5): checksum -?\d+ and first sample \d+, the header says"):
+    with pytest.raises(
+        ValueError,
+        match=r"100.dat channel (MLII|V5): checksum -?\d+ and first sample \d+, the header says",
+    ):
         m.load(folder=folder)
 
 
 def test_mitdb100_becomes_a_store_with_its_premature_beats_as_events(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, str(DATA / "mitdb100.py"), str(tmp_path)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(DATA / "mitdb100.py"), str(tmp_path)], check=True, capture_output=True
+    )
     store = tmp_path / "m.zarr"
-    result = subprocess.run([sys.executable, "-m", "chunkfit", "ingest", str(store), str(tmp_path / "mitdb100.npy"),
-                             "--rate", "360", "--names", "MLII,V5", "--events", str(tmp_path / "mitdb100_events.txt")],
-                            capture_output=True, text=True, timeout=300, check=False)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chunkfit",
+            "ingest",
+            str(store),
+            str(tmp_path / "mitdb100.npy"),
+            "--rate",
+            "360",
+            "--names",
+            "MLII,V5",
+            "--events",
+            str(tmp_path / "mitdb100_events.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     with chunkfit.open_store(store) as s:
         assert (s.n_samples, s.channels, s.sample_rate) == (650_000, ["MLII", "V5"], 360.0)
         assert s.events.size == 34
-        np.testing.assert_array_equal(s.read(0, 650_000), np.load(tmp_path / "mitdb100.npy").astype(np.float32))
+        np.testing.assert_array_equal(
+            s.read(0, 650_000), np.load(tmp_path / "mitdb100.npy").astype(np.float32)
+        )

@@ -13,17 +13,23 @@ from chunkfit.score.detect import Detection, RunMerger
 WINDOW = 4
 
 
-def stream(blocks: list[tuple[list[int], list[float], int]], stride: int = 1, threshold: float = 0.5) -> list[Detection]:
+def stream(
+    blocks: list[tuple[list[int], list[float], int]], stride: int = 1, threshold: float = 0.5
+) -> list[Detection]:
     """Push (starts, scores, segment) blocks in order, then flush."""
     merger = RunMerger(WINDOW, stride, threshold)
     out: list[Detection] = []
     for starts, scores, segment in blocks:
-        out += merger.push(np.asarray(starts, dtype=np.int64), np.asarray(scores, dtype=np.float32), segment)
+        out += merger.push(
+            np.asarray(starts, dtype=np.int64), np.asarray(scores, dtype=np.float32), segment
+        )
     return out + merger.flush()
 
 
 def test_positive_windows_in_a_row_are_one_detection() -> None:
-    assert stream([([0, 1, 2, 3, 4], [0.1, 0.6, 0.9, 0.7, 0.2], 0)]) == [Detection(1, 3 + WINDOW, pytest.approx(0.9), 2)]
+    assert stream([([0, 1, 2, 3, 4], [0.1, 0.6, 0.9, 0.7, 0.2], 0)]) == [
+        Detection(1, 3 + WINDOW, pytest.approx(0.9), 2)
+    ]
 
 
 def test_a_negative_window_splits_a_run_in_two() -> None:
@@ -98,7 +104,9 @@ def segmented_blocks(draw: st.DrawFn) -> tuple[list[tuple[np.ndarray, np.ndarray
         n = draw(st.integers(1, 40))
         origin += draw(st.sampled_from([0, 0, 7]))  # segments may touch or leave a gap
         starts = origin + stride * np.arange(n)
-        scores = np.asarray(draw(st.lists(st.sampled_from([0.1, 0.4, 0.5, 0.6, 0.9]), min_size=n, max_size=n)))
+        scores = np.asarray(
+            draw(st.lists(st.sampled_from([0.1, 0.4, 0.5, 0.6, 0.9]), min_size=n, max_size=n))
+        )
         cuts = sorted(set(draw(st.lists(st.integers(1, max(n - 1, 1)), max_size=5))) - {n})
         for a, b in zip([0, *cuts], [*cuts, n], strict=True):
             blocks.append((starts[a:b], scores[a:b], segment))

@@ -59,7 +59,9 @@ def brute_force(run: Path, store_path: Path, stride: int) -> tuple[dict[str, Any
     fn, tn = int(np.sum(truth & ~found)), int(np.sum(~truth & ~found))
     onehot = np.eye(2, dtype=np.float32)[truth.astype(int)]
     positive_starts = w.starts[found]
-    covered = [bool(np.any((positive_starts <= e) & (e < positive_starts + WINDOW))) for e in events]
+    covered = [
+        bool(np.any((positive_starts <= e) & (e < positive_starts + WINDOW))) for e in events
+    ]
     runs = merge_runs(w.starts, w.segments, score, WINDOW, stride, threshold)
     false_alarms = sum(not np.any((events >= r.start) & (events < r.end)) for r in runs)
     matrix = np.zeros((2, 2), dtype=int)
@@ -67,7 +69,11 @@ def brute_force(run: Path, store_path: Path, stride: int) -> tuple[dict[str, Any
     hours = n_samples / rate / 3600
     figures = {
         "windows": w.starts.size,
-        "loss": float(np.mean(keras.ops.convert_to_numpy(keras.losses.categorical_crossentropy(onehot, w.probs)))),
+        "loss": float(
+            np.mean(
+                keras.ops.convert_to_numpy(keras.losses.categorical_crossentropy(onehot, w.probs))
+            )
+        ),
         "accuracy": (tp + tn) / w.starts.size,
         "precision": tp / (tp + fp),
         "recall": tp / (tp + fn),
@@ -95,12 +101,19 @@ class Evaluation:
 
 
 @pytest.fixture(scope="module", params=[1, STRIDE], ids=["stride-1", f"stride-{STRIDE}"])
-def evaluation(request: pytest.FixtureRequest, runs: Trained, eval_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Evaluation:
+def evaluation(
+    request: pytest.FixtureRequest,
+    runs: Trained,
+    eval_store: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Evaluation:
     """evaluate() in blocks of 200 windows on a store of three segments, and the brute force."""
     run = runs.run if request.param == 1 else runs.strided
     expected, threshold = brute_force(run, eval_store, request.param)
     plot = tmp_path_factory.mktemp("plot") / "eval.png"
-    result = chunkfit.evaluate(run, eval_store, threshold=threshold, chunk=200, batch_size=64, plot=plot)
+    result = chunkfit.evaluate(
+        run, eval_store, threshold=threshold, chunk=200, batch_size=64, plot=plot
+    )
     return Evaluation(result, expected, plot)
 
 
@@ -110,19 +123,40 @@ TOLERANCE = {"loss": {"rel": 1e-5}, "roc_auc": {"abs": 1e-3}, "pr_auc": {"abs": 
 
 @pytest.mark.parametrize(
     "figure",
-    ["windows", "loss", "accuracy", "precision", "recall", "f1", "roc_auc", "pr_auc", "class_accuracy",
-     "events", "events_covered", "detections", "false_alarms", "false_alarms_per_hour", "hours"],
+    [
+        "windows",
+        "loss",
+        "accuracy",
+        "precision",
+        "recall",
+        "f1",
+        "roc_auc",
+        "pr_auc",
+        "class_accuracy",
+        "events",
+        "events_covered",
+        "detections",
+        "false_alarms",
+        "false_alarms_per_hour",
+        "hours",
+    ],
 )
-def test_figure_equals_the_brute_force_over_every_window(evaluation: Evaluation, figure: str) -> None:
+def test_figure_equals_the_brute_force_over_every_window(
+    evaluation: Evaluation, figure: str
+) -> None:
     expected = evaluation.expected[figure]
-    assert evaluation.result[figure] == pytest.approx(expected, **TOLERANCE.get(figure, {"rel": 1e-12}))
+    assert evaluation.result[figure] == pytest.approx(
+        expected, **TOLERANCE.get(figure, {"rel": 1e-12})
+    )
 
 
 def test_confusion_at_the_threshold_equals_counting_every_window(evaluation: Evaluation) -> None:
     assert evaluation.result["confusion"] == evaluation.expected["confusion"]
 
 
-def test_confusion_matrix_of_the_most_likely_class_equals_counting_every_window(evaluation: Evaluation) -> None:
+def test_confusion_matrix_of_the_most_likely_class_equals_counting_every_window(
+    evaluation: Evaluation,
+) -> None:
     assert evaluation.result["confusion_matrix"] == evaluation.expected["confusion_matrix"]
 
 
@@ -135,21 +169,35 @@ def test_plot_is_written_as_a_png(evaluation: Evaluation) -> None:
     assert evaluation.plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_result_reports_the_window_settings_read_from_the_run(evaluation: Evaluation, runs: Trained) -> None:
+def test_result_reports_the_window_settings_read_from_the_run(
+    evaluation: Evaluation, runs: Trained
+) -> None:
     stride = evaluation.result["stride"]
     assert (evaluation.result["window"], evaluation.result["run"]) == (
-        WINDOW, str(runs.run if stride == 1 else runs.strided))
+        WINDOW,
+        str(runs.run if stride == 1 else runs.strided),
+    )
 
 
-def test_bare_keras_file_is_evaluated_with_stride_1(runs: Trained, eval_store: Path, tmp_path: Path) -> None:
+def test_bare_keras_file_is_evaluated_with_stride_1(
+    runs: Trained, eval_store: Path, tmp_path: Path
+) -> None:
     result = chunkfit.evaluate(runs.run / "model.keras", eval_store, plot=tmp_path / "eval.png")
-    assert (result["window"], result["stride"], result["windows"]) == (WINDOW, 1, (1000 - 15) + (1190 - 15))
+    assert (result["window"], result["stride"], result["windows"]) == (
+        WINDOW,
+        1,
+        (1000 - 15) + (1190 - 15),
+    )
 
 
-def test_store_whose_events_make_no_positive_window_gives_nan_areas(runs: Trained, tmp_path: Path) -> None:
+def test_store_whose_events_make_no_positive_window_gives_nan_areas(
+    runs: Trained, tmp_path: Path
+) -> None:
     store = segmented_store(tmp_path / "quiet.zarr", events=False)
     result = chunkfit.evaluate(runs.run, store, plot=tmp_path / "eval.png")
-    assert [math.isnan(result[k]) for k in ("roc_auc", "pr_auc", "recall", "events_covered")] == [True] * 4
+    assert [math.isnan(result[k]) for k in ("roc_auc", "pr_auc", "recall", "events_covered")] == [
+        True
+    ] * 4
 
 
 # -- per-sample labels ----------------------------------------------------------------------------
@@ -160,7 +208,9 @@ def labelled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return labelled_run(tmp_path_factory.getbasetemp())
 
 
-def test_labels_map_to_the_runs_classes_when_the_store_lacks_one(labelled: Path, tmp_path: Path) -> None:
+def test_labels_map_to_the_runs_classes_when_the_store_lacks_one(
+    labelled: Path, tmp_path: Path
+) -> None:
     # The store holds classes -1 and 5 only; the model's outputs are -1, 0, 5.
     x, labels = labelled_signal(600, [-1, 5], seed=4)
     store = make_store(tmp_path / "two.zarr", x, labels=labels, rate=50.0, channels=["a"])
@@ -179,10 +229,14 @@ def test_store_with_a_single_label_class_is_evaluated(labelled: Path, tmp_path: 
     assert result["windows"] == 300 - WINDOW + 1
 
 
-def test_store_with_a_label_class_the_run_never_saw_is_refused(labelled: Path, tmp_path: Path) -> None:
+def test_store_with_a_label_class_the_run_never_saw_is_refused(
+    labelled: Path, tmp_path: Path
+) -> None:
     x, labels = labelled_signal(300, [0, 7], seed=6)
     store = make_store(tmp_path / "other.zarr", x, labels=labels, rate=50.0, channels=["a"])
-    with pytest.raises(IncompatibleError, match=r"label class\(es\) \[7\] .* run's classes \[-1, 0, 5\]"):
+    with pytest.raises(
+        IncompatibleError, match=r"label class\(es\) \[7\] .* run's classes \[-1, 0, 5\]"
+    ):
         chunkfit.evaluate(labelled, store, plot=tmp_path / "eval.png")
 
 
@@ -190,24 +244,35 @@ def test_store_with_a_label_class_the_run_never_saw_is_refused(labelled: Path, t
 
 
 def test_store_without_events_or_labels_is_refused(runs: Trained, tmp_path: Path) -> None:
-    store = make_store(tmp_path / "plain.zarr", np.zeros((100, 1), np.float32), rate=1.0, channels=["x"])
-    with pytest.raises(WindowError, match="the run labels windows by event markers, but the store has none; evaluate needs a labelled store"):
+    store = make_store(
+        tmp_path / "plain.zarr", np.zeros((100, 1), np.float32), rate=1.0, channels=["x"]
+    )
+    with pytest.raises(
+        WindowError,
+        match="the run labels windows by event markers, but the store has none; evaluate needs a labelled store",
+    ):
         chunkfit.evaluate(runs.run, store, plot=tmp_path / "eval.png")
 
 
-def test_plot_in_a_missing_folder_is_refused_before_scoring(runs: Trained, eval_store: Path, tmp_path: Path) -> None:
+def test_plot_in_a_missing_folder_is_refused_before_scoring(
+    runs: Trained, eval_store: Path, tmp_path: Path
+) -> None:
     with pytest.raises(RunError, match="the output folder does not exist"):
         chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "nowhere" / "eval.png")
 
 
 @pytest.mark.parametrize("setting", [{"chunk": 0}, {"batch_size": 0}, {"threshold": 1.5}])
-def test_setting_out_of_range_is_refused(runs: Trained, eval_store: Path, tmp_path: Path, setting: dict[str, Any]) -> None:
+def test_setting_out_of_range_is_refused(
+    runs: Trained, eval_store: Path, tmp_path: Path, setting: dict[str, Any]
+) -> None:
     with pytest.raises(UsageError):
         chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "eval.png", **setting)
 
 
 def test_nothing_is_written_when_evaluation_is_refused(runs: Trained, tmp_path: Path) -> None:
-    store = make_store(tmp_path / "plain.zarr", np.zeros((100, 1), np.float32), rate=1.0, channels=["x"])
+    store = make_store(
+        tmp_path / "plain.zarr", np.zeros((100, 1), np.float32), rate=1.0, channels=["x"]
+    )
     with pytest.raises(WindowError):
         chunkfit.evaluate(runs.run, store, plot=tmp_path / "eval.png")
     assert not (tmp_path / "eval.png").exists()
@@ -216,14 +281,18 @@ def test_nothing_is_written_when_evaluation_is_refused(runs: Trained, tmp_path: 
 # -- which windows are scored ---------------------------------------------------------------------
 
 
-def test_on_the_training_store_evaluate_scores_the_validation_split_and_says_so(runs: Trained, tmp_path: Path) -> None:
+def test_on_the_training_store_evaluate_scores_the_validation_split_and_says_so(
+    runs: Trained, tmp_path: Path
+) -> None:
     result = chunkfit.evaluate(runs.run, runs.store, plot=tmp_path / "eval.png")
     split = json.loads((runs.run / "run.json").read_text())["split"]
     assert result["windows"] == split["validation_windows"]
     assert result["scored"].startswith("validation split of ")
 
 
-def test_split_train_scores_the_training_windows_and_says_they_flatter(runs: Trained, tmp_path: Path) -> None:
+def test_split_train_scores_the_training_windows_and_says_they_flatter(
+    runs: Trained, tmp_path: Path
+) -> None:
     result = chunkfit.evaluate(runs.run, runs.store, plot=tmp_path / "eval.png", split="train")
     split = json.loads((runs.run / "run.json").read_text())["split"]
     assert result["windows"] == split["train_windows"]
@@ -241,12 +310,21 @@ def test_another_store_is_scored_whole(runs: Trained, eval_store: Path, tmp_path
     assert result["scored"].endswith("(a store the run was not trained on)")
 
 
-def test_a_split_of_another_store_is_refused(runs: Trained, eval_store: Path, tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="--split validation names part of the run's training store"):
+def test_a_split_of_another_store_is_refused(
+    runs: Trained, eval_store: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(
+        UsageError, match="--split validation names part of the run's training store"
+    ):
         chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "eval.png", split="validation")
 
 
-def test_evaluate_uses_the_runs_threshold_unless_given_one(runs: Trained, eval_store: Path, tmp_path: Path) -> None:
+def test_evaluate_uses_the_runs_threshold_unless_given_one(
+    runs: Trained, eval_store: Path, tmp_path: Path
+) -> None:
     chosen = json.loads((runs.run / "run.json").read_text())["threshold"]["value"]
     assert chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "a.png")["threshold"] == chosen
-    assert chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "b.png", threshold=0.3)["threshold"] == 0.3
+    assert (
+        chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "b.png", threshold=0.3)["threshold"]
+        == 0.3
+    )

@@ -29,7 +29,18 @@ import chunkfit
 from chunkfit import IngestOptions
 
 WINDOW = 16  # the trained run's window
-TRAIN = ["--window", str(WINDOW), "--chunk", "256", "--batch-size", "32", "--epochs", "1", "--out", "run"]
+TRAIN = [
+    "--window",
+    str(WINDOW),
+    "--chunk",
+    "256",
+    "--batch-size",
+    "32",
+    "--epochs",
+    "1",
+    "--out",
+    "run",
+]
 CHUNK = 64  # samples per stored chunk, so the small stores have many
 
 
@@ -77,7 +88,9 @@ def big_csv(path: Path) -> None:
         rng = np.random.default_rng(3)
         rows = rng.normal(size=(20_000, 2))
         SHARED["big.csv"] = path.parent.parent / "big.csv"
-        SHARED["big.csv"].write_text("a,b\n" + "\n".join(f"{a!r},{b!r}" for a, b in rows.tolist()) + "\n")
+        SHARED["big.csv"].write_text(
+            "a,b\n" + "\n".join(f"{a!r},{b!r}" for a, b in rows.tolist()) + "\n"
+        )
     shutil.copyfile(SHARED["big.csv"], path)
 
 
@@ -98,7 +111,9 @@ def grown_store(path: Path) -> None:
     more.unlink()
 
 
-SHARED: dict[str, Path] = {}  # the session's trained run and its store (set by the fixture), the big CSV
+SHARED: dict[
+    str, Path
+] = {}  # the session's trained run and its store (set by the fixture), the big CSV
 
 
 def read_only(*names: str) -> Callable[[Path], None]:
@@ -134,85 +149,195 @@ UNREADABLE = re.compile(
     r"s\.zarr: chunk signal/c/5/0 \(samples \[320, 384\)\) cannot be read \(.+\); the store is damaged: "
     r"re-ingest the source"
 )
-TRUNCATED = re.compile(r"s\.h5: cannot open as an HDF5 file \(.*truncated file.*\); it may be truncated or not HDF5")
+TRUNCATED = re.compile(
+    r"s\.h5: cannot open as an HDF5 file \(.*truncated file.*\); it may be truncated or not HDF5"
+)
 FULL = "no space left or file size limit reached while writing (File too large); free space and run the command again"
 LIMIT = 100_000  # bytes per file: the stores' small files fit, a chunk of the big CSV does not
 
 FAULTS = [
     # -- a zarr chunk deleted, or overwritten with garbage: info reads attributes only ------------------
     Fault("deleted-chunk-info", {"s.zarr": deleted_chunk}, ["info", "s.zarr"], None),
-    Fault("deleted-chunk-train", {"s.zarr": deleted_chunk}, ["train", "s.zarr", *TRAIN], MISSING, keep=("s.zarr",)),
-    Fault("deleted-chunk-evaluate", {"s.zarr": deleted_chunk, "run": run_folder},
-          ["evaluate", "run", "s.zarr", "--plot", "eval.png"], MISSING),
-    Fault("deleted-chunk-predict", {"s.zarr": deleted_chunk, "run": run_folder},
-          ["predict", "run", "s.zarr", "--out", "scores.zarr"], MISSING),
+    Fault(
+        "deleted-chunk-train",
+        {"s.zarr": deleted_chunk},
+        ["train", "s.zarr", *TRAIN],
+        MISSING,
+        keep=("s.zarr",),
+    ),
+    Fault(
+        "deleted-chunk-evaluate",
+        {"s.zarr": deleted_chunk, "run": run_folder},
+        ["evaluate", "run", "s.zarr", "--plot", "eval.png"],
+        MISSING,
+    ),
+    Fault(
+        "deleted-chunk-predict",
+        {"s.zarr": deleted_chunk, "run": run_folder},
+        ["predict", "run", "s.zarr", "--out", "scores.zarr"],
+        MISSING,
+    ),
     Fault("corrupt-chunk-info", {"s.zarr": corrupt_chunk}, ["info", "s.zarr"], None),
-    Fault("corrupt-chunk-train", {"s.zarr": corrupt_chunk}, ["train", "s.zarr", *TRAIN], UNREADABLE, keep=("s.zarr",)),
-    Fault("corrupt-chunk-evaluate", {"s.zarr": corrupt_chunk, "run": run_folder},
-          ["evaluate", "run", "s.zarr", "--plot", "eval.png"], UNREADABLE),
-    Fault("corrupt-chunk-predict", {"s.zarr": corrupt_chunk, "run": run_folder},
-          ["predict", "run", "s.zarr", "--out", "scores.h5"], UNREADABLE),
+    Fault(
+        "corrupt-chunk-train",
+        {"s.zarr": corrupt_chunk},
+        ["train", "s.zarr", *TRAIN],
+        UNREADABLE,
+        keep=("s.zarr",),
+    ),
+    Fault(
+        "corrupt-chunk-evaluate",
+        {"s.zarr": corrupt_chunk, "run": run_folder},
+        ["evaluate", "run", "s.zarr", "--plot", "eval.png"],
+        UNREADABLE,
+    ),
+    Fault(
+        "corrupt-chunk-predict",
+        {"s.zarr": corrupt_chunk, "run": run_folder},
+        ["predict", "run", "s.zarr", "--out", "scores.h5"],
+        UNREADABLE,
+    ),
     # -- HDF5: a truncated file, and garbage inside an intact one --------------------------------------
     Fault("truncated-hdf5-info", {"s.h5": truncated_hdf5}, ["info", "s.h5"], TRUNCATED),
     Fault("truncated-hdf5-train", {"s.h5": truncated_hdf5}, ["train", "s.h5", *TRAIN], TRUNCATED),
-    Fault("truncated-hdf5-evaluate", {"s.h5": truncated_hdf5, "run": run_folder},
-          ["evaluate", "run", "s.h5", "--plot", "eval.png"], TRUNCATED),
-    Fault("truncated-hdf5-predict", {"s.h5": truncated_hdf5, "run": run_folder},
-          ["predict", "run", "s.h5", "--out", "scores.zarr"], TRUNCATED),
-    Fault("corrupt-hdf5-chunk-predict", {"s.h5": corrupt_hdf5_chunk, "run": run_folder},
-          ["predict", "run", "s.h5", "--out", "scores.zarr"],
-          re.compile(r"s\.h5: signal samples \[320, 384\) cannot be read \(.+\); the store is damaged: re-ingest the source")),
+    Fault(
+        "truncated-hdf5-evaluate",
+        {"s.h5": truncated_hdf5, "run": run_folder},
+        ["evaluate", "run", "s.h5", "--plot", "eval.png"],
+        TRUNCATED,
+    ),
+    Fault(
+        "truncated-hdf5-predict",
+        {"s.h5": truncated_hdf5, "run": run_folder},
+        ["predict", "run", "s.h5", "--out", "scores.zarr"],
+        TRUNCATED,
+    ),
+    Fault(
+        "corrupt-hdf5-chunk-predict",
+        {"s.h5": corrupt_hdf5_chunk, "run": run_folder},
+        ["predict", "run", "s.h5", "--out", "scores.zarr"],
+        re.compile(
+            r"s\.h5: signal samples \[320, 384\) cannot be read \(.+\); the store is damaged: re-ingest the source"
+        ),
+    ),
     # -- the disk fills up during an ingest (a file size limit on the process) -------------------------
-    Fault("disk-full-new-zarr", {"big.csv": big_csv}, ["ingest", "s.zarr", "big.csv", "--rate", "100"],
-          f"s.zarr: {FULL} (no store was created)", file_size=LIMIT),
-    Fault("disk-full-new-hdf5", {"big.csv": big_csv}, ["ingest", "s.h5", "big.csv", "--rate", "100"],
-          f"s.h5: {FULL} (no store was created)", file_size=LIMIT),
-    Fault("disk-full-zarr-append", {"s.zarr": two_channel_store, "big.csv": big_csv},
-          ["ingest", "--append", "s.zarr", "big.csv", "--rate", "100"],
-          f"s.zarr: {FULL} (the store is unchanged)", file_size=LIMIT),
-    Fault("disk-full-zarr-append-journal", {"s.zarr": two_channel_store, "big.csv": big_csv},
-          ["ingest", "--append", "s.zarr", "big.csv", "--rate", "100"],
-          f"s.zarr: {FULL} (the store is unchanged)", file_size=30_000),
-    Fault("disk-full-hdf5-append", {"s.h5": two_channel_store, "big.csv": big_csv},
-          ["ingest", "--append", "s.h5", "big.csv", "--rate", "100"],
-          f"s.h5: {FULL} (the store is unchanged)", file_size=LIMIT),
-    Fault("disk-full-predict-hdf5", {"s.zarr": event_store, "run": run_folder},
-          ["predict", "run", "s.zarr", "--out", "scores.h5"],
-          "scores.h5: no space left or file size limit reached while writing the scores (File too large); free "
-          "space and run the command again (nothing was written)", file_size=2_000),
+    Fault(
+        "disk-full-new-zarr",
+        {"big.csv": big_csv},
+        ["ingest", "s.zarr", "big.csv", "--rate", "100"],
+        f"s.zarr: {FULL} (no store was created)",
+        file_size=LIMIT,
+    ),
+    Fault(
+        "disk-full-new-hdf5",
+        {"big.csv": big_csv},
+        ["ingest", "s.h5", "big.csv", "--rate", "100"],
+        f"s.h5: {FULL} (no store was created)",
+        file_size=LIMIT,
+    ),
+    Fault(
+        "disk-full-zarr-append",
+        {"s.zarr": two_channel_store, "big.csv": big_csv},
+        ["ingest", "--append", "s.zarr", "big.csv", "--rate", "100"],
+        f"s.zarr: {FULL} (the store is unchanged)",
+        file_size=LIMIT,
+    ),
+    Fault(
+        "disk-full-zarr-append-journal",
+        {"s.zarr": two_channel_store, "big.csv": big_csv},
+        ["ingest", "--append", "s.zarr", "big.csv", "--rate", "100"],
+        f"s.zarr: {FULL} (the store is unchanged)",
+        file_size=30_000,
+    ),
+    Fault(
+        "disk-full-hdf5-append",
+        {"s.h5": two_channel_store, "big.csv": big_csv},
+        ["ingest", "--append", "s.h5", "big.csv", "--rate", "100"],
+        f"s.h5: {FULL} (the store is unchanged)",
+        file_size=LIMIT,
+    ),
+    Fault(
+        "disk-full-predict-hdf5",
+        {"s.zarr": event_store, "run": run_folder},
+        ["predict", "run", "s.zarr", "--out", "scores.h5"],
+        "scores.h5: no space left or file size limit reached while writing the scores (File too large); free "
+        "space and run the command again (nothing was written)",
+        file_size=2_000,
+    ),
     # -- read-only folders and stores ---------------------------------------------------------------
-    Fault("read-only-folder-new-zarr", {"ro": lambda p: p.mkdir(), "ok.csv": small_csv},
-          ["ingest", "ro/s.zarr", "ok.csv", "--rate", "1"],
-          "ro/s.zarr: the store cannot be created in ro (Permission denied); choose a writable folder",
-          then=read_only("ro")),
-    Fault("read-only-folder-new-hdf5", {"ro": lambda p: p.mkdir(), "ok.csv": small_csv},
-          ["ingest", "ro/s.h5", "ok.csv", "--rate", "1"],
-          "ro/s.h5: the store cannot be created in ro (Permission denied); choose a writable folder",
-          then=read_only("ro")),
-    Fault("read-only-zarr-append", {"s.zarr": two_channel_store, "ok.csv": small_csv},
-          ["ingest", "--append", "s.zarr", "ok.csv", "--rate", "100"],
-          "s.zarr: the store cannot be written (Permission denied); make it writable to append to it (the store "
-          "is unchanged)", then=read_only("s.zarr")),
-    Fault("read-only-hdf5-append", {"s.h5": two_channel_store, "ok.csv": small_csv},
-          ["ingest", "--append", "s.h5", "ok.csv", "--rate", "100"],
-          "s.h5: the store cannot be written (Permission denied); make it writable to append to it (the store "
-          "is unchanged)", then=read_only("s.h5")),
-    Fault("read-only-folder-train", {"s.zarr": event_store, "ro": lambda p: p.mkdir()},
-          ["train", "s.zarr", *TRAIN[:-1], "ro/run"],
-          "ro/run: the run folder cannot be written (Permission denied); use another --out", then=read_only("ro")),
-    Fault("read-only-run-folder-evaluate", {"s.zarr": event_store, "run": run_folder},
-          ["evaluate", "run", "s.zarr"],
-          "run: the output folder is not writable; pass --plot with a path in another folder", then=read_only("run")),
-    Fault("read-only-output-folder-predict", {"s.zarr": event_store, "run": run_folder, "ro": lambda p: p.mkdir()},
-          ["predict", "run", "s.zarr", "--out", "ro/scores.zarr"],
-          "ro: the output folder is not writable; pass --out with a path in another folder", then=read_only("ro")),
-    Fault("read-only-store-info", {"s.zarr": event_store}, ["info", "s.zarr", "--json"], None,
-          then=read_only("s.zarr")),
+    Fault(
+        "read-only-folder-new-zarr",
+        {"ro": lambda p: p.mkdir(), "ok.csv": small_csv},
+        ["ingest", "ro/s.zarr", "ok.csv", "--rate", "1"],
+        "ro/s.zarr: the store cannot be created in ro (Permission denied); choose a writable folder",
+        then=read_only("ro"),
+    ),
+    Fault(
+        "read-only-folder-new-hdf5",
+        {"ro": lambda p: p.mkdir(), "ok.csv": small_csv},
+        ["ingest", "ro/s.h5", "ok.csv", "--rate", "1"],
+        "ro/s.h5: the store cannot be created in ro (Permission denied); choose a writable folder",
+        then=read_only("ro"),
+    ),
+    Fault(
+        "read-only-zarr-append",
+        {"s.zarr": two_channel_store, "ok.csv": small_csv},
+        ["ingest", "--append", "s.zarr", "ok.csv", "--rate", "100"],
+        "s.zarr: the store cannot be written (Permission denied); make it writable to append to it (the store "
+        "is unchanged)",
+        then=read_only("s.zarr"),
+    ),
+    Fault(
+        "read-only-hdf5-append",
+        {"s.h5": two_channel_store, "ok.csv": small_csv},
+        ["ingest", "--append", "s.h5", "ok.csv", "--rate", "100"],
+        "s.h5: the store cannot be written (Permission denied); make it writable to append to it (the store "
+        "is unchanged)",
+        then=read_only("s.h5"),
+    ),
+    Fault(
+        "read-only-folder-train",
+        {"s.zarr": event_store, "ro": lambda p: p.mkdir()},
+        ["train", "s.zarr", *TRAIN[:-1], "ro/run"],
+        "ro/run: the run folder cannot be written (Permission denied); use another --out",
+        then=read_only("ro"),
+    ),
+    Fault(
+        "read-only-run-folder-evaluate",
+        {"s.zarr": event_store, "run": run_folder},
+        ["evaluate", "run", "s.zarr"],
+        "run: the output folder is not writable; pass --plot with a path in another folder",
+        then=read_only("run"),
+    ),
+    Fault(
+        "read-only-output-folder-predict",
+        {"s.zarr": event_store, "run": run_folder, "ro": lambda p: p.mkdir()},
+        ["predict", "run", "s.zarr", "--out", "ro/scores.zarr"],
+        "ro: the output folder is not writable; pass --out with a path in another folder",
+        then=read_only("ro"),
+    ),
+    Fault(
+        "read-only-store-info",
+        {"s.zarr": event_store},
+        ["info", "s.zarr", "--json"],
+        None,
+        then=read_only("s.zarr"),
+    ),
     # -- a store whose length changed since the run was made -------------------------------------------
-    Fault("grown-store-evaluate", {"s.zarr": grown_store, "run": run_folder},
-          ["evaluate", "run", "s.zarr", "--plot", "eval.png", "--json"], None, keep=("s.zarr", "run")),
-    Fault("grown-store-predict", {"s.zarr": grown_store, "run": run_folder},
-          ["predict", "run", "s.zarr", "--out", "scores.zarr"], None, keep=("s.zarr", "run")),
+    Fault(
+        "grown-store-evaluate",
+        {"s.zarr": grown_store, "run": run_folder},
+        ["evaluate", "run", "s.zarr", "--plot", "eval.png", "--json"],
+        None,
+        keep=("s.zarr", "run"),
+    ),
+    Fault(
+        "grown-store-predict",
+        {"s.zarr": grown_store, "run": run_folder},
+        ["predict", "run", "s.zarr", "--out", "scores.zarr"],
+        None,
+        keep=("s.zarr", "run"),
+    ),
 ]
 
 Outcome = tuple[Fault, Path, dict[str, dict[str, bytes | None]], "Future[CompletedProcess[str]]"]
@@ -220,7 +345,9 @@ Outcome = tuple[Fault, Path, dict[str, dict[str, bytes | None]], "Future[Complet
 
 def _kept(where: Path, fault: Fault) -> dict[str, dict[str, bytes | None]]:
     names = fault.keep if fault.keep is not None else (".",)
-    return {n: tree(where / n) if (where / n).is_dir() else {n: (where / n).read_bytes()} for n in names}
+    return {
+        n: tree(where / n) if (where / n).is_dir() else {n: (where / n).read_bytes()} for n in names
+    }
 
 
 def _loads_tensorflow(fault: Fault) -> bool:
@@ -249,7 +376,9 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outco
             if fault.then is not None:
                 fault.then(where)
             before = _kept(where, fault)
-            future = pool.submit(run_cli, *fault.args, cwd=where, file_size=fault.file_size, obey_modes=True)
+            future = pool.submit(
+                run_cli, *fault.args, cwd=where, file_size=fault.file_size, obey_modes=True
+            )
             out[fault.id] = (fault, where, before, future)
         for _, _, _, future in out.values():
             future.result()
@@ -263,7 +392,9 @@ SUCCEEDS = [f.id for f in FAULTS if f.line is None]
 
 
 @pytest.mark.parametrize("name", REFUSED)
-def test_fault_is_reported_in_one_line_naming_what_and_where(faults: dict[str, Outcome], name: str) -> None:
+def test_fault_is_reported_in_one_line_naming_what_and_where(
+    faults: dict[str, Outcome], name: str
+) -> None:
     fault, _, _, future = faults[name]
     line = error_line(future.result()).removeprefix("chunkfit: error: ")
     if isinstance(fault.line, re.Pattern):
@@ -273,24 +404,32 @@ def test_fault_is_reported_in_one_line_naming_what_and_where(faults: dict[str, O
 
 
 @pytest.mark.parametrize("name", REFUSED)
-def test_fault_loses_nothing_and_leaves_nothing_behind(faults: dict[str, Outcome], name: str) -> None:
+def test_fault_loses_nothing_and_leaves_nothing_behind(
+    faults: dict[str, Outcome], name: str
+) -> None:
     fault, where, before, _ = faults[name]
     assert _kept(where, fault) == before
 
 
 @pytest.mark.parametrize("name", SUCCEEDS)
-def test_command_that_can_work_around_the_fault_succeeds_quietly(faults: dict[str, Outcome], name: str) -> None:
+def test_command_that_can_work_around_the_fault_succeeds_quietly(
+    faults: dict[str, Outcome], name: str
+) -> None:
     result = faults[name][3].result()
     assert (result.returncode, result.stderr) == (0, "")
 
 
 @pytest.mark.parametrize("name", SUCCEEDS)
-def test_command_that_succeeds_despite_the_fault_changes_no_input(faults: dict[str, Outcome], name: str) -> None:
+def test_command_that_succeeds_despite_the_fault_changes_no_input(
+    faults: dict[str, Outcome], name: str
+) -> None:
     fault, where, before, _ = faults[name]
     assert _kept(where, fault) == before
 
 
-def test_info_on_a_store_with_a_deleted_chunk_still_describes_it(faults: dict[str, Outcome]) -> None:
+def test_info_on_a_store_with_a_deleted_chunk_still_describes_it(
+    faults: dict[str, Outcome],
+) -> None:
     assert "samples      1,200" in faults["deleted-chunk-info"][3].result().stdout
 
 
@@ -322,5 +461,7 @@ def test_read_only_store_is_still_read(faults: dict[str, Outcome]) -> None:
 
 
 @pytest.mark.parametrize("name", ["deleted-chunk-train", "corrupt-chunk-train"])
-def test_train_on_a_damaged_store_leaves_no_run_folder(faults: dict[str, Outcome], name: str) -> None:
+def test_train_on_a_damaged_store_leaves_no_run_folder(
+    faults: dict[str, Outcome], name: str
+) -> None:
     assert not (faults[name][1] / "run").exists()

@@ -49,7 +49,9 @@ INTEGER_FILES = [
 ]
 
 
-@pytest.mark.parametrize(("name", "subtype", "bits"), [c[1:] for c in INTEGER_FILES], ids=[c[0] for c in INTEGER_FILES])
+@pytest.mark.parametrize(
+    ("name", "subtype", "bits"), [c[1:] for c in INTEGER_FILES], ids=[c[0] for c in INTEGER_FILES]
+)
 def test_integer_pcm_is_stored_as_the_files_own_sample_values(
     tmp_path: Path, store_path: Path, name: str, subtype: str, bits: int
 ) -> None:
@@ -72,17 +74,24 @@ def test_float_wav_keeps_its_values(tmp_path: Path, store_path: Path) -> None:
 
 def test_names_of_the_wrong_count_are_refused(tmp_path: Path, store_path: Path) -> None:
     src = write_audio(tmp_path / "a.wav", samples(16), "PCM_16")
-    with pytest.raises(UsageError, match=re.escape(f"{src}: --names gives 1 name(s) for 2 channel(s)")):
+    with pytest.raises(
+        UsageError, match=re.escape(f"{src}: --names gives 1 name(s) for 2 channel(s)")
+    ):
         ingest(store_path, [str(src)], IngestOptions(names=("left",)))
 
 
-def test_a_wav_cut_short_is_refused_naming_frames_promised_and_held(tmp_path: Path, store_path: Path) -> None:
+def test_a_wav_cut_short_is_refused_naming_frames_promised_and_held(
+    tmp_path: Path, store_path: Path
+) -> None:
     src = write_audio(tmp_path / "cut.wav", samples(16), "PCM_16")
-    src.write_bytes(src.read_bytes()[:44 + 4 * 1_000])
-    with pytest.raises(SourceFormatError, match=re.escape(
-        f"{src}: truncated WAV file: its header promises 3,000 frames (12,000 bytes of data), the file holds 1,000; "
-        "copy it again"
-    )):
+    src.write_bytes(src.read_bytes()[: 44 + 4 * 1_000])
+    with pytest.raises(
+        SourceFormatError,
+        match=re.escape(
+            f"{src}: truncated WAV file: its header promises 3,000 frames (12,000 bytes of data), the file holds 1,000; "
+            "copy it again"
+        ),
+    ):
         ingest(store_path, [str(src)], IngestOptions())
     assert siblings(store_path) == ["cut.wav"]
 
@@ -107,11 +116,17 @@ def test_a_truncated_flac_is_refused_with_one_line(tmp_path: Path) -> None:
     assert siblings(tmp_path / "out.h5") == ["cut.flac"]
 
 
-@pytest.mark.parametrize(("name", "subtype"), [("recording", "PCM_16"), ("take", "FLAC")], ids=["wav", "flac"])
-def test_a_file_without_its_suffix_is_recognised_by_its_header(tmp_path: Path, name: str, subtype: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "subtype"), [("recording", "PCM_16"), ("take", "FLAC")], ids=["wav", "flac"]
+)
+def test_a_file_without_its_suffix_is_recognised_by_its_header(
+    tmp_path: Path, name: str, subtype: str
+) -> None:
     data = samples(16, n=500)
     fmt = "FLAC" if subtype == "FLAC" else "WAV"
-    sf.write(str(tmp_path / name), (data << 16).astype(np.int32), RATE, subtype="PCM_16", format=fmt)
+    sf.write(
+        str(tmp_path / name), (data << 16).astype(np.int32), RATE, subtype="PCM_16", format=fmt
+    )
     result = run_cli("ingest", "out.zarr", name, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     channels, rate, signal, _ = read_store(tmp_path / "out.zarr")
@@ -123,8 +138,11 @@ def test_files_at_different_rates_are_refused(tmp_path: Path, store_path: Path) 
     first = write_audio(tmp_path / "a.wav", samples(16), "PCM_16")
     second = tmp_path / "b.flac"
     sf.write(str(second), np.zeros((100, 2), dtype=np.int32), 2 * RATE, subtype="PCM_16")
-    with pytest.raises(IncompatibleError, match=re.escape(
-        f"{second}: runs at 16000 Hz, the earlier sources at 8000 Hz; resample it or ingest it into a separate store"
-    )):
+    with pytest.raises(
+        IncompatibleError,
+        match=re.escape(
+            f"{second}: runs at 16000 Hz, the earlier sources at 8000 Hz; resample it or ingest it into a separate store"
+        ),
+    ):
         ingest(store_path, [str(first), str(second)], IngestOptions())
     assert siblings(store_path) == ["a.wav", "b.flac"]

@@ -31,15 +31,31 @@ def _mseed_record() -> bytes:
 
 CASES = [
     Missing("mseed", "pymseed", "mseed", "quake.mseed", b"", "MiniSEED files"),
-    Missing("audio", "soundfile", "audio", "voice.wav", b"RIFF\x24\x00\x00\x00WAVEfmt ", "WAV/FLAC files"),
+    Missing(
+        "audio",
+        "soundfile",
+        "audio",
+        "voice.wav",
+        b"RIFF\x24\x00\x00\x00WAVEfmt ",
+        "WAV/FLAC files",
+    ),
     Missing("audio", "soundfile", "audio", "voice.flac", b"fLaC\x00\x00\x00\x22", "WAV/FLAC files"),
     Missing("edf", "pyedflib", "edf", "sleep.edf", b"0       " + b" " * 248, "EDF/BDF files"),
-    Missing("wfdbrec", "wfdb", "wfdb", "100.hea", b"100 1 360 650000\n100.dat 212 200 11 1024 995 -22131 0 MLII\n", "WFDB records"),
+    Missing(
+        "wfdbrec",
+        "wfdb",
+        "wfdb",
+        "100.hea",
+        b"100 1 360 650000\n100.dat 212 200 11 1024 995 -22131 0 MLII\n",
+        "WFDB records",
+    ),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.file for c in CASES])
-def test_a_format_without_its_library_names_the_extra_to_install(tmp_path: Path, case: Missing) -> None:
+def test_a_format_without_its_library_names_the_extra_to_install(
+    tmp_path: Path, case: Missing
+) -> None:
     content = _mseed_record() if case.module == "mseed" else case.content
     (tmp_path / case.file).write_bytes(content)
     blocked = (
@@ -47,11 +63,20 @@ def test_a_format_without_its_library_names_the_extra_to_install(tmp_path: Path,
         f"main(['ingest', 'out.zarr', {case.file!r}])"
     )
     result = subprocess.run(
-        [sys.executable, "-c", blocked], check=False, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", blocked],
+        check=False,
+        cwd=tmp_path,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     line = error_line(result)
-    assert (result.returncode, line) == (2, (
-        f"chunkfit: error: {case.file}: reading {case.what} needs the {case.library} package; install it "
-        f"with pip install 'chunkfit[{case.extra}]' {HINT}"
-    ))
+    assert (result.returncode, line) == (
+        2,
+        (
+            f"chunkfit: error: {case.file}: reading {case.what} needs the {case.library} package; install it "
+            f"with pip install 'chunkfit[{case.extra}]' {HINT}"
+        ),
+    )
     assert siblings(tmp_path / "out.zarr") == [case.file]

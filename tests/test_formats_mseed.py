@@ -33,7 +33,9 @@ def write_mseed(
     version: int = 3,
 ) -> Path:
     """Append records of one channel to ``path``, packed by pymseed itself."""
-    kind = {np.dtype(np.int32): "i", np.dtype(np.float32): "f", np.dtype(np.float64): "d"}[data.dtype]
+    kind = {np.dtype(np.int32): "i", np.dtype(np.float32): "f", np.dtype(np.float64): "d"}[
+        data.dtype
+    ]
     msr = pymseed.MS3Record(reclen=512, encoding=encoding)
     msr.formatversion = version
     msr.sourceid = sid
@@ -64,11 +66,17 @@ ENCODINGS = [
 ]
 
 
-@pytest.mark.parametrize(("encoding", "dtype", "version"), [e[1:] for e in ENCODINGS], ids=[e[0] for e in ENCODINGS])
+@pytest.mark.parametrize(
+    ("encoding", "dtype", "version"), [e[1:] for e in ENCODINGS], ids=[e[0] for e in ENCODINGS]
+)
 def test_each_encoding_reads_back_the_samples_written(
     tmp_path: Path, store_path: Path, encoding: int, dtype: type, version: int
 ) -> None:
-    data = ramp(2_000, dtype) if dtype is np.int32 else (np.sin(np.arange(2_000) / 7) * 1e3).astype(dtype)
+    data = (
+        ramp(2_000, dtype)
+        if dtype is np.int32
+        else (np.sin(np.arange(2_000) / 7) * 1e3).astype(dtype)
+    )
     src = write_mseed(tmp_path / "z.mseed", Z, T0, data, encoding=encoding, version=version)
     ingest(store_path, [str(src)], IngestOptions())
     channels, rate, signal, segments = read_store(store_path)
@@ -76,7 +84,9 @@ def test_each_encoding_reads_back_the_samples_written(
     np.testing.assert_array_equal(signal[:, 0], data.astype(np.float32))
 
 
-def test_a_gap_splits_the_recording_into_two_segments_with_their_start_times(tmp_path: Path, store_path: Path) -> None:
+def test_a_gap_splits_the_recording_into_two_segments_with_their_start_times(
+    tmp_path: Path, store_path: Path
+) -> None:
     data = ramp(1_000)
     src = write_mseed(tmp_path / "z.mseed", Z, T0, data[:400])
     write_mseed(src, Z, T0 + 400 * 10 * MS + 2_000 * MS, data[400:])  # 2 s missing after sample 400
@@ -86,7 +96,9 @@ def test_a_gap_splits_the_recording_into_two_segments_with_their_start_times(tmp
     np.testing.assert_array_equal(signal[:, 0], data)
 
 
-def test_an_overlap_drops_the_repeated_samples_and_starts_a_segment(tmp_path: Path, store_path: Path) -> None:
+def test_an_overlap_drops_the_repeated_samples_and_starts_a_segment(
+    tmp_path: Path, store_path: Path
+) -> None:
     data = ramp(1_000)
     src = write_mseed(tmp_path / "z.mseed", Z, T0, data[:500])
     write_mseed(src, Z, T0 + 450 * 10 * MS, data[450:])  # samples 450..499 sent twice
@@ -110,18 +122,25 @@ def test_two_channels_store_only_the_spans_both_cover(tmp_path: Path, store_path
     np.testing.assert_array_equal(signal[598:], np.stack([z[702:1_000], n[600:898]], axis=1))
 
 
-def test_channels_at_different_rates_are_refused_naming_each_rate(tmp_path: Path, store_path: Path) -> None:
+def test_channels_at_different_rates_are_refused_naming_each_rate(
+    tmp_path: Path, store_path: Path
+) -> None:
     src = write_mseed(tmp_path / "mixed.mseed", Z, T0, ramp(500))
     write_mseed(src, "FDSN:XX_STA__L_H_Z", T0, ramp(50), rate=1.0)
-    with pytest.raises(IncompatibleError, match=re.escape(
-        "the channels have different sample rates (XX.STA..HHZ 100 Hz, XX.STA..LHZ 1 Hz); a store has one "
-        "rate: pick channels of one rate with --columns"
-    )):
+    with pytest.raises(
+        IncompatibleError,
+        match=re.escape(
+            "the channels have different sample rates (XX.STA..HHZ 100 Hz, XX.STA..LHZ 1 Hz); a store has one "
+            "rate: pick channels of one rate with --columns"
+        ),
+    ):
         ingest(store_path, [str(src)], IngestOptions())
     assert siblings(store_path) == ["mixed.mseed"]
 
 
-def test_columns_picks_the_channels_of_one_rate_from_a_mixed_file(tmp_path: Path, store_path: Path) -> None:
+def test_columns_picks_the_channels_of_one_rate_from_a_mixed_file(
+    tmp_path: Path, store_path: Path
+) -> None:
     src = write_mseed(tmp_path / "mixed.mseed", Z, T0, ramp(500))
     write_mseed(src, "FDSN:XX_STA__L_H_Z", T0, ramp(50), rate=1.0)
     ingest(store_path, [str(src)], IngestOptions(columns=("XX.STA..LHZ",)))
@@ -129,7 +148,9 @@ def test_columns_picks_the_channels_of_one_rate_from_a_mixed_file(tmp_path: Path
     assert (channels, rate, signal.shape) == (["XX.STA..LHZ"], 1.0, (50, 1))
 
 
-def test_files_given_out_of_time_order_append_in_time_order(tmp_path: Path, store_path: Path) -> None:
+def test_files_given_out_of_time_order_append_in_time_order(
+    tmp_path: Path, store_path: Path
+) -> None:
     data = ramp(1_000)
     late = write_mseed(tmp_path / "day2.mseed", Z, T0 + 5_000 * MS, data[500:])
     early = write_mseed(tmp_path / "day1.mseed", Z, T0, data[:500])
@@ -144,7 +165,9 @@ def test_garbage_in_the_middle_is_refused_naming_the_byte(tmp_path: Path, store_
     src = write_mseed(tmp_path / "bad.mseed", Z, T0, ramp(3_000), version=2)
     raw = src.read_bytes()
     src.write_bytes(raw[:1024] + b"\x17garbage!" * 40 + raw[1024:])
-    with pytest.raises(SourceFormatError, match=re.escape(f"{src}: damaged MiniSEED data at byte 1,024: ")):
+    with pytest.raises(
+        SourceFormatError, match=re.escape(f"{src}: damaged MiniSEED data at byte 1,024: ")
+    ):
         ingest(store_path, [str(src)], IngestOptions())
     assert siblings(store_path) == ["bad.mseed"]
 
@@ -153,7 +176,9 @@ def test_a_truncated_file_is_refused_by_the_cli_with_one_line(tmp_path: Path) ->
     src = write_mseed(tmp_path / "cut.mseed", Z, T0, ramp(3_000), version=2)
     src.write_bytes(src.read_bytes()[:1300])
     result = run_cli("ingest", "out.zarr", "cut.mseed", cwd=tmp_path)
-    assert error_line(result).startswith("chunkfit: error: cut.mseed: damaged MiniSEED data at byte 1,024: ")
+    assert error_line(result).startswith(
+        "chunkfit: error: cut.mseed: damaged MiniSEED data at byte 1,024: "
+    )
     assert siblings(tmp_path / "out.zarr") == ["cut.mseed"]
 
 
@@ -170,18 +195,25 @@ def test_small_blocks_stream_the_channels_in_step(tmp_path: Path, store_path: Pa
     z, n = ramp(5_000), -ramp(5_000, scale=5)
     src = write_mseed(tmp_path / "two.mseed", Z, T0, z)
     write_mseed(src, N, T0, n, encoding=Enc.STEIM1)
-    ingest(store_path, [str(src)], IngestOptions(block_bytes=328))  # 41 rows a block, records of ~200
+    ingest(
+        store_path, [str(src)], IngestOptions(block_bytes=328)
+    )  # 41 rows a block, records of ~200
     _, _, signal, segments = read_store(store_path)
     assert segments.tolist() == [[0, 5_000]]
     np.testing.assert_array_equal(signal, np.stack([z, n], axis=1))
 
 
-def test_a_channel_that_changes_rate_is_refused_naming_the_byte(tmp_path: Path, store_path: Path) -> None:
+def test_a_channel_that_changes_rate_is_refused_naming_the_byte(
+    tmp_path: Path, store_path: Path
+) -> None:
     src = write_mseed(tmp_path / "rates.mseed", Z, T0, ramp(300), version=2)
     at = src.stat().st_size
     write_mseed(src, Z, T0 + 3_000 * MS, ramp(300), rate=50.0, version=2)
-    with pytest.raises(SourceFormatError, match=re.escape(
-        f"{src}: XX.STA..HHZ changes rate from 100 Hz to 50 Hz at byte {at:,}; split the file where the rate "
-        "changes and ingest the parts into separate stores"
-    )):
+    with pytest.raises(
+        SourceFormatError,
+        match=re.escape(
+            f"{src}: XX.STA..HHZ changes rate from 100 Hz to 50 Hz at byte {at:,}; split the file where the rate "
+            "changes and ingest the parts into separate stores"
+        ),
+    ):
         ingest(store_path, [str(src)], IngestOptions())

@@ -26,13 +26,16 @@ def write_parquet(path: Path, columns: dict[str, object], row_group_size: int = 
 def sensor(tmp_path: Path) -> Path:
     """300 rows at 50 Hz over five row groups: time, two channels (float64, int64), a text and a label."""
     n = 300
-    return write_parquet(tmp_path / "sensor.parquet", {
-        "t": np.arange(n) / 50.0,
-        "acc": np.sin(np.arange(n) / 9.0),
-        "count": np.arange(n, dtype=np.int64) * 1_000,
-        "note": [f"n{i}" for i in range(n)],
-        "cls": (np.arange(n) // 100).astype(np.int16),
-    })
+    return write_parquet(
+        tmp_path / "sensor.parquet",
+        {
+            "t": np.arange(n) / 50.0,
+            "acc": np.sin(np.arange(n) / 9.0),
+            "count": np.arange(n, dtype=np.int64) * 1_000,
+            "note": [f"n{i}" for i in range(n)],
+            "cls": (np.arange(n) // 100).astype(np.int16),
+        },
+    )
 
 
 def read_store(path: Path) -> dict[str, object]:
@@ -46,12 +49,16 @@ def read_store(path: Path) -> dict[str, object]:
         }
 
 
-def test_numeric_columns_become_channels_with_rate_and_labels(sensor: Path, store_path: Path) -> None:
+def test_numeric_columns_become_channels_with_rate_and_labels(
+    sensor: Path, store_path: Path
+) -> None:
     ingest(store_path, [str(sensor)], IngestOptions(time_column="t", label_column="cls"))
     got = read_store(store_path)
     table = pq.read_table(sensor)
     assert (got["channels"], got["rate"], got["segments"]) == (["acc", "count"], 50.0, [[0, 300]])
-    expected = np.stack([table["acc"].to_numpy(), table["count"].to_numpy()], axis=1).astype(np.float32)
+    expected = np.stack([table["acc"].to_numpy(), table["count"].to_numpy()], axis=1).astype(
+        np.float32
+    )
     np.testing.assert_array_equal(got["signal"], expected)
     np.testing.assert_array_equal(got["labels"], np.arange(300) // 100)
 
@@ -65,7 +72,9 @@ def test_a_time_gap_splits_segments_as_in_csv(tmp_path: Path, store_path: Path) 
 
 
 def test_a_timestamp_time_column_gives_the_rate(tmp_path: Path, store_path: Path) -> None:
-    stamps = pa.array(np.datetime64("2024-03-01T12:00:00", "ms") + np.arange(120) * np.timedelta64(4, "ms"))
+    stamps = pa.array(
+        np.datetime64("2024-03-01T12:00:00", "ms") + np.arange(120) * np.timedelta64(4, "ms")
+    )
     src = write_parquet(tmp_path / "ts.parquet", {"when": stamps, "x": np.arange(120.0)})
     ingest(store_path, [str(src)], IngestOptions(time_column="when"))
     got = read_store(store_path)
@@ -73,26 +82,36 @@ def test_a_timestamp_time_column_gives_the_rate(tmp_path: Path, store_path: Path
 
 
 def test_columns_and_names_pick_and_rename_channels(sensor: Path, store_path: Path) -> None:
-    ingest(store_path, [str(sensor)], IngestOptions(columns=("count",), names=("ticks",), rate=50.0))
+    ingest(
+        store_path, [str(sensor)], IngestOptions(columns=("count",), names=("ticks",), rate=50.0)
+    )
     got = read_store(store_path)
     assert (got["channels"], got["rate"]) == (["ticks"], 50.0)
     np.testing.assert_array_equal(got["signal"][:, 0], np.arange(300) * 1_000)
 
 
-def test_a_text_column_named_in_columns_is_refused_naming_its_type(sensor: Path, store_path: Path) -> None:
-    with pytest.raises(UsageError, match=re.escape(
-        f"{sensor}: --columns 'note' has type string; channels must be numeric columns"
-    )):
+def test_a_text_column_named_in_columns_is_refused_naming_its_type(
+    sensor: Path, store_path: Path
+) -> None:
+    with pytest.raises(
+        UsageError,
+        match=re.escape(
+            f"{sensor}: --columns 'note' has type string; channels must be numeric columns"
+        ),
+    ):
         ingest(store_path, [str(sensor)], IngestOptions(columns=("acc", "note")))
 
 
 def test_a_null_is_refused_naming_row_and_column(tmp_path: Path, store_path: Path) -> None:
     x = pa.array([float(i) if i != 77 else None for i in range(100)])
     src = write_parquet(tmp_path / "nulls.parquet", {"x": x}, row_group_size=30)
-    with pytest.raises(SourceFormatError, match=re.escape(
-        f"{src}: row 77 (counted from 0), column 'x': empty value in channel 'x'; fix the source or pass "
-        "--nan keep / --nan interpolate"
-    )):
+    with pytest.raises(
+        SourceFormatError,
+        match=re.escape(
+            f"{src}: row 77 (counted from 0), column 'x': empty value in channel 'x'; fix the source or pass "
+            "--nan keep / --nan interpolate"
+        ),
+    ):
         ingest(store_path, [str(src)], IngestOptions())
     assert siblings(store_path) == ["nulls.parquet"]
 
@@ -106,27 +125,36 @@ def test_nulls_are_interpolated_with_nan_interpolate(tmp_path: Path, store_path:
 
 def test_a_value_beyond_float32_is_refused(tmp_path: Path, store_path: Path) -> None:
     src = write_parquet(tmp_path / "big.parquet", {"x": np.array([1.0, 2.0, 1e40])})
-    with pytest.raises(SourceFormatError, match=re.escape(
-        f"{src}: row 2 (counted from 0), column 'x': 1e+40 is beyond float32 storage"
-    )):
+    with pytest.raises(
+        SourceFormatError,
+        match=re.escape(
+            f"{src}: row 2 (counted from 0), column 'x': 1e+40 is beyond float32 storage"
+        ),
+    ):
         ingest(store_path, [str(src)], IngestOptions())
 
 
 def test_a_file_cut_in_half_is_refused_by_the_cli_with_one_line(sensor: Path) -> None:
     sensor.write_bytes(sensor.read_bytes()[: sensor.stat().st_size // 2])
     result = run_cli("ingest", "out.zarr", sensor.name, cwd=sensor.parent)
-    assert error_line(result).startswith("chunkfit: error: sensor.parquet: not a readable Parquet file (")
+    assert error_line(result).startswith(
+        "chunkfit: error: sensor.parquet: not a readable Parquet file ("
+    )
     assert siblings(sensor.parent / "out.zarr") == ["sensor.parquet"]
 
 
 def test_damaged_data_pages_are_refused_by_the_cli_naming_the_row_group(tmp_path: Path) -> None:
     src = tmp_path / "pages.parquet"
-    pq.write_table(pa.table({"x": np.arange(4_000.0)}), src, row_group_size=1_000, compression="snappy")
+    pq.write_table(
+        pa.table({"x": np.arange(4_000.0)}), src, row_group_size=1_000, compression="snappy"
+    )
     raw = bytearray(src.read_bytes())
     raw[4 : 4 + 2_000] = b"\xa5" * 2_000  # the first row group's pages; the footer stays readable
     src.write_bytes(bytes(raw))
     result = run_cli("ingest", "out.zarr", src.name, cwd=tmp_path)
-    assert error_line(result).startswith("chunkfit: error: pages.parquet: damaged Parquet data in row group 0 (from row 0): ")
+    assert error_line(result).startswith(
+        "chunkfit: error: pages.parquet: damaged Parquet data in row group 0 (from row 0): "
+    )
     assert siblings(tmp_path / "out.zarr") == ["pages.parquet"]
 
 

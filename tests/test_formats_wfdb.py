@@ -15,7 +15,9 @@ from chunkfit.ingest import ingest
 from chunkfit.ingest.formats.wfdbrec import kept_annotations
 from chunkfit.store import open_store
 
-wfdb = pytest.importorskip("wfdb", reason="the [wfdb] extra is not installed (make test installs it)")
+wfdb = pytest.importorskip(
+    "wfdb", reason="the [wfdb] extra is not installed (make test installs it)"
+)
 
 MITDB = REPO / "data" / "mitdb100" / "100"
 RATE = 250.0
@@ -28,8 +30,15 @@ def write_record(folder: Path, name: str = "rec", rows: int = 3000, fmt: str = "
     rng = np.random.default_rng(7)
     digital = rng.integers(-2000, 2000, size=(rows, 2)).astype(np.int64)
     wfdb.wrsamp(
-        name, fs=RATE, units=["mV", "uV"], sig_name=["lead I", "lead II"], d_signal=digital,
-        fmt=[fmt, fmt], adc_gain=list(GAIN), baseline=list(BASELINE), write_dir=str(folder),
+        name,
+        fs=RATE,
+        units=["mV", "uV"],
+        sig_name=["lead I", "lead II"],
+        d_signal=digital,
+        fmt=[fmt, fmt],
+        adc_gain=list(GAIN),
+        baseline=list(BASELINE),
+        write_dir=str(folder),
     )
     return digital
 
@@ -91,8 +100,17 @@ def test_shipped_mitdb_record_matches_wfdb_and_keeps_its_premature_beats(tmp_pat
 
 def test_annotations_without_symbols_keep_every_annotation(tmp_path: Path) -> None:
     write_record(tmp_path)
-    wfdb.wrann("rec", "atr", np.array([10, 500, 900]), symbol=["N", "V", "N"], fs=RATE, write_dir=str(tmp_path))
-    report = ingest(tmp_path / "s.zarr", [str(tmp_path / "rec.hea")], IngestOptions(annotations="atr"))
+    wfdb.wrann(
+        "rec",
+        "atr",
+        np.array([10, 500, 900]),
+        symbol=["N", "V", "N"],
+        fs=RATE,
+        write_dir=str(tmp_path),
+    )
+    report = ingest(
+        tmp_path / "s.zarr", [str(tmp_path / "rec.hea")], IngestOptions(annotations="atr")
+    )
     with open_store(tmp_path / "s.zarr") as s:
         np.testing.assert_array_equal(s.events, [10, 500, 900])
     assert report.events == 3
@@ -101,8 +119,13 @@ def test_annotations_without_symbols_keep_every_annotation(tmp_path: Path) -> No
 def test_label_from_annotations_labels_beats_and_rhythm_spans(tmp_path: Path) -> None:
     write_record(tmp_path)
     wfdb.wrann(
-        "rec", "atr", np.array([100, 400, 1000, 2000]), symbol=["+", "V", "+", "N"],
-        aux_note=["(AFIB", "", "(N", ""], fs=RATE, write_dir=str(tmp_path),
+        "rec",
+        "atr",
+        np.array([100, 400, 1000, 2000]),
+        symbol=["+", "V", "+", "N"],
+        aux_note=["(AFIB", "", "(N", ""],
+        fs=RATE,
+        write_dir=str(tmp_path),
     )
     opts = IngestOptions(annotations="atr", symbols=("(AFIB", "V"), label_from_annotations=True)
     ingest(tmp_path / "s.zarr", [str(tmp_path / "rec.hea")], opts)
@@ -124,7 +147,10 @@ def test_truncated_signal_file_is_refused_and_no_store_is_left(tmp_path: Path) -
     write_record(tmp_path)
     dat = tmp_path / "rec.dat"
     dat.write_bytes(dat.read_bytes()[:5000])
-    with pytest.raises(SourceFormatError, match=r"rec\.dat: truncated: rec\.hea promises 3,000 samples \(12,000 bytes\), the file has 5,000 bytes"):
+    with pytest.raises(
+        SourceFormatError,
+        match=r"rec\.dat: truncated: rec\.hea promises 3,000 samples \(12,000 bytes\), the file has 5,000 bytes",
+    ):
         ingest(tmp_path / "s.zarr", [str(tmp_path / "rec.hea")])
     assert not (tmp_path / "s.zarr").exists()
 
@@ -135,15 +161,23 @@ def test_signal_that_disagrees_with_the_header_checksum_is_refused(tmp_path: Pat
     data = bytearray(dat.read_bytes())
     data[100] ^= 0x40
     dat.write_bytes(bytes(data))
-    with pytest.raises(SourceFormatError, match=r"signal 'lead I' has checksum .* the signal file and its header disagree"):
+    with pytest.raises(
+        SourceFormatError,
+        match=r"signal 'lead I' has checksum .* the signal file and its header disagree",
+    ):
         ingest(tmp_path / "s.zarr", [str(tmp_path / "rec.hea")])
     assert not (tmp_path / "s.zarr").exists()
 
 
 def test_annotation_file_of_a_longer_record_is_refused(tmp_path: Path) -> None:
     write_record(tmp_path)
-    wfdb.wrann("rec", "atr", np.array([10, 5000]), symbol=["N", "V"], fs=RATE, write_dir=str(tmp_path))
-    with pytest.raises(SourceFormatError, match=r"annotation 1 \(counted from 0\) at sample 5,000 lies outside the record's 3,000 samples; is it the annotation file of another record\?"):
+    wfdb.wrann(
+        "rec", "atr", np.array([10, 5000]), symbol=["N", "V"], fs=RATE, write_dir=str(tmp_path)
+    )
+    with pytest.raises(
+        SourceFormatError,
+        match=r"annotation 1 \(counted from 0\) at sample 5,000 lies outside the record's 3,000 samples; is it the annotation file of another record\?",
+    ):
         ingest(tmp_path / "s.zarr", [str(tmp_path / "rec.hea")], IngestOptions(annotations="atr"))
 
 
@@ -170,17 +204,38 @@ def test_missing_signal_file_is_named(tmp_path: Path) -> None:
 def test_channel_at_another_rate_is_refused_naming_it(tmp_path: Path) -> None:
     digital = np.arange(2 * 1000 * 3, dtype=np.int64).reshape(-1, 1) % 100
     wfdb.wrsamp(
-        "multi", fs=100, units=["mV", "mV"], sig_name=["slow", "fast"], e_d_signal=[digital[:1000, 0], digital[:2000, 0]],
-        samps_per_frame=[1, 2], fmt=["16", "16"], adc_gain=[1.0, 1.0], baseline=[0, 0], write_dir=str(tmp_path),
+        "multi",
+        fs=100,
+        units=["mV", "mV"],
+        sig_name=["slow", "fast"],
+        e_d_signal=[digital[:1000, 0], digital[:2000, 0]],
+        samps_per_frame=[1, 2],
+        fmt=["16", "16"],
+        adc_gain=[1.0, 1.0],
+        baseline=[0, 0],
+        write_dir=str(tmp_path),
     )
-    with pytest.raises(SourceFormatError, match=r"channels at other rates than the record's 100 Hz: fast \(200 Hz\); chunkfit never resamples"):
+    with pytest.raises(
+        SourceFormatError,
+        match=r"channels at other rates than the record's 100 Hz: fast \(200 Hz\); chunkfit never resamples",
+    ):
         ingest(tmp_path / "s.zarr", [str(tmp_path / "multi.hea")])
 
 
 def test_cli_ingests_a_record_with_its_annotations(tmp_path: Path) -> None:
     write_record(tmp_path)
-    wfdb.wrann("rec", "atr", np.array([10, 500]), symbol=["N", "V"], fs=RATE, write_dir=str(tmp_path))
-    result = run_cli("ingest", tmp_path / "s.zarr", tmp_path / "rec.hea", "--annotations", "atr", "--symbols", "V")
+    wfdb.wrann(
+        "rec", "atr", np.array([10, 500]), symbol=["N", "V"], fs=RATE, write_dir=str(tmp_path)
+    )
+    result = run_cli(
+        "ingest",
+        tmp_path / "s.zarr",
+        tmp_path / "rec.hea",
+        "--annotations",
+        "atr",
+        "--symbols",
+        "V",
+    )
     assert result.returncode == 0, result.stderr
     assert "3,000 samples at 250 Hz, 1 segment(s), 1 event(s)" in result.stdout
 
@@ -189,5 +244,7 @@ def test_cli_truncated_record_is_one_line(tmp_path: Path) -> None:
     write_record(tmp_path)
     (tmp_path / "rec.dat").write_bytes(b"\0" * 10)
     line = error_line(run_cli("ingest", tmp_path / "s.zarr", tmp_path / "rec.hea"))
-    assert line.endswith("rec.dat: truncated: rec.hea promises 3,000 samples (12,000 bytes), the file has 10 bytes; copy the record again")
+    assert line.endswith(
+        "rec.dat: truncated: rec.hea promises 3,000 samples (12,000 bytes), the file has 10 bytes; copy the record again"
+    )
     assert not (tmp_path / "s.zarr").exists()

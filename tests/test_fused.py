@@ -16,18 +16,27 @@ from chunkfit.train.tensorflow.stepper import Stepper
 
 OPTIONS = {
     "defaults": {},
-    "other betas and epsilon": {"learning_rate": 0.01, "beta_1": 0.8, "beta_2": 0.99, "epsilon": 1e-4},
+    "other betas and epsilon": {
+        "learning_rate": 0.01,
+        "beta_1": 0.8,
+        "beta_2": 0.99,
+        "epsilon": 1e-4,
+    },
     "clipping and weight decay": {"clipnorm": 0.5, "weight_decay": 0.01},
     "moving average": {"use_ema": True, "ema_overwrite_frequency": 3},
     "schedule": {"learning_rate": keras.optimizers.schedules.ExponentialDecay(0.01, 2, 0.5)},
 }
 
 
-def _trained(options: dict[str, Any], fused: bool, steps: int = 7) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _trained(
+    options: dict[str, Any], fused: bool, steps: int = 7
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Variables with a constraint-free update, after ``steps`` applies of seeded gradients inside a
     tf.function (as in a train step); the variables and the optimizer's variables."""
     rng = np.random.default_rng(3)
-    variables = [keras.Variable(rng.normal(size=shape).astype(np.float32)) for shape in ((4, 3), (3,))]
+    variables = [
+        keras.Variable(rng.normal(size=shape).astype(np.float32)) for shape in ((4, 3), (3,))
+    ]
     grads = [tf.constant(rng.normal(size=(steps, *v.shape)).astype(np.float32)) for v in variables]
     optimizer = keras.optimizers.Adam(**options)
     optimizer.build(variables)
@@ -46,9 +55,13 @@ def _trained(options: dict[str, Any], fused: bool, steps: int = 7) -> tuple[list
 def test_the_fused_update_ends_where_keras_adam_ends(options: dict[str, Any]) -> None:
     ours, our_slots = _trained(options, fused=True)
     theirs, their_slots = _trained(options, fused=False)
-    assert not np.allclose(ours[0], _trained(options, fused=True, steps=0)[0][0])  # the updates moved them
+    assert not np.allclose(
+        ours[0], _trained(options, fused=True, steps=0)[0][0]
+    )  # the updates moved them
     for a, b in zip(ours + our_slots, theirs + their_slots, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # the kernel rounds 1 - beta in float32
+        np.testing.assert_allclose(
+            a, b, rtol=1e-5, atol=1e-6
+        )  # the kernel rounds 1 - beta in float32
 
 
 def _kernels(optimizer: keras.optimizers.Optimizer, fuse: bool = True) -> list[str]:
@@ -77,9 +90,16 @@ class _MyAdam(keras.optimizers.Adam):
     """A user's Adam: its update_step might be anything."""
 
 
-@pytest.mark.parametrize("optimizer", [
-    keras.optimizers.Adam(amsgrad=True), _MyAdam(), keras.optimizers.AdamW(), keras.optimizers.SGD(),
-], ids=["amsgrad", "subclass", "adamw", "sgd"])
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        keras.optimizers.Adam(amsgrad=True),
+        _MyAdam(),
+        keras.optimizers.AdamW(),
+        keras.optimizers.SGD(),
+    ],
+    ids=["amsgrad", "subclass", "adamw", "sgd"],
+)
 def test_other_optimizers_keep_kerass_own_update(optimizer: keras.optimizers.Optimizer) -> None:
     assert not fusable(optimizer)
     assert "ResourceApplyAdam" not in _kernels(optimizer)

@@ -315,7 +315,9 @@ def test_arrow_columns_are_copied_with_nulls_as_nan_and_slices_honoured() -> Non
 
     base = pa.array([0.5, None, 2.5, 3.5, None, 5.5, 6.5, 7.5, 8.5, None, 10.5])
     col = pa.chunked_array([base.slice(1, 4), base.slice(7), pa.array([], pa.float64())])
-    np.testing.assert_array_equal(_column(col, np.float64), [np.nan, 2.5, 3.5, np.nan, 7.5, 8.5, np.nan, 10.5])
+    np.testing.assert_array_equal(
+        _column(col, np.float64), [np.nan, 2.5, 3.5, np.nan, 7.5, 8.5, np.nan, 10.5]
+    )
     ints = pa.chunked_array([pa.array(list(range(20)), pa.int64()).slice(13, 3)])
     np.testing.assert_array_equal(_column(ints, np.int64), [13, 14, 15])
 
@@ -568,7 +570,9 @@ def test_function_stays_callable_after_its_module_is_imported(name: str) -> None
     # chunkfit.ingest is both a function and a subpackage: importing a submodule first must not
     # leave the module where the function was.
     code = f"import chunkfit.{name}, chunkfit.ingest.sources, chunkfit; assert callable(chunkfit.{name}), chunkfit.{name}"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), check=False
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -585,7 +589,9 @@ def test_a_threaded_block_parse_keeps_no_hold_on_the_block_once_it_returns() -> 
     threaded = pacsv.ReadOptions(column_names=["a", "b"], use_threads=True, block_size=1 << 14)
     single = pacsv.ReadOptions(column_names=["a", "b"], use_threads=False)
     parse, convert = pacsv.ParseOptions(), pacsv.ConvertOptions()
-    assert read_csv_block(body, threaded, parse, convert).equals(read_csv_block(body, single, parse, convert))
+    assert read_csv_block(body, threaded, parse, convert).equals(
+        read_csv_block(body, single, parse, convert)
+    )
     alone = sys.getrefcount(body)
     held = 0
     for _ in range(1000):  # measured: 1-8% of them held it when the bytes went in

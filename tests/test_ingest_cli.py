@@ -328,7 +328,9 @@ def test_ctrl_c_during_a_stdin_stream_commits_the_rows_that_arrived(
         assert s.segments.tolist() == [[0, n]]
 
 
-def test_kill_9_during_a_stdin_stream_before_its_first_commit_leaves_no_store(tmp_path: Path, backend: str) -> None:
+def test_kill_9_during_a_stdin_stream_before_its_first_commit_leaves_no_store(
+    tmp_path: Path, backend: str
+) -> None:
     """(A zarr stream commits every --commit-every seconds: tests/test_live.py kills one between commits.)"""
     store = tmp_path / f"live{SUFFIX[backend]}"
     late = ("--commit-every", "600") if backend == "zarr" else ()

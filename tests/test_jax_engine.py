@@ -41,9 +41,27 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def marked() -> int:
     """How many tests the ``backends`` mark selects (in this process's collection)."""
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-m", "backends", "-p",
-                           "no:cacheprovider", "-o", "addopts=", *GUARANTEES], cwd=REPO, capture_output=True,
-                          text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "--collect-only",
+            "-m",
+            "backends",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            *GUARANTEES,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     found = re.search(r"(\d+)(?:/\d+)? tests? (?:collected|selected)", proc.stdout)
     assert found, proc.stdout[-3000:] + proc.stderr[-3000:]
     return int(found.group(1))
@@ -54,9 +72,27 @@ def test_every_training_guarantee_marked_backends_holds_on_the_jax_backend() -> 
     expected = marked()
     assert expected >= 25
     env = {**os.environ, "KERAS_BACKEND": "jax"}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "backends", "-p", "no:cacheprovider",
-                           "-o", "addopts=-ra", *GUARANTEES], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=1800, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-m",
+            "backends",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=-ra",
+            *GUARANTEES,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
     report = proc.stdout[-8000:] + proc.stderr[-3000:]
     assert proc.returncode == 0, report
     assert re.search(rf"\b{expected} passed\b", proc.stdout), report  # all of them, none skipped
@@ -66,44 +102,93 @@ def test_every_training_guarantee_marked_backends_holds_on_the_jax_backend() -> 
 @pytest.mark.skipif(not ON_JAX, reason="runs in the JAX pytest of the test above")
 def test_the_jax_engine_trains_and_records_itself_in_run_json(store: Path, tmp_path: Path) -> None:
     notes: list[str] = []
-    chunkfit.fit("baseline-cnn", store, window=WINDOW, chunk=512, batch_size=64, epochs=1, validation=0.2,
-                 out=tmp_path / "run", progress=lambda p: notes.append(p.message or "") if p.phase == "notice" else None)
+    chunkfit.fit(
+        "baseline-cnn",
+        store,
+        window=WINDOW,
+        chunk=512,
+        batch_size=64,
+        epochs=1,
+        validation=0.2,
+        out=tmp_path / "run",
+        progress=lambda p: notes.append(p.message or "") if p.phase == "notice" else None,
+    )
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["engine"] == "jax"
     # 50 batches of 64 in one call: too short a run to try both loops, and JAX computes on the CPU here
-    assert run["compile"] == {"jit": True, "loop": "dispatch", "by": "autotune: a run of 1 training calls of up to "
-                              "256 batches is too short to try both loops; the default on a CPU"}
+    assert run["compile"] == {
+        "jit": True,
+        "loop": "dispatch",
+        "by": "autotune: a run of 1 training calls of up to "
+        "256 batches is too short to try both loops; the default on a CPU",
+    }
     assert any(n.startswith("JAX engine: ") and "--jax-loop dispatch" in n for n in notes), notes
 
 
 @pytest.mark.backends
 @pytest.mark.skipif(not ON_JAX, reason="runs in the JAX pytest of the test above")
 def test_a_long_enough_run_times_both_loops_records_them_and_trains_every_window_once(
-        store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """One batch per call: 50 calls per epoch, enough calls for the trial (6 calls, both loops, timed),
     once the trial's cost bound allows it in a run of a second."""
     from chunkfit.train.jax import loopchoice
 
     monkeypatch.setattr(loopchoice, "TRIAL_SECONDS", 0.0)
-    chunkfit.fit("baseline-cnn", store, window=WINDOW, chunk=512, batch_size=64, epochs=2, validation=0.2,
-                 steps_per_execution=1, out=tmp_path / "run")
+    chunkfit.fit(
+        "baseline-cnn",
+        store,
+        window=WINDOW,
+        chunk=512,
+        batch_size=64,
+        epochs=2,
+        validation=0.2,
+        steps_per_execution=1,
+        out=tmp_path / "run",
+    )
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     compiled = run["compile"]
     assert compiled["by"] == "autotune" and compiled["loop"] in ("dispatch", "scan"), compiled
-    assert set(compiled["windows_per_s"]) == {"dispatch", "scan"} and min(compiled["windows_per_s"].values()) > 0
+    assert (
+        set(compiled["windows_per_s"]) == {"dispatch", "scan"}
+        and min(compiled["windows_per_s"].values()) > 0
+    )
     train = run["split"]["train_ranges"]
     windows = sum(b - a - WINDOW + 1 for a, b in train)
     assert [e["train_windows"] for e in run["epochs"]] == [windows, windows]
     assert all(np.isfinite(e["loss"]) for e in run["epochs"])
 
 
-def test_the_cli_trains_on_jax_and_both_backends_score_the_saved_model_alike(store: Path, tmp_path: Path) -> None:
+def test_the_cli_trains_on_jax_and_both_backends_score_the_saved_model_alike(
+    store: Path, tmp_path: Path
+) -> None:
     """``--backend jax`` trains on the JAX engine; the model.keras it saves scores the same on TensorFlow."""
     run = tmp_path / "run"
-    trained = run_cli("--backend", "jax", "train", store, "--window", str(WINDOW), "--chunk", "512", "--batch-size",
-                      "64", "--epochs", "1", "--validation", "0.2", "--jax-loop", "scan", "--out", run)
+    trained = run_cli(
+        "--backend",
+        "jax",
+        "train",
+        store,
+        "--window",
+        str(WINDOW),
+        "--chunk",
+        "512",
+        "--batch-size",
+        "64",
+        "--epochs",
+        "1",
+        "--validation",
+        "0.2",
+        "--jax-loop",
+        "scan",
+        "--out",
+        run,
+    )
     assert trained.returncode == 0, trained.stderr
-    assert "JAX engine: " in trained.stdout and "looped inside one compiled call (--jax-loop scan)" in trained.stdout
+    assert (
+        "JAX engine: " in trained.stdout
+        and "looped inside one compiled call (--jax-loop scan)" in trained.stdout
+    )
     recorded = json.loads((run / "run.json").read_text())
     assert recorded["engine"] == "jax" and recorded["compile"]["loop"] == "scan"
     scores = {}
@@ -116,16 +201,39 @@ def test_the_cli_trains_on_jax_and_both_backends_score_the_saved_model_alike(sto
     np.testing.assert_allclose(scores["jax"], scores["tensorflow"], atol=1e-5)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--jit", "off"), "--jit off: the JAX engine compiles every step with XLA"),
-    (("--compute-threads", "2"), "--compute-threads is for the TensorFlow engine"),
-    (("--devices", "cpu:2"), "--devices cpu:2: several devices or workers train on the TensorFlow engine"),
-    (("--jax-loop", "scan", "--deterministic"), "--jax-loop scan cannot be combined with --deterministic"),
-    (("--jax-loop", "sideways"), "--jax-loop must be auto, dispatch or scan (received 'sideways')"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--jit", "off"), "--jit off: the JAX engine compiles every step with XLA"),
+        (("--compute-threads", "2"), "--compute-threads is for the TensorFlow engine"),
+        (
+            ("--devices", "cpu:2"),
+            "--devices cpu:2: several devices or workers train on the TensorFlow engine",
+        ),
+        (
+            ("--jax-loop", "scan", "--deterministic"),
+            "--jax-loop scan cannot be combined with --deterministic",
+        ),
+        (
+            ("--jax-loop", "sideways"),
+            "--jax-loop must be auto, dispatch or scan (received 'sideways')",
+        ),
+    ],
+)
 def test_what_the_jax_engine_cannot_do_is_refused_in_one_line_and_writes_nothing(
-        store: Path, tmp_path: Path, args: tuple[str, ...], message: str) -> None:
-    proc = run_cli("--backend", "jax", "train", store, "--window", str(WINDOW), "--out", tmp_path / "run", *args)
+    store: Path, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    proc = run_cli(
+        "--backend",
+        "jax",
+        "train",
+        store,
+        "--window",
+        str(WINDOW),
+        "--out",
+        tmp_path / "run",
+        *args,
+    )
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"chunkfit: error: {message}"), proc.stderr
@@ -135,4 +243,7 @@ def test_what_the_jax_engine_cannot_do_is_refused_in_one_line_and_writes_nothing
 def test_an_unknown_backend_is_refused_in_one_line(store: Path) -> None:
     proc = run_cli("--backend", "torch", "train", store)
     assert proc.returncode != 0
-    assert proc.stderr.strip() == "chunkfit: error: --backend must be tensorflow or jax (received 'torch')"
+    assert (
+        proc.stderr.strip()
+        == "chunkfit: error: --backend must be tensorflow or jax (received 'torch')"
+    )

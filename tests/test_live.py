@@ -34,7 +34,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 # -- ingest ---------------------------------------------------------------------------------------------
 
 
-def test_a_reader_sees_the_store_grow_while_the_stream_runs(tmp_path: Path, streams: list[Stream]) -> None:
+def test_a_reader_sees_the_store_grow_while_the_stream_runs(
+    tmp_path: Path, streams: list[Stream]
+) -> None:
     store = tmp_path / "live.zarr"
     stream = Stream(tmp_path, store, [300, 200, 100], "--commit-every", "0.2")
     streams.append(stream)
@@ -50,13 +52,19 @@ def test_a_reader_sees_the_store_grow_while_the_stream_runs(tmp_path: Path, stre
     assert (first, second) == (300, 500)
     assert out.startswith(f"created {store}: 600 samples at 100 Hz, 1 segment(s)")
     offline = tmp_path / "offline.zarr"
-    assert run_cli("ingest", offline, stream.gate / "stream.csv", "--time-column", "t").returncode == 0
+    assert (
+        run_cli("ingest", offline, stream.gate / "stream.csv", "--time-column", "t").returncode == 0
+    )
     with chunkfit.open_store(store) as s, chunkfit.open_store(offline) as o:
         np.testing.assert_array_equal(s.read(0, 600), o.read(0, 600))
         assert s.segments.tolist() == [[0, 600]]  # one recording across its commits
         assert s.sample_rate == o.sample_rate == 100.0
         [record] = s.attrs["sources"]
-        assert (record["name"], record["rows"], record["sha256"]) == ("<stdin>", 600, o.attrs["sources"][0]["sha256"])
+        assert (record["name"], record["rows"], record["sha256"]) == (
+            "<stdin>",
+            600,
+            o.attrs["sources"][0]["sha256"],
+        )
         for key in ("count", "min", "max"):
             assert s.attrs["stats"]["x"][key] == o.attrs["stats"]["x"][key]
         for key in ("mean", "std"):
@@ -97,7 +105,9 @@ def test_a_stream_appended_to_a_store_becomes_one_new_segment_after_its_recordin
         assert s.attrs["stats"]["x"]["count"] == 650
 
 
-def test_ctrl_c_on_a_stream_commits_the_rows_not_committed_yet(tmp_path: Path, streams: list[Stream]) -> None:
+def test_ctrl_c_on_a_stream_commits_the_rows_not_committed_yet(
+    tmp_path: Path, streams: list[Stream]
+) -> None:
     store = tmp_path / "live.zarr"
     stream = stream_ended_by_ctrl_c(tmp_path, store, streams)
     with chunkfit.open_store(store) as s:
@@ -130,7 +140,9 @@ def test_readers_opening_all_the_time_never_see_a_commit_half_done_nor_disturb_t
         np.testing.assert_array_equal(s.read(0, 3000)[:, 0], stream_values(stream.gate))
 
 
-def test_kill_9_between_commits_keeps_the_committed_rows_readable(tmp_path: Path, streams: list[Stream]) -> None:
+def test_kill_9_between_commits_keeps_the_committed_rows_readable(
+    tmp_path: Path, streams: list[Stream]
+) -> None:
     store = tmp_path / "live.zarr"
     stream = Stream(tmp_path, store, [300, 200], "--commit-every", "0.2", hold=True)
     streams.append(stream)
@@ -161,7 +173,9 @@ def test_follow_writes_detections_while_the_stream_runs_and_ends_equal_to_offlin
     follow_beside_a_stream(tmp_path, runs.run, tmp_path / "live.zarr", streams)
 
 
-def test_follow_of_a_store_that_does_not_grow_ends_after_idle(tmp_path: Path, runs: Trained) -> None:
+def test_follow_of_a_store_that_does_not_grow_ends_after_idle(
+    tmp_path: Path, runs: Trained
+) -> None:
     store = tmp_path / "done.zarr"
     rng = np.random.default_rng(2)
     x = np.sin(np.arange(700)) + rng.normal(0.0, 0.2, 700)
@@ -177,7 +191,9 @@ def test_follow_of_a_store_that_does_not_grow_ends_after_idle(tmp_path: Path, ru
 
 def test_ctrl_c_ends_follow_with_its_outputs_written(tmp_path: Path, runs: Trained) -> None:
     store = tmp_path / "done.zarr"
-    (tmp_path / "x.csv").write_text("x\n" + "\n".join(str(float(np.sin(i))) for i in range(400)) + "\n")
+    (tmp_path / "x.csv").write_text(
+        "x\n" + "\n".join(str(float(np.sin(i))) for i in range(400)) + "\n"
+    )
     assert run_cli("ingest", store, tmp_path / "x.csv", "--rate", "100").returncode == 0
     proc = follow(tmp_path, runs.run, store, "--idle", "600")
     wait_for(lambda: any(tmp_path.glob(".follow.zarr.chunkfit-tmp-*")), proc)
@@ -220,9 +236,20 @@ def test_commit_every_for_files_is_refused(tmp_path: Path, small_csv: Path) -> N
     )
 
 
-def test_follow_of_a_store_that_never_appears_is_refused_after_idle(tmp_path: Path, runs: Trained) -> None:
-    result = run_cli("predict", runs.run, "missing.zarr", "--follow", "--out", "s.zarr", "--idle", "0.5",
-                     cwd=tmp_path)
+def test_follow_of_a_store_that_never_appears_is_refused_after_idle(
+    tmp_path: Path, runs: Trained
+) -> None:
+    result = run_cli(
+        "predict",
+        runs.run,
+        "missing.zarr",
+        "--follow",
+        "--out",
+        "s.zarr",
+        "--idle",
+        "0.5",
+        cwd=tmp_path,
+    )
     assert result.returncode == 1
     assert error_line(result) == (
         "chunkfit: error: missing.zarr: store not found after waiting 0.5 s (--idle); start "
@@ -232,13 +259,28 @@ def test_follow_of_a_store_that_never_appears_is_refused_after_idle(tmp_path: Pa
 
 
 def test_idle_without_follow_is_refused(tmp_path: Path, runs: Trained) -> None:
-    result = run_cli("predict", runs.run, runs.store, "--out", "s.zarr", "--idle", "3", cwd=tmp_path)
+    result = run_cli(
+        "predict", runs.run, runs.store, "--out", "s.zarr", "--idle", "3", cwd=tmp_path
+    )
     assert result.returncode == 2
-    assert error_line(result) == "chunkfit: error: --idle applies to --follow only; add --follow to score a growing store"
+    assert (
+        error_line(result)
+        == "chunkfit: error: --idle applies to --follow only; add --follow to score a growing store"
+    )
 
 
 def test_chunk_with_follow_is_refused(tmp_path: Path, runs: Trained) -> None:
-    result = run_cli("predict", runs.run, runs.store, "--follow", "--out", "s.zarr", "--chunk", "500", cwd=tmp_path)
+    result = run_cli(
+        "predict",
+        runs.run,
+        runs.store,
+        "--follow",
+        "--out",
+        "s.zarr",
+        "--chunk",
+        "500",
+        cwd=tmp_path,
+    )
     assert result.returncode == 2
     assert error_line(result) == (
         "chunkfit: error: --chunk does not apply to --follow, which scores what each commit adds; drop --chunk"
@@ -246,8 +288,12 @@ def test_chunk_with_follow_is_refused(tmp_path: Path, runs: Trained) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_follow_with_an_idle_time_that_is_not_positive_is_refused(tmp_path: Path, runs: Trained) -> None:
-    result = run_cli("predict", runs.run, runs.store, "--follow", "--out", "s.zarr", "--idle", "0", cwd=tmp_path)
+def test_follow_with_an_idle_time_that_is_not_positive_is_refused(
+    tmp_path: Path, runs: Trained
+) -> None:
+    result = run_cli(
+        "predict", runs.run, runs.store, "--follow", "--out", "s.zarr", "--idle", "0", cwd=tmp_path
+    )
     assert result.returncode == 2
     assert error_line(result) == (
         "chunkfit: error: --idle must be a positive number of seconds, e.g. --idle 1 (received 0.0)"

@@ -27,9 +27,26 @@ from chunkfit.train.runfolder import LOCK_FILE
 pytestmark = pytest.mark.slow
 
 WINDOW = 16
-TRAIN = ["--window", str(WINDOW), "--chunk", "64", "--batch-size", "32", "--mix", "1", "--epochs", "1",
-         "--checkpoint-every", "1"]
-STALE_PIDS = ["999999999", str(os.getpid()), "", "not a pid"]  # what a lock file nobody holds may say
+TRAIN = [
+    "--window",
+    str(WINDOW),
+    "--chunk",
+    "64",
+    "--batch-size",
+    "32",
+    "--mix",
+    "1",
+    "--epochs",
+    "1",
+    "--checkpoint-every",
+    "1",
+]
+STALE_PIDS = [
+    "999999999",
+    str(os.getpid()),
+    "",
+    "not a pid",
+]  # what a lock file nobody holds may say
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +56,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def train_over_a_stale_lock_file(store: Path, pid: str, base: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+def train_over_a_stale_lock_file(
+    store: Path, pid: str, base: Path
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     """A trainer on a folder holding a lock file that says ``pid`` and that no process holds."""
     run = base / "run"
     run.mkdir()
@@ -53,7 +72,9 @@ def train_to_the_end(store: Path, base: Path) -> tuple[subprocess.CompletedProce
 
 
 @pytest.fixture(scope="module", autouse=True)
-def launched(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Any]]]:
+def launched(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future[Any]]]:
     """The module's trainers that need no other process beside them, started with the module one after
     another in a thread: they train on one core while the tests below hold, kill and restart their own
     trainers on the other (as many of those processes as of these, about 20 s of CPU each)."""
@@ -62,7 +83,10 @@ def launched(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         "finished": partial(train_to_the_end, store),  # the predict tests at the end of the module
     }
     with ThreadPoolExecutor(max_workers=1) as pool:
-        yield {name: pool.submit(job, tmp_path_factory.mktemp("launched")) for name, job in jobs.items()}
+        yield {
+            name: pool.submit(job, tmp_path_factory.mktemp("launched"))
+            for name, job in jobs.items()
+        }
 
 
 def start_held(store: Path, run: Path) -> subprocess.Popen[bytes]:
@@ -70,7 +94,9 @@ def start_held(store: Path, run: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         cli_command("train", str(store), *TRAIN, "--out", str(run)),
         env={**cli_env(), checkpoint.PAUSE_HOOK: "1:600"},
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     paused = run / "checkpoint.tmp" / checkpoint.PAUSED
     deadline = time.monotonic() + 240
@@ -81,13 +107,18 @@ def start_held(store: Path, run: Path) -> subprocess.Popen[bytes]:
     return proc
 
 
-def test_a_second_trainer_on_a_folder_in_use_is_refused_naming_the_process(store: Path, tmp_path: Path) -> None:
+def test_a_second_trainer_on_a_folder_in_use_is_refused_naming_the_process(
+    store: Path, tmp_path: Path
+) -> None:
     run = tmp_path / "run"
     first = start_held(store, run)
     try:
         before = tree(run)
         second = run_cli("train", store, *TRAIN, "--out", run)
-        assert error_line(second) == f"chunkfit: error: {run}: run in use by process {first.pid}; wait for it or stop it"
+        assert (
+            error_line(second)
+            == f"chunkfit: error: {run}: run in use by process {first.pid}; wait for it or stop it"
+        )
         assert second.returncode == 1
         assert tree(run) == before
     finally:
@@ -98,7 +129,9 @@ def test_a_second_trainer_on_a_folder_in_use_is_refused_naming_the_process(store
     assert not (run / LOCK_FILE).exists()
 
 
-def test_a_trainer_killed_before_its_first_checkpoint_leaves_a_lock_file_that_stops_nobody(store: Path, tmp_path: Path) -> None:
+def test_a_trainer_killed_before_its_first_checkpoint_leaves_a_lock_file_that_stops_nobody(
+    store: Path, tmp_path: Path
+) -> None:
     run = tmp_path / "run"
     first = start_held(store, run)
     first.kill()
@@ -106,7 +139,9 @@ def test_a_trainer_killed_before_its_first_checkpoint_leaves_a_lock_file_that_st
     assert (run / LOCK_FILE).is_file()  # left behind by the killed process
     again = run_cli("train", store, *TRAIN, "--out", run, timeout=300)
     assert again.returncode == 0, again.stderr
-    assert "resuming the run" not in again.stdout  # the kill came before the first checkpoint was complete
+    assert (
+        "resuming the run" not in again.stdout
+    )  # the kill came before the first checkpoint was complete
     assert (run / "model.keras").is_file()
     assert not (run / LOCK_FILE).exists()
 
@@ -127,14 +162,20 @@ def test_the_same_command_resumes_at_once_after_kill_9(store: Path, tmp_path: Pa
     assert "resuming the run" in again.stdout
 
 
-@pytest.mark.parametrize("pid", STALE_PIDS, ids=["no-such-pid", "a-live-process", "empty", "not-a-pid"])
-def test_a_lock_file_nobody_holds_is_no_obstacle(launched: dict[str, Future[Any]], pid: str) -> None:
+@pytest.mark.parametrize(
+    "pid", STALE_PIDS, ids=["no-such-pid", "a-live-process", "empty", "not-a-pid"]
+)
+def test_a_lock_file_nobody_holds_is_no_obstacle(
+    launched: dict[str, Future[Any]], pid: str
+) -> None:
     result, run = launched[f"stale-{pid}"].result()
     assert result.returncode == 0, result.stderr
     assert (run / "model.keras").is_file()
 
 
-def test_a_folder_locked_by_another_process_is_refused_before_anything_is_read(store: Path, tmp_path: Path) -> None:
+def test_a_folder_locked_by_another_process_is_refused_before_anything_is_read(
+    store: Path, tmp_path: Path
+) -> None:
     run = tmp_path / "run"
     run.mkdir()
     lock = FileLock(run / LOCK_FILE)
@@ -143,8 +184,9 @@ def test_a_folder_locked_by_another_process_is_refused_before_anything_is_read(s
     try:
         before = tree(run)
         result = run_cli("train", store, *TRAIN, "--out", run, "--restart")
-        assert error_line(result) == (f"chunkfit: error: {run}: run in use by process {os.getpid()}; "
-                                      "wait for it or stop it")
+        assert error_line(result) == (
+            f"chunkfit: error: {run}: run in use by process {os.getpid()}; wait for it or stop it"
+        )
         assert tree(run) == before
     finally:
         lock.release()
@@ -168,7 +210,9 @@ def test_a_lock_is_refused_to_a_second_holder_and_free_after_release(tmp_path: P
     assert not (tmp_path / "x.lock").exists()
 
 
-def test_taking_and_releasing_a_lock_file_made_by_someone_else_leaves_it_as_it_was(tmp_path: Path) -> None:
+def test_taking_and_releasing_a_lock_file_made_by_someone_else_leaves_it_as_it_was(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "x.lock").write_text("12345\n")
     lock = FileLock(tmp_path / "x.lock")
     lock.acquire()
@@ -187,25 +231,44 @@ def finished_run(launched: dict[str, Future[Any]]) -> Path:
 
 
 @pytest.mark.parametrize("flag", ["--out", "--events-out"])
-def test_predict_refuses_an_output_another_process_is_writing(finished_run: Path, store: Path, tmp_path: Path,
-                                                              flag: str) -> None:
+def test_predict_refuses_an_output_another_process_is_writing(
+    finished_run: Path, store: Path, tmp_path: Path, flag: str
+) -> None:
     held = tmp_path / ("scores.zarr" if flag == "--out" else "events.csv")
     lock = FileLock(tmp_path / f".{held.name}.chunkfit.lock")
     lock.acquire()
     lock.claim()
     try:
         before = tree(tmp_path)
-        result = run_cli("predict", finished_run, store, "--out", tmp_path / "scores.zarr",
-                         "--events-out", tmp_path / "events.csv")
-        assert error_line(result) == (f"chunkfit: error: {held}: output in use by process {os.getpid()}; "
-                                      "wait for it or stop it")
+        result = run_cli(
+            "predict",
+            finished_run,
+            store,
+            "--out",
+            tmp_path / "scores.zarr",
+            "--events-out",
+            tmp_path / "events.csv",
+        )
+        assert error_line(result) == (
+            f"chunkfit: error: {held}: output in use by process {os.getpid()}; "
+            "wait for it or stop it"
+        )
         assert tree(tmp_path) == before
     finally:
         lock.release()
 
 
-def test_predict_leaves_no_lock_file_behind(finished_run: Path, store: Path, tmp_path: Path) -> None:
-    result = run_cli("predict", finished_run, store, "--out", tmp_path / "scores.zarr",
-                     "--events-out", tmp_path / "events.csv")
+def test_predict_leaves_no_lock_file_behind(
+    finished_run: Path, store: Path, tmp_path: Path
+) -> None:
+    result = run_cli(
+        "predict",
+        finished_run,
+        store,
+        "--out",
+        tmp_path / "scores.zarr",
+        "--events-out",
+        tmp_path / "events.csv",
+    )
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["events.csv", "scores.zarr"]

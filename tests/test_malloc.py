@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 from support import REPO, make_store
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's arenas: Linux only")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="glibc's arenas: Linux only"
+)
 
 # Prints how many malloc arenas (glibc's "heaps") the process has after its threads allocated.
 ARENAS = """
@@ -30,7 +32,9 @@ def arenas():
         return len(re.findall(r'<heap nr="', open(f.name).read()))
 """
 
-THREADS = ARENAS + """
+THREADS = (
+    ARENAS
+    + """
 import sys, threading
 import numpy as np
 from chunkfit.train.malloc import cap_arenas
@@ -45,16 +49,30 @@ for t in go: t.start()
 for t in go: t.join()
 print("arenas", arenas())
 """
+)
 
 
 def _run(code: str, *args: str, env: dict[str, str] | None = None) -> dict[str, str]:
     base = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
-                         cwd=REPO, env={**base, **(env or {}), "PYTHONPATH": str(REPO)}, check=True)
-    return dict(line.split(" ", 1) for line in out.stdout.splitlines() if re.match(r"^(capped|arenas) ", line))
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env={**base, **(env or {}), "PYTHONPATH": str(REPO)},
+        check=True,
+    )
+    return dict(
+        line.split(" ", 1)
+        for line in out.stdout.splitlines()
+        if re.match(r"^(capped|arenas) ", line)
+    )
 
 
-def test_cap_holds_a_threaded_process_to_that_many_arenas_where_uncapped_it_takes_one_per_thread() -> None:
+def test_cap_holds_a_threaded_process_to_that_many_arenas_where_uncapped_it_takes_one_per_thread() -> (
+    None
+):
     uncapped = _run(THREADS, "-")
     capped = _run(THREADS, "2")
     assert capped["capped"] == "True"
@@ -71,13 +89,18 @@ def test_a_users_malloc_arena_max_is_left_as_it_is() -> None:
 def test_a_training_run_holds_its_threads_to_one_arena_per_core(tmp_path: Path) -> None:
     signal = np.sin(np.arange(6000) / 7.0)[:, None].astype(np.float32)
     store = make_store(tmp_path / "s.zarr", signal, events=list(range(100, 6000, 450)), chunk=1024)
-    code = ARENAS + f"""
+    code = (
+        ARENAS
+        + f"""
 import os, chunkfit
 chunkfit.fit("baseline-cnn", {str(store)!r}, window=104, chunk=2000, epochs=1, validation=0.2)
 print("arenas", arenas())
 print("capped", len(os.sched_getaffinity(0)))
 """
+    )
     trained = _run(code)
     free = _run(code, env={"MALLOC_ARENA_MAX": "64"})  # the user's choice: left uncapped
-    assert int(trained["arenas"]) <= int(trained["capped"])  # one per core (the main arena among them)
+    assert int(trained["arenas"]) <= int(
+        trained["capped"]
+    )  # one per core (the main arena among them)
     assert int(free["arenas"]) > int(trained["capped"])

@@ -15,7 +15,9 @@ from chunkfit.score.metrics import BinaryMetrics
 
 
 @st.composite
-def labelled_scores(draw: st.DrawFn, grid: bool = False) -> tuple[np.ndarray, np.ndarray, list[int]]:
+def labelled_scores(
+    draw: st.DrawFn, grid: bool = False
+) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """(positive flags, scores, cut points splitting them into updates), both classes present.
 
     With ``grid`` the scores are multiples of 1/1000, so equal scores are the only ties; otherwise
@@ -35,7 +37,9 @@ def labelled_scores(draw: st.DrawFn, grid: bool = False) -> tuple[np.ndarray, np
     return positive, scores, cuts
 
 
-def accumulate(positive: np.ndarray, scores: np.ndarray, cuts: list[int], threshold: float = 0.5) -> BinaryMetrics:
+def accumulate(
+    positive: np.ndarray, scores: np.ndarray, cuts: list[int], threshold: float = 0.5
+) -> BinaryMetrics:
     m = BinaryMetrics(threshold=threshold)
     for a, b in zip([0, *cuts], [*cuts, positive.size], strict=True):
         m.update(positive[a:b], scores[a:b])
@@ -70,7 +74,12 @@ def test_accuracy_precision_recall_and_f1_equal_their_definitions(
     recall = tp / positive.sum()
     f1 = 2 * tp / (predicted.sum() + positive.sum())
     result = accumulate(positive, scores, cuts, threshold).result()
-    expected = {"accuracy": np.mean(positive == predicted), "precision": precision, "recall": recall, "f1": f1}
+    expected = {
+        "accuracy": np.mean(positive == predicted),
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+    }
     assert {k: result[k] for k in expected} == pytest.approx(expected, rel=1e-12, nan_ok=True)
 
 
@@ -80,7 +89,9 @@ def test_roc_auc_equals_the_pairwise_auc_when_only_equal_scores_share_a_bin(
     data: tuple[np.ndarray, np.ndarray, list[int]],
 ) -> None:
     positive, scores, cuts = data
-    assert accumulate(positive, scores, cuts).roc_auc() == pytest.approx(exact_roc_auc(positive, scores), abs=1e-12)
+    assert accumulate(positive, scores, cuts).roc_auc() == pytest.approx(
+        exact_roc_auc(positive, scores), abs=1e-12
+    )
 
 
 @given(labelled_scores(grid=True))
@@ -126,16 +137,25 @@ def test_roc_auc_differs_from_the_pairwise_auc_by_at_most_half_the_pairs_sharing
 ) -> None:
     positive, scores, cuts = data
     p, n = scores[positive].astype(np.float64), scores[~positive].astype(np.float64)
-    shared = (binned(scores[positive])[:, None] == binned(scores[~positive])[None, :]) & (p[:, None] != n[None, :])
+    shared = (binned(scores[positive])[:, None] == binned(scores[~positive])[None, :]) & (
+        p[:, None] != n[None, :]
+    )
     bound = 0.5 * shared.sum() / shared.size
-    assert abs(accumulate(positive, scores, cuts).roc_auc() - exact_roc_auc(positive, scores)) <= bound + 1e-12
+    assert (
+        abs(accumulate(positive, scores, cuts).roc_auc() - exact_roc_auc(positive, scores))
+        <= bound + 1e-12
+    )
 
 
 @pytest.mark.parametrize("rate", [0.5, 0.01])
-def test_pr_and_roc_auc_of_a_realistic_score_spread_are_within_1e4_of_the_exact_figures(rate: float) -> None:
+def test_pr_and_roc_auc_of_a_realistic_score_spread_are_within_1e4_of_the_exact_figures(
+    rate: float,
+) -> None:
     rng = np.random.default_rng(20)
     positive = rng.random(200_000) < rate
-    scores = np.where(positive, rng.beta(5, 2, positive.size), rng.beta(2, 5, positive.size)).astype(np.float32)
+    scores = np.where(
+        positive, rng.beta(5, 2, positive.size), rng.beta(2, 5, positive.size)
+    ).astype(np.float32)
     m = accumulate(positive, scores, [50_000, 120_000])
     assert m.pr_auc() == pytest.approx(exact_average_precision(positive, scores), abs=1e-4)
     assert m.roc_auc() == pytest.approx(exact_roc_auc_sorted(positive, scores), abs=1e-4)
@@ -149,7 +169,9 @@ def exact_roc_auc_sorted(positive: np.ndarray, scores: np.ndarray) -> float:
     sorted_s = s[order]
     first = np.r_[0, np.flatnonzero(np.diff(sorted_s) != 0) + 1]
     last = np.r_[first[1:], s.size]
-    ranks[order] = np.repeat((first + last + 1) / 2.0, last - first)  # mean 1-based rank of each tie
+    ranks[order] = np.repeat(
+        (first + last + 1) / 2.0, last - first
+    )  # mean 1-based rank of each tie
     n_pos, n_neg = int(positive.sum()), int((~positive).sum())
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
@@ -210,7 +232,9 @@ def test_result_is_plain_json() -> None:
     assert json.loads(json.dumps(m.result(), allow_nan=False)) == m.result()
 
 
-def brute_threshold_figures(positive: np.ndarray, scores: np.ndarray, t: float) -> tuple[float, float, float]:
+def brute_threshold_figures(
+    positive: np.ndarray, scores: np.ndarray, t: float
+) -> tuple[float, float, float]:
     """(precision, recall, F1) of the event class when windows scoring at least ``t`` are positive."""
     predicted = binned(scores) >= round(t * 100_000)
     tp = int(np.sum(positive & predicted))
@@ -221,14 +245,17 @@ def brute_threshold_figures(positive: np.ndarray, scores: np.ndarray, t: float) 
 
 @given(labelled_scores(grid=True))
 @settings(max_examples=40, deadline=None)
-def test_the_f1_threshold_has_the_best_f1_of_every_threshold(data: tuple[np.ndarray, np.ndarray, list[int]]) -> None:
+def test_the_f1_threshold_has_the_best_f1_of_every_threshold(
+    data: tuple[np.ndarray, np.ndarray, list[int]],
+) -> None:
     positive, scores, cuts = data
     chosen = accumulate(positive, scores, cuts).choose_threshold("f1")
     candidates = np.unique(binned(scores)) / 100_000
     best = max(brute_threshold_figures(positive, scores, t)[2] for t in candidates)
     assert chosen["f1"] == pytest.approx(best, abs=1e-12)
     assert brute_threshold_figures(positive, scores, chosen["value"]) == pytest.approx(
-        (chosen["precision"], chosen["recall"], chosen["f1"]), abs=1e-12)
+        (chosen["precision"], chosen["recall"], chosen["f1"]), abs=1e-12
+    )
 
 
 @given(labelled_scores(grid=True), st.sampled_from([0.5, 0.9, 1.0]))

@@ -31,7 +31,9 @@ def test_missing_model_file_is_refused(tmp_path: Path) -> None:
         build_model(str(tmp_path / "nope.keras"), 50, 1, 2)
 
 
-def test_module_function_gets_the_arguments_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_module_function_gets_the_arguments_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "my_models.py").write_text(
         "import keras\n"
         "def tiny(window, n_classes):\n"
@@ -54,15 +56,27 @@ def test_unknown_model_name_is_refused() -> None:
 
 
 def test_model_that_cannot_take_the_window_length_is_refused() -> None:
-    model = keras.Sequential([keras.Input((None, 1)), keras.layers.Conv1D(4, 50), keras.layers.GlobalMaxPooling1D(),
-                              keras.layers.Dense(2)])
+    model = keras.Sequential(
+        [
+            keras.Input((None, 1)),
+            keras.layers.Conv1D(4, 50),
+            keras.layers.GlobalMaxPooling1D(),
+            keras.layers.Dense(2),
+        ]
+    )
     with pytest.raises(IncompatibleError, match=r"cannot take windows shaped \(20, 1\)"):
         check_model(model, 20, 1, 2)
 
 
 def test_unknown_optimizer_is_refused() -> None:
     with pytest.raises(ModelError, match="unknown optimizer 'adamm'"):
-        compile_model(build_model("baseline-cnn", 30, 1, 2), optimizer="adamm", lr=None, loss=None, steps_per_execution=1)
+        compile_model(
+            build_model("baseline-cnn", 30, 1, 2),
+            optimizer="adamm",
+            lr=None,
+            loss=None,
+            steps_per_execution=1,
+        )
 
 
 def test_compiled_model_keeps_its_optimizer_when_nothing_is_asked() -> None:

@@ -69,25 +69,44 @@ class Prediction:
     stride: int
 
 
-@pytest.fixture(scope="module", params=[("zarr", 1), ("hdf5", 1), ("zarr", STRIDE), ("hdf5", STRIDE)],
-                ids=["zarr-stride-1", "hdf5-stride-1", f"zarr-stride-{STRIDE}", f"hdf5-stride-{STRIDE}"])
-def prediction(request: pytest.FixtureRequest, runs: Trained, store: Path, tmp_path_factory: pytest.TempPathFactory) -> Prediction:
+@pytest.fixture(
+    scope="module",
+    params=[("zarr", 1), ("hdf5", 1), ("zarr", STRIDE), ("hdf5", STRIDE)],
+    ids=["zarr-stride-1", "hdf5-stride-1", f"zarr-stride-{STRIDE}", f"hdf5-stride-{STRIDE}"],
+)
+def prediction(
+    request: pytest.FixtureRequest,
+    runs: Trained,
+    store: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Prediction:
     """predict() in blocks of 200 windows, and every window scored directly by the model."""
     backend, stride = request.param
     run = runs.run if stride == 1 else runs.strided
     folder = tmp_path_factory.mktemp("scores")
     out = folder / f"scores{SUFFIX[backend]}"
-    report = chunkfit.predict(run, store, out, events_out=folder / "events.csv", chunk=200, batch_size=64)
-    return Prediction(read_scores(out), all_windows(keras_model(run), store, WINDOW, stride), report,
-                      folder / "events.csv", stride)
+    report = chunkfit.predict(
+        run, store, out, events_out=folder / "events.csv", chunk=200, batch_size=64
+    )
+    return Prediction(
+        read_scores(out),
+        all_windows(keras_model(run), store, WINDOW, stride),
+        report,
+        folder / "events.csv",
+        stride,
+    )
 
 
 def test_scores_have_one_value_per_sample(prediction: Prediction) -> None:
     assert prediction.scores.shape == (2200,) and prediction.scores.dtype == np.float32
 
 
-def test_score_at_each_window_start_is_the_models_probability_for_that_window(prediction: Prediction) -> None:
-    np.testing.assert_allclose(prediction.scores[prediction.windows.starts], prediction.windows.probs[:, 1], atol=1e-6)
+def test_score_at_each_window_start_is_the_models_probability_for_that_window(
+    prediction: Prediction,
+) -> None:
+    np.testing.assert_allclose(
+        prediction.scores[prediction.windows.starts], prediction.windows.probs[:, 1], atol=1e-6
+    )
 
 
 def test_scores_are_nan_exactly_where_no_window_starts(prediction: Prediction) -> None:
@@ -112,15 +131,21 @@ def read_detections(path: Path) -> list[dict[str, str]]:
 
 def test_events_csv_holds_the_merged_runs_of_positive_windows(prediction: Prediction) -> None:
     w = prediction.windows
-    runs = merge_runs(w.starts, w.segments, w.probs[:, 1], WINDOW, prediction.stride, prediction.report.threshold)
+    runs = merge_runs(
+        w.starts, w.segments, w.probs[:, 1], WINDOW, prediction.stride, prediction.report.threshold
+    )
     expected = [(r.start, r.end, round(r.peak_score, 6), r.peak_start) for r in runs]
     rows = read_detections(prediction.events_csv)
-    got = [(int(r["start"]), int(r["end"]), float(r["peak_score"]), int(r["peak_sample"])) for r in rows]
+    got = [
+        (int(r["start"]), int(r["end"]), float(r["peak_score"]), int(r["peak_sample"]))
+        for r in rows
+    ]
     assert got == expected
 
 
-def test_detections_use_the_threshold_the_run_chose_on_its_validation_split(prediction: Prediction,
-                                                                           runs: Trained) -> None:
+def test_detections_use_the_threshold_the_run_chose_on_its_validation_split(
+    prediction: Prediction, runs: Trained
+) -> None:
     run = runs.run if prediction.stride == 1 else runs.strided
     chosen = json.loads((run / "run.json").read_text())["threshold"]
     assert prediction.report.threshold == chosen["value"] != 0.5
@@ -134,7 +159,9 @@ def test_a_threshold_given_replaces_the_runs(runs: Trained, store: Path, tmp_pat
 
 def test_events_csv_gives_times_in_seconds_at_the_store_rate(prediction: Prediction) -> None:
     rows = read_detections(prediction.events_csv)
-    assert all(float(r["start_s"]) == int(r["start"]) and float(r["end_s"]) == int(r["end"]) for r in rows)
+    assert all(
+        float(r["start_s"]) == int(r["start"]) and float(r["end_s"]) == int(r["end"]) for r in rows
+    )
 
 
 def test_report_counts_the_detections_written(prediction: Prediction) -> None:
@@ -152,18 +179,24 @@ def long_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("chunk", [500, 2_000, 5_000])
-def test_scores_are_bit_identical_whatever_the_block_size(runs: Trained, long_store: Path, tmp_path: Path,
-                                                          chunk: int) -> None:
+def test_scores_are_bit_identical_whatever_the_block_size(
+    runs: Trained, long_store: Path, tmp_path: Path, chunk: int
+) -> None:
     chunkfit.predict(runs.run, long_store, tmp_path / "small.zarr", chunk=chunk)
     chunkfit.predict(runs.run, long_store, tmp_path / "whole.zarr", chunk=24_000)
-    np.testing.assert_array_equal(read_scores(tmp_path / "small.zarr"), read_scores(tmp_path / "whole.zarr"))
+    np.testing.assert_array_equal(
+        read_scores(tmp_path / "small.zarr"), read_scores(tmp_path / "whole.zarr")
+    )
 
 
-def test_scores_of_other_batch_sizes_agree_within_1e6(runs: Trained, long_store: Path, tmp_path: Path) -> None:
+def test_scores_of_other_batch_sizes_agree_within_1e6(
+    runs: Trained, long_store: Path, tmp_path: Path
+) -> None:
     chunkfit.predict(runs.run, long_store, tmp_path / "b64.zarr", batch_size=64)
     chunkfit.predict(runs.run, long_store, tmp_path / "b1024.zarr", batch_size=1024)
-    np.testing.assert_allclose(read_scores(tmp_path / "b64.zarr"), read_scores(tmp_path / "b1024.zarr"),
-                               rtol=0, atol=1e-6)
+    np.testing.assert_allclose(
+        read_scores(tmp_path / "b64.zarr"), read_scores(tmp_path / "b1024.zarr"), rtol=0, atol=1e-6
+    )
 
 
 # -- stores without events or labels; gaps from a time column ----------------------------------------
@@ -171,13 +204,24 @@ def test_scores_of_other_batch_sizes_agree_within_1e6(runs: Trained, long_store:
 
 def test_store_ingested_from_a_plain_csv_is_scored(runs: Trained, tmp_path: Path) -> None:
     rng = np.random.default_rng(8)
-    source = write_csv(tmp_path / "log.csv", np.sin(np.arange(500))[:, None] + rng.normal(0, 0.2, (500, 1)), names=["x"])
+    source = write_csv(
+        tmp_path / "log.csv",
+        np.sin(np.arange(500))[:, None] + rng.normal(0, 0.2, (500, 1)),
+        names=["x"],
+    )
     chunkfit.ingest(tmp_path / "log.zarr", [str(source)], IngestOptions(rate=250.0))
-    report = chunkfit.predict(runs.run, tmp_path / "log.zarr", tmp_path / "scores.h5", events_out=tmp_path / "ev.csv")
-    assert (report.windows, np.isnan(read_scores(tmp_path / "scores.h5")).sum()) == (500 - WINDOW + 1, WINDOW - 1)
+    report = chunkfit.predict(
+        runs.run, tmp_path / "log.zarr", tmp_path / "scores.h5", events_out=tmp_path / "ev.csv"
+    )
+    assert (report.windows, np.isnan(read_scores(tmp_path / "scores.h5")).sum()) == (
+        500 - WINDOW + 1,
+        WINDOW - 1,
+    )
 
 
-def test_gap_in_the_time_column_leaves_nan_at_the_end_of_each_segment(runs: Trained, tmp_path: Path) -> None:
+def test_gap_in_the_time_column_leaves_nan_at_the_end_of_each_segment(
+    runs: Trained, tmp_path: Path
+) -> None:
     rng = np.random.default_rng(9)
     times = np.r_[np.arange(300), 400 + np.arange(200)] / 100.0  # one second missing after row 299
     source = write_csv(tmp_path / "log.csv", rng.normal(size=(500, 1)), names=["x"], times=times)
@@ -188,13 +232,17 @@ def test_gap_in_the_time_column_leaves_nan_at_the_end_of_each_segment(runs: Trai
     np.testing.assert_array_equal(np.isnan(read_scores(tmp_path / "scores.zarr")), expected)
 
 
-def test_scores_are_written_over_an_existing_output_with_overwrite(runs: Trained, store: Path, tmp_path: Path) -> None:
+def test_scores_are_written_over_an_existing_output_with_overwrite(
+    runs: Trained, store: Path, tmp_path: Path
+) -> None:
     (tmp_path / "scores.h5").write_bytes(b"old")
     chunkfit.predict(runs.run, store, tmp_path / "scores.h5", overwrite=True)
     assert read_scores(tmp_path / "scores.h5").shape == (2200,)
 
 
-def test_scores_array_records_the_run_and_window_settings(runs: Trained, store: Path, tmp_path: Path) -> None:
+def test_scores_array_records_the_run_and_window_settings(
+    runs: Trained, store: Path, tmp_path: Path
+) -> None:
     chunkfit.predict(runs.strided, store, tmp_path / "scores.zarr")
     attrs = zarr.open_group(str(tmp_path / "scores.zarr"), mode="r").attrs["chunkfit_scores"]
     assert (attrs["window"], attrs["stride"], attrs["class"]) == (WINDOW, STRIDE, 1)
@@ -204,15 +252,26 @@ def test_scores_array_records_the_run_and_window_settings(runs: Trained, store: 
 
 
 def other_store(path: Path, channels: list[str], samples: int = 200) -> Path:
-    return make_store(path, np.zeros((samples, len(channels)), np.float32), channels=channels, rate=1.0)
+    return make_store(
+        path, np.zeros((samples, len(channels)), np.float32), channels=channels, rate=1.0
+    )
 
 
 REFUSALS: dict[str, tuple[type[Exception], str]] = {
     "run-without-model": (RunError, r"run folder has no model\.keras"),
     "missing-run": (RunError, "no such run folder or .keras file"),
-    "not-a-keras-file": (ModelError, r"not a \.keras model \(a \.keras file is a zip archive, this file is not\)"),
-    "other-channel-count": (IncompatibleError, r"channels \['x', 'y'\] differ from the training store's \['x'\]"),
-    "other-channel-name": (IncompatibleError, r"channels \['y'\] differ from the training store's \['x'\]"),
+    "not-a-keras-file": (
+        ModelError,
+        r"not a \.keras model \(a \.keras file is a zip archive, this file is not\)",
+    ),
+    "other-channel-count": (
+        IncompatibleError,
+        r"channels \['x', 'y'\] differ from the training store's \['x'\]",
+    ),
+    "other-channel-name": (
+        IncompatibleError,
+        r"channels \['y'\] differ from the training store's \['x'\]",
+    ),
     "segments-shorter-than-window": (WindowError, "window 16 is longer than every segment"),
     "output-exists": (StoreExistsError, "already exists; pass --overwrite"),
     "events-output-exists": (StoreExistsError, "already exists; pass --overwrite"),
@@ -221,7 +280,10 @@ REFUSALS: dict[str, tuple[type[Exception], str]] = {
     "output-is-the-store": (UsageError, "is the store being scored"),
     "threshold-above-one": (UsageError, r"--threshold must be in \[0, 1\]"),
     "chunk-zero": (UsageError, "--chunk must be a positive integer"),
-    "run-json-of-another-model": (ModelError, "run.json describes windows of 20 samples .* the model takes 16 samples"),
+    "run-json-of-another-model": (
+        ModelError,
+        "run.json describes windows of 20 samples .* the model takes 16 samples",
+    ),
 }
 
 
@@ -284,8 +346,10 @@ def test_bad_input_writes_nothing(name: str, runs: Trained, store: Path, tmp_pat
     assert listing(tmp_path) == before
 
 
-@pytest.mark.parametrize(("chunk", "batch", "expected"), [(2_000, 1_024, 1_024), (24_000, 1_024, 23_552),
-                                                          (100, 1_024, 1_024), (4_096, 1_024, 4_096)])
+@pytest.mark.parametrize(
+    ("chunk", "batch", "expected"),
+    [(2_000, 1_024, 1_024), (24_000, 1_024, 23_552), (100, 1_024, 1_024), (4_096, 1_024, 4_096)],
+)
 def test_scoring_blocks_hold_whole_batches(chunk: int, batch: int, expected: int) -> None:
     from chunkfit.score.scorer import scoring_chunk
 

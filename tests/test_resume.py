@@ -34,10 +34,10 @@ import pytest
 from support import SUFFIX, cli_command, cli_env, error_line, run_cli, tree
 
 import chunkfit
-from chunkfit.train import checkpoint
-from chunkfit.train.blocks import plan_blocks
 from chunkfit.config import SplitSpec, WindowSpec
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
+from chunkfit.train import checkpoint
+from chunkfit.train.blocks import plan_blocks
 from chunkfit.train.windows import plan_split
 
 pytestmark = pytest.mark.slow
@@ -45,8 +45,20 @@ pytestmark = pytest.mark.slow
 WINDOW = 16
 SAMPLES = 2_000
 CHUNK = 64
-TRAIN = ["--window", str(WINDOW), "--chunk", str(CHUNK), "--batch-size", "32", "--mix", "1", "--epochs", "2",
-         "--checkpoint-every", "1"]
+TRAIN = [
+    "--window",
+    str(WINDOW),
+    "--chunk",
+    str(CHUNK),
+    "--batch-size",
+    "32",
+    "--mix",
+    "1",
+    "--epochs",
+    "2",
+    "--checkpoint-every",
+    "1",
+]
 RANDOM_KILLS = 2
 RUN_FILES = ["curves.png", "history.csv", "model.keras", "run.json"]
 
@@ -63,7 +75,9 @@ def train_blocks(store: Path) -> int:
     return len(plan_blocks(split.train, WINDOW, 1, CHUNK))
 
 
-def start(store: Path, run: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def start(
+    store: Path, run: Path, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         cli_command("train", str(store), *TRAIN, *extra, "--out", str(run)),
         env={**cli_env(), **(env or {})},
@@ -96,7 +110,9 @@ def kill(proc: subprocess.Popen[bytes]) -> None:
     assert b"Traceback" not in err, err.decode()
 
 
-def kill_at_random(store: Path, run: Path, rng: random.Random, *extra: str) -> subprocess.CompletedProcess[str] | None:
+def kill_at_random(
+    store: Path, run: Path, rng: random.Random, *extra: str
+) -> subprocess.CompletedProcess[str] | None:
     """Start the run and SIGKILL it a random moment after its first new checkpoint.
 
     Returns None once killed, or the run's output if it finished first.
@@ -113,8 +129,9 @@ def kill_at_random(store: Path, run: Path, rng: random.Random, *extra: str) -> s
     return subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(), err.decode())
 
 
-def killed_then_finished(store: Path, run: Path, rng: random.Random, times: int,
-                         *extra: str) -> tuple[int, subprocess.CompletedProcess[str]]:
+def killed_then_finished(
+    store: Path, run: Path, rng: random.Random, times: int, *extra: str
+) -> tuple[int, subprocess.CompletedProcess[str]]:
     """Kill the run at ``times`` random moments (fewer if it gets to its end first), then run it to the end.
 
     Returns the number of kills and the output of the run that finished.
@@ -139,7 +156,11 @@ def weights(run: Path) -> dict[str, np.ndarray]:
         data = archive.read("model.weights.h5")
     out: dict[str, np.ndarray] = {}
     with h5py.File(io.BytesIO(data), "r") as f:
-        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+        f.visititems(
+            lambda name, obj: (
+                out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None
+            )
+        )
     return out
 
 
@@ -161,7 +182,9 @@ def reference_run(store: Path, base: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def launched(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Any]]]:
+def launched(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future[Any]]]:
     """Every long scenario of the module, each a chain of subprocesses, two at a time in threads."""
     jobs: dict[str, Callable[[Path], Any]] = {
         "deterministic": partial(deterministic_run, store),
@@ -197,7 +220,9 @@ def shuffled(launched: dict[str, Future[Any]]) -> Killed:
 
 
 @pytest.fixture(scope="module", params=["zarr", "hdf5"])
-def grown(request: pytest.FixtureRequest, launched: dict[str, Future[Any]]) -> tuple[Any, Path, Path]:
+def grown(
+    request: pytest.FixtureRequest, launched: dict[str, Future[Any]]
+) -> tuple[Any, Path, Path]:
     return launched[f"grown-{request.param}"].result()  # type: ignore[no-any-return]
 
 
@@ -227,7 +252,9 @@ def deterministic_run(store: Path, base: Path) -> Killed:
     kill(proc)
     after = tree(run / "checkpoint")
     shutil.copytree(run, base / "paused")  # an unfinished run, for the refusal tests
-    kills, final = killed_then_finished(store, run, random.Random(5), RANDOM_KILLS, "--deterministic")
+    kills, final = killed_then_finished(
+        store, run, random.Random(5), RANDOM_KILLS, "--deterministic"
+    )
     kills += 1
     return Killed(run, kills, final, before, after, [])
 
@@ -246,7 +273,9 @@ def shuffled_run(store: Path, base: Path) -> Killed:
 # -- kills -------------------------------------------------------------------------------------------
 
 
-def test_kill_inside_a_checkpoint_write_leaves_the_previous_checkpoint_intact(deterministic: Killed) -> None:
+def test_kill_inside_a_checkpoint_write_leaves_the_previous_checkpoint_intact(
+    deterministic: Killed,
+) -> None:
     assert deterministic.checkpoint_after == deterministic.checkpoint_before
     assert json.loads(deterministic.checkpoint_after["state.json"] or b"")["sequence"] == 2
 
@@ -263,7 +292,9 @@ def test_deterministic_run_killed_three_times_ends_with_the_weights_of_an_uninte
 def test_deterministic_resumed_run_logs_the_same_history_as_an_uninterrupted_run(
     deterministic: Killed, reference: Path
 ) -> None:
-    assert (deterministic.run / "history.csv").read_text() == (reference / "history.csv").read_text()
+    assert (deterministic.run / "history.csv").read_text() == (
+        reference / "history.csv"
+    ).read_text()
 
 
 def test_every_kill_is_resumed_from_a_checkpoint(deterministic: Killed) -> None:
@@ -276,23 +307,30 @@ def test_rerun_of_a_killed_run_says_where_it_resumes(deterministic: Killed) -> N
     first = deterministic.final.stdout.splitlines()[0]
     assert re.fullmatch(
         rf"resuming the run in {re.escape(str(deterministic.run))} from its checkpoint: \d of 2 epoch\(s\)"
-        r"( and \d+ of \d+ blocks of epoch \d)? done", first
+        r"( and \d+ of \d+ blocks of epoch \d)? done",
+        first,
     ), first
 
 
-def test_resumed_run_trains_every_block_exactly_once_per_epoch(shuffled: Killed, store: Path) -> None:
+def test_resumed_run_trains_every_block_exactly_once_per_epoch(
+    shuffled: Killed, store: Path
+) -> None:
     assert shuffled.final.returncode == 0, shuffled.final.stderr
     run = json.loads((shuffled.run / "run.json").read_text())
     n = train_blocks(store)
     assert [sorted(e["blocks"]) for e in run["epochs"]] == [list(range(n)), list(range(n))]
 
 
-def test_kill_after_an_epochs_history_row_leaves_each_epoch_once_in_history_csv(shuffled: Killed) -> None:
+def test_kill_after_an_epochs_history_row_leaves_each_epoch_once_in_history_csv(
+    shuffled: Killed,
+) -> None:
     assert shuffled.rows_at_kill == ["0"]  # the row was written, its checkpoint was not
     assert history_epochs(shuffled.run) == ["0", "1"]
 
 
-def test_finished_resumed_run_keeps_the_run_files_and_drops_its_checkpoint(shuffled: Killed) -> None:
+def test_finished_resumed_run_keeps_the_run_files_and_drops_its_checkpoint(
+    shuffled: Killed,
+) -> None:
     assert sorted(p.name for p in shuffled.run.iterdir()) == RUN_FILES
 
 
@@ -322,13 +360,17 @@ def test_rerun_without_deterministic_is_refused_naming_it(store: Path, unfinishe
 
 
 def test_rerun_with_another_model_is_refused_naming_it(store: Path, unfinished: Path) -> None:
-    result = run_cli("train", store, *TRAIN, "--deterministic", "--model", "dilated-resnet", "--out", unfinished)
+    result = run_cli(
+        "train", store, *TRAIN, "--deterministic", "--model", "dilated-resnet", "--out", unfinished
+    )
     assert error_line(result).startswith(
         f"chunkfit: error: {unfinished}: the run was made with --model baseline-cnn, not dilated-resnet;"
     )
 
 
-def test_rerun_on_another_store_is_refused_naming_what_differs(unfinished: Path, tmp_path: Path) -> None:
+def test_rerun_on_another_store_is_refused_naming_what_differs(
+    unfinished: Path, tmp_path: Path
+) -> None:
     other = make_store(tmp_path / "other.zarr", samples=SAMPLES + 100)
     result = run_cli("train", other, *TRAIN, "--deterministic", "--out", unfinished)
     assert error_line(result).startswith(
@@ -339,7 +381,9 @@ def test_rerun_on_another_store_is_refused_naming_what_differs(unfinished: Path,
 
 def test_checkpoint_complete_but_not_yet_renamed_is_resumed(store: Path, unfinished: Path) -> None:
     """A kill between a checkpoint's state.json and its rename leaves it as checkpoint.tmp/."""
-    shutil.rmtree(unfinished / "checkpoint.tmp", ignore_errors=True)  # the paused write's partial one
+    shutil.rmtree(
+        unfinished / "checkpoint.tmp", ignore_errors=True
+    )  # the paused write's partial one
     (unfinished / "checkpoint").rename(unfinished / "checkpoint.tmp")
     result = run_cli("train", store, *TRAIN, "--deterministic", "--out", unfinished)
     assert result.returncode == 0, result.stderr
@@ -349,27 +393,39 @@ def test_checkpoint_complete_but_not_yet_renamed_is_resumed(store: Path, unfinis
 
 def test_rerun_with_other_compute_threads_resumes(store: Path, unfinished: Path) -> None:
     """Threads change how fast, not what, is trained: the run continues from its checkpoint."""
-    result = run_cli("train", store, *TRAIN, "--deterministic", "--compute-threads", "2", "--out", unfinished)
+    result = run_cli(
+        "train", store, *TRAIN, "--deterministic", "--compute-threads", "2", "--out", unfinished
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"resuming the run in {unfinished} from its checkpoint")
     run = json.loads((unfinished / "run.json").read_text())
-    assert run["finished"] and run["threads"] == {"intra_op": 2, "inter_op": 1, "by": "--compute-threads"}
+    assert run["finished"] and run["threads"] == {
+        "intra_op": 2,
+        "inter_op": 1,
+        "by": "--compute-threads",
+    }
 
 
 def test_rerun_with_other_steps_per_execution_resumes_and_ends_as_the_uninterrupted_run(
     store: Path, unfinished: Path, reference: Path
 ) -> None:
     """Batches per compiled step change how fast, not what, is trained: bit for bit the same weights."""
-    result = run_cli("train", store, *TRAIN, "--deterministic", "--steps-per-execution", "3", "--out", unfinished)
+    result = run_cli(
+        "train", store, *TRAIN, "--deterministic", "--steps-per-execution", "3", "--out", unfinished
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"resuming the run in {unfinished} from its checkpoint")
-    assert json.loads((unfinished / "run.json").read_text())["config"]["steps_per_execution_used"] == 3
+    assert (
+        json.loads((unfinished / "run.json").read_text())["config"]["steps_per_execution_used"] == 3
+    )
     ours, theirs = weights(unfinished), weights(reference)
     assert sorted(ours) == sorted(theirs)
     assert all(np.array_equal(ours[k], theirs[k]) for k in theirs)
 
 
-def test_checkpoint_naming_a_setting_that_no_longer_identifies_a_run_resumes(store: Path, unfinished: Path) -> None:
+def test_checkpoint_naming_a_setting_that_no_longer_identifies_a_run_resumes(
+    store: Path, unfinished: Path
+) -> None:
     """Checkpoints of earlier versions hold steps_per_execution in the run's identity; it is ignored now."""
     state_file = unfinished / "checkpoint" / "state.json"
     state = json.loads(state_file.read_text())
@@ -409,11 +465,17 @@ def test_resume_and_restart_together_are_refused(store: Path, tmp_path: Path) ->
 
 
 def test_restart_deletes_the_old_run_and_trains_from_scratch(store: Path, unfinished: Path) -> None:
-    args = [a if a != "2" else "1" for a in TRAIN]  # one epoch, and not --deterministic: other settings are fine
+    args = [
+        a if a != "2" else "1" for a in TRAIN
+    ]  # one epoch, and not --deterministic: other settings are fine
     result = run_cli("train", store, *args, "--restart", "--out", unfinished, timeout=300)
     assert result.returncode == 0, result.stderr
     run = json.loads((unfinished / "run.json").read_text())
-    assert (run["resumes"], len(run["epochs"]), sorted(p.name for p in unfinished.iterdir())) == ([], 1, RUN_FILES)
+    assert (run["resumes"], len(run["epochs"]), sorted(p.name for p in unfinished.iterdir())) == (
+        [],
+        1,
+        RUN_FILES,
+    )
 
 
 def _writable_again(folder: Path) -> None:
@@ -440,17 +502,23 @@ def test_read_only_run_folder_is_one_line_before_training(store: Path, read_only
 
 
 @pytest.fixture(scope="module")
-def full_disk(paused: Path, store: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path, dict[str, Any]]:
+def full_disk(
+    paused: Path, store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Any, Path, dict[str, Any]]:
     """The unfinished run resumed with every file limited to 4 kB: its next checkpoint cannot be written."""
     run = tmp_path_factory.mktemp("full") / "run"
     shutil.copytree(paused, run)
     shutil.rmtree(run / "checkpoint.tmp")  # what the kill inside a write left: tidied by any resume
     before = tree(run / "checkpoint")
-    result = run_cli("train", store, *TRAIN, "--deterministic", "--out", run, file_size=4096, timeout=300)
+    result = run_cli(
+        "train", store, *TRAIN, "--deterministic", "--out", run, file_size=4096, timeout=300
+    )
     return result, run, before
 
 
-def test_full_disk_while_writing_a_checkpoint_is_one_line_naming_the_intact_one(full_disk: Any, store: Path) -> None:
+def test_full_disk_while_writing_a_checkpoint_is_one_line_naming_the_intact_one(
+    full_disk: Any, store: Path
+) -> None:
     result, run, _ = full_disk
     assert error_line(result) == (
         f"chunkfit: error: {run}: a checkpoint cannot be written (File too large: the disk is full or a file-size "
@@ -474,7 +542,9 @@ def grown_run(backend: str, base: Path) -> tuple[Any, Path, Path]:
     proc = start(store, run, env={checkpoint.PAUSE_HOOK: "2:600"})
     paused = run / "checkpoint.tmp" / checkpoint.PAUSED
     assert wait_for(paused.is_file, proc)
-    with chunkfit.StoreWriter(store, channels=["x"], sample_rate=1.0, has_labels=False, append=True) as w:
+    with chunkfit.StoreWriter(
+        store, channels=["x"], sample_rate=1.0, has_labels=False, append=True
+    ) as w:
         w.write(np.zeros((500, 1), dtype=np.float32))
         w.add_segment(SAMPLES, SAMPLES + 500)
         w.commit()
@@ -491,7 +561,8 @@ def test_store_growing_while_training_stops_the_run_with_one_line(grown: Any) ->
         rf"chunkfit: error: {re.escape(str(store))}: the store changed while training \(its signal had 2,000 "
         rf"samples and now has 2,500\); training stopped; the checkpoint made in epoch 1/2 after \d+ of \d+ blocks "
         rf"is intact in {re.escape(str(run))}; resume on the store as it was, or pass --restart to train on it "
-        r"as it is now", line
+        r"as it is now",
+        line,
     ), line
 
 
@@ -532,8 +603,14 @@ print(json.dumps({"rss": rss, "peak": peak}))
 def memory_run(base: Path) -> dict[str, dict[int, int]]:
     """Resident memory when each of about 120 one-batch blocks begins, in a fresh process."""
     store = make_store(base / "s.zarr", samples=4_000)
-    result = subprocess.run([sys.executable, "-c", MEASURE, str(store), str(base / "run")], env=cli_env(),
-                            capture_output=True, text=True, timeout=300, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(store), str(base / "run")],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout.splitlines()[-1])
     return {kind: {int(k): v for k, v in by_block.items()} for kind, by_block in figures.items()}
@@ -543,11 +620,15 @@ def test_long_run_trains_over_a_hundred_blocks(memory: dict[str, dict[int, int]]
     assert max(memory["rss"]) > 100
 
 
-def test_resident_memory_at_block_100_is_within_5_percent_of_block_10(memory: dict[str, dict[int, int]]) -> None:
+def test_resident_memory_at_block_100_is_within_5_percent_of_block_10(
+    memory: dict[str, dict[int, int]],
+) -> None:
     assert memory["rss"][100] <= 1.05 * memory["rss"][10], memory["rss"]
 
 
-def test_peak_memory_at_block_100_is_within_5_percent_of_block_10(memory: dict[str, dict[int, int]]) -> None:
+def test_peak_memory_at_block_100_is_within_5_percent_of_block_10(
+    memory: dict[str, dict[int, int]],
+) -> None:
     assert memory["peak"][100] <= 1.05 * memory["peak"][10], memory["peak"]
 
 
@@ -563,8 +644,12 @@ def stateful_callbacks(folder: Path) -> list[Any]:
 
     return [
         keras.callbacks.EarlyStopping(monitor="val_loss", patience=10, restore_best_weights=True),
-        keras.callbacks.ReduceLROnPlateau(monitor="loss", min_delta=10.0, patience=1, factor=0.5, cooldown=1),
-        keras.callbacks.ModelCheckpoint(str(folder / "best.keras"), monitor="val_loss", save_best_only=True),
+        keras.callbacks.ReduceLROnPlateau(
+            monitor="loss", min_delta=10.0, patience=1, factor=0.5, cooldown=1
+        ),
+        keras.callbacks.ModelCheckpoint(
+            str(folder / "best.keras"), monitor="val_loss", save_best_only=True
+        ),
     ]
 
 
@@ -582,22 +667,40 @@ def crash_in(epoch: int, batch: int) -> Any:
     return CrashIn()
 
 
-API = {"window": WINDOW, "chunk": 512, "mix": 1, "batch_size": 64, "epochs": 2, "validation": 0.2, "deterministic": True,
-       "steps_per_execution": 1, "checkpoint_every": 1}
+API = {
+    "window": WINDOW,
+    "chunk": 512,
+    "mix": 1,
+    "batch_size": 64,
+    "epochs": 2,
+    "validation": 0.2,
+    "deterministic": True,
+    "steps_per_execution": 1,
+    "checkpoint_every": 1,
+}
 
 
 @pytest.fixture(scope="module")
-def api_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], list[Any], Any, Any, Path]:
+def api_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[list[Any], list[Any], Any, Any, Path]:
     """The same run uninterrupted, and crashed in epoch 2 then resumed with new callback objects."""
     base = tmp_path_factory.mktemp("api")
     store = make_store(base / "s.zarr", samples=4_000)
     whole = stateful_callbacks(base)
     history = chunkfit.fit("baseline-cnn", store, **API, callbacks=whole, out=base / "whole")
     with pytest.raises(Crash):
-        chunkfit.fit("baseline-cnn", store, **API, callbacks=[*stateful_callbacks(base), crash_in(1, 20)],
-                     out=base / "crashed")
+        chunkfit.fit(
+            "baseline-cnn",
+            store,
+            **API,
+            callbacks=[*stateful_callbacks(base), crash_in(1, 20)],
+            out=base / "crashed",
+        )
     resumed = stateful_callbacks(base)
-    again = chunkfit.fit("baseline-cnn", store, **API, callbacks=resumed, out=base / "crashed", resume="resume")
+    again = chunkfit.fit(
+        "baseline-cnn", store, **API, callbacks=resumed, out=base / "crashed", resume="resume"
+    )
     return whole, resumed, history, again, base / "crashed"
 
 
@@ -612,7 +715,10 @@ def test_python_api_resume_restores_early_stopping_state(api_runs: Any) -> None:
     whole, resumed, _, _, _ = api_runs
     names = ("wait", "stopped_epoch", "best", "best_epoch")
     assert [getattr(resumed[0], n) for n in names] == [getattr(whole[0], n) for n in names]
-    assert all(np.array_equal(a, b) for a, b in zip(resumed[0].best_weights, whole[0].best_weights, strict=True))
+    assert all(
+        np.array_equal(a, b)
+        for a, b in zip(resumed[0].best_weights, whole[0].best_weights, strict=True)
+    )
 
 
 @pytest.mark.backends
@@ -620,7 +726,11 @@ def test_python_api_resume_restores_reduce_lr_on_plateau_state(api_runs: Any) ->
     whole, resumed, _, _, _ = api_runs
     names = ("wait", "best", "cooldown_counter")
     assert [getattr(resumed[1], n) for n in names] == [getattr(whole[1], n) for n in names]
-    assert float(resumed[1].model.optimizer.learning_rate) == float(whole[1].model.optimizer.learning_rate) < 1e-3
+    assert (
+        float(resumed[1].model.optimizer.learning_rate)
+        == float(whole[1].model.optimizer.learning_rate)
+        < 1e-3
+    )
 
 
 @pytest.mark.backends
@@ -638,15 +748,31 @@ def test_python_api_resumed_history_equals_the_uninterrupted_one(api_runs: Any) 
 def test_python_api_resume_with_other_callbacks_is_refused(tmp_path: Path, api_runs: Any) -> None:
     store = make_store(tmp_path / "s.zarr", samples=4_000)
     with pytest.raises(Crash):
-        chunkfit.fit("baseline-cnn", store, **API, callbacks=[*stateful_callbacks(tmp_path), crash_in(0, 20)],
-                     out=tmp_path / "run")
-    with pytest.raises(chunkfit.errors.IncompatibleError, match="the run was made with the callbacks EarlyStopping, "
-                       "ReduceLROnPlateau, ModelCheckpoint, this call passes EarlyStopping;"):
-        chunkfit.fit("baseline-cnn", store, **API, callbacks=stateful_callbacks(tmp_path)[:1], out=tmp_path / "run")
+        chunkfit.fit(
+            "baseline-cnn",
+            store,
+            **API,
+            callbacks=[*stateful_callbacks(tmp_path), crash_in(0, 20)],
+            out=tmp_path / "run",
+        )
+    with pytest.raises(
+        chunkfit.errors.IncompatibleError,
+        match="the run was made with the callbacks EarlyStopping, "
+        "ReduceLROnPlateau, ModelCheckpoint, this call passes EarlyStopping;",
+    ):
+        chunkfit.fit(
+            "baseline-cnn",
+            store,
+            **API,
+            callbacks=stateful_callbacks(tmp_path)[:1],
+            out=tmp_path / "run",
+        )
 
 
 def test_python_api_resume_without_a_run_folder_is_refused(store: Path) -> None:
-    with pytest.raises(chunkfit.errors.UsageError, match=r"resume='resume' needs a run folder: pass out=RUN"):
+    with pytest.raises(
+        chunkfit.errors.UsageError, match=r"resume='resume' needs a run folder: pass out=RUN"
+    ):
         chunkfit.fit("baseline-cnn", store, window=WINDOW, resume="resume")
 
 
@@ -655,41 +781,61 @@ def dropout_model() -> Any:
     import keras
 
     keras.utils.set_random_seed(3)
-    return keras.Sequential([
-        keras.Input((WINDOW, 1)),
-        keras.layers.Conv1D(8, 5, activation="relu"),
-        keras.layers.Dropout(0.5),
-        keras.layers.Flatten(),
-        keras.layers.Dense(2, activation="softmax"),
-    ], name="dropout_cnn")
+    return keras.Sequential(
+        [
+            keras.Input((WINDOW, 1)),
+            keras.layers.Conv1D(8, 5, activation="relu"),
+            keras.layers.Dropout(0.5),
+            keras.layers.Flatten(),
+            keras.layers.Dense(2, activation="softmax"),
+        ],
+        name="dropout_cnn",
+    )
 
 
 @pytest.mark.backends
-def test_python_api_resumed_dropout_model_ends_with_the_weights_of_an_uninterrupted_run(tmp_path: Path) -> None:
+def test_python_api_resumed_dropout_model_ends_with_the_weights_of_an_uninterrupted_run(
+    tmp_path: Path,
+) -> None:
     store = make_store(tmp_path / "s.zarr", samples=4_000)
     whole = chunkfit.fit(dropout_model(), store, **API, out=tmp_path / "whole").model
     with pytest.raises(Crash):
-        chunkfit.fit(dropout_model(), store, **API, callbacks=[crash_in(1, 20)], out=tmp_path / "crashed")
+        chunkfit.fit(
+            dropout_model(), store, **API, callbacks=[crash_in(1, 20)], out=tmp_path / "crashed"
+        )
     resumed = chunkfit.fit(dropout_model(), store, **API, out=tmp_path / "crashed").model
-    assert all(np.array_equal(a, b) for a, b in zip(resumed.get_weights(), whole.get_weights(), strict=True))
+    assert all(
+        np.array_equal(a, b)
+        for a, b in zip(resumed.get_weights(), whole.get_weights(), strict=True)
+    )
 
 
-def test_a_mid_epoch_checkpoint_with_other_epoch_metrics_is_refused_in_one_line(tmp_path: Path) -> None:
+def test_a_mid_epoch_checkpoint_with_other_epoch_metrics_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
     """A checkpoint from a chunkfit that logged loss and accuracy only (4 metric variables) cannot
     carry its epoch's metric totals into today's metrics: refused, naming the way out, run kept."""
     store = make_store(tmp_path / "s.zarr", samples=4_000)
     with pytest.raises(Crash):
-        chunkfit.fit("baseline-cnn", store, **API, callbacks=[crash_in(0, 20)], out=tmp_path / "run")
+        chunkfit.fit(
+            "baseline-cnn", store, **API, callbacks=[crash_in(0, 20)], out=tmp_path / "run"
+        )
     folder = next(p for p in (tmp_path / "run").rglob("state.json")).parent
     arrays = dict(np.load(folder / "arrays.npz"))
-    assert sum(k.startswith("metrics.") for k in arrays) > 4  # today's: loss, PR-AUC, precision, recall, accuracy
-    kept = {k: v for k, v in arrays.items() if not k.startswith("metrics.") or int(k.split(".")[1]) < 4}
+    assert (
+        sum(k.startswith("metrics.") for k in arrays) > 4
+    )  # today's: loss, PR-AUC, precision, recall, accuracy
+    kept = {
+        k: v for k, v in arrays.items() if not k.startswith("metrics.") or int(k.split(".")[1]) < 4
+    }
     np.savez(folder / "arrays.npz", **kept)
     state = json.loads((folder / "state.json").read_text())
     state["files"]["arrays.npz"] = (folder / "arrays.npz").stat().st_size
     (folder / "state.json").write_text(json.dumps(state))
-    with pytest.raises(chunkfit.errors.IncompatibleError,
-                       match=r"the checkpoint was made mid-epoch by a chunkfit that logged other epoch metrics \(4 "
-                             r"metric variables saved, \d+ now\); finish the run with that version, or pass --restart"):
+    with pytest.raises(
+        chunkfit.errors.IncompatibleError,
+        match=r"the checkpoint was made mid-epoch by a chunkfit that logged other epoch metrics \(4 "
+        r"metric variables saved, \d+ now\); finish the run with that version, or pass --restart",
+    ):
         chunkfit.fit("baseline-cnn", store, **API, out=tmp_path / "run")
     assert (folder / "state.json").exists()

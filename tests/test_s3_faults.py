@@ -34,14 +34,20 @@ def own_server() -> Iterator[S3Server]:
     next(env, None)
 
 
-def _stop_when(server: S3Server, args: list[str], ready: Callable[[], bool], pause: Path | None = None,
-               ) -> subprocess.CompletedProcess[str]:
+def _stop_when(
+    server: S3Server,
+    args: list[str],
+    ready: Callable[[], bool],
+    pause: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
     """Run ``chunkfit ARGS``; once ``ready()`` holds, stop the server. With ``pause``, a writer waits
     before its commit until the server is stopped (so it cannot finish first on a slow machine)."""
     env = {**cli_env(), "CHUNKFIT_S3_RETRIES": "2"}
     if pause is not None:
         env[COMMIT_PAUSE_HOOK] = f"{pause}:120"
-    proc = subprocess.Popen(cli_command(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        cli_command(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline and not ready():
         time.sleep(0.05)
@@ -53,9 +59,12 @@ def _stop_when(server: S3Server, args: list[str], ready: Callable[[], bool], pau
 
 
 def test_endpoint_gone_mid_ingest_is_one_line_naming_the_url_and_that_no_store_was_created(
-        own_server: S3Server, tmp_path: Path) -> None:
+    own_server: S3Server, tmp_path: Path
+) -> None:
     bucket = make_bucket()
-    csv = write_csv(tmp_path / "big.csv", np.random.default_rng(0).normal(size=(ROWS, 2)), names=["a", "b"])
+    csv = write_csv(
+        tmp_path / "big.csv", np.random.default_rng(0).normal(size=(ROWS, 2)), names=["a", "b"]
+    )
     url = f"s3://{bucket}/k.zarr"
     started = time.monotonic()
     fs = s3fs_client()
@@ -66,23 +75,53 @@ def test_endpoint_gone_mid_ingest_is_one_line_naming_the_url_and_that_no_store_w
 
     # The server stops once chunks are stored, or at the latest when the ingest is about to commit them.
     paused = tmp_path / "paused"
-    result = _stop_when(own_server, ["ingest", url, str(csv), "--rate", "10", "--chunk-samples", "256"],
-                        lambda: paused.exists() or chunks_written(), pause=paused)
-    line = error_line(result)  # the cause in parentheses: the client's words for the connection that failed
-    assert re.fullmatch(rf"chunkfit: error: {re.escape(url)}: the endpoint {re.escape(own_server.endpoint)} cannot be "
-                        r"reached after retries \([a-z][^()]*\); no store was created", line), line
+    result = _stop_when(
+        own_server,
+        ["ingest", url, str(csv), "--rate", "10", "--chunk-samples", "256"],
+        lambda: paused.exists() or chunks_written(),
+        pause=paused,
+    )
+    line = error_line(
+        result
+    )  # the cause in parentheses: the client's words for the connection that failed
+    assert re.fullmatch(
+        rf"chunkfit: error: {re.escape(url)}: the endpoint {re.escape(own_server.endpoint)} cannot be "
+        r"reached after retries \([a-z][^()]*\); no store was created",
+        line,
+    ), line
     assert time.monotonic() - started < 60
 
 
 def test_endpoint_gone_mid_training_is_one_line_naming_the_url_and_the_kept_checkpoint(
-        own_server: S3Server, tmp_path: Path) -> None:
+    own_server: S3Server, tmp_path: Path
+) -> None:
     bucket = make_bucket()
     store = f"s3://{bucket}/synth.zarr"
     synth(store, SynthSpec(samples=2000, anomalies=balanced_anomalies(2000, 16), seed=1))
-    args = ["train", store, "--window", "16", "--chunk", "64", "--batch-size", "32", "--mix", "1", "--epochs", "3",
-            "--checkpoint-every", "1", "--out", str(tmp_path / "run")]
-    line = error_line(_stop_when(own_server, args, (tmp_path / "run" / "checkpoint" / "state.json").is_file))
-    assert line.startswith(f"chunkfit: error: {store}: the endpoint {own_server.endpoint} cannot be reached after retries (")
+    args = [
+        "train",
+        store,
+        "--window",
+        "16",
+        "--chunk",
+        "64",
+        "--batch-size",
+        "32",
+        "--mix",
+        "1",
+        "--epochs",
+        "3",
+        "--checkpoint-every",
+        "1",
+        "--out",
+        str(tmp_path / "run"),
+    ]
+    line = error_line(
+        _stop_when(own_server, args, (tmp_path / "run" / "checkpoint" / "state.json").is_file)
+    )
+    assert line.startswith(
+        f"chunkfit: error: {store}: the endpoint {own_server.endpoint} cannot be reached after retries ("
+    )
     assert "; the store is unchanged; the checkpoint made " in line
     assert line.endswith(f"is intact in {tmp_path / 'run'}")
 
@@ -129,7 +168,9 @@ def cut_short() -> Iterator[str]:
                 conn.settimeout(5)
                 try:
                     conn.recv(65536)
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4061\r\nContent-Type: application/json\r\n\r\n{")
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 4061\r\nContent-Type: application/json\r\n\r\n{"
+                    )
                 except OSError:
                     pass
 
@@ -142,9 +183,23 @@ def cut_short() -> Iterator[str]:
 
 
 def test_a_response_cut_short_is_one_line_naming_the_url(cut_short: str) -> None:
-    env = {**cli_env(), "AWS_ENDPOINT_URL": cut_short, "AWS_ENDPOINT_URL_S3": cut_short, "CHUNKFIT_S3_RETRIES": "1",
-           "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-    result = subprocess.run(cli_command("info", "s3://bkt/s.zarr"), env=env, capture_output=True, text=True,
-                            timeout=120, check=False)
+    env = {
+        **cli_env(),
+        "AWS_ENDPOINT_URL": cut_short,
+        "AWS_ENDPOINT_URL_S3": cut_short,
+        "CHUNKFIT_S3_RETRIES": "1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    result = subprocess.run(
+        cli_command("info", "s3://bkt/s.zarr"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert error_line(result).startswith(
-        f"chunkfit: error: s3://bkt/s.zarr: the endpoint {cut_short} cannot be reached after retries (")
+        f"chunkfit: error: s3://bkt/s.zarr: the endpoint {cut_short} cannot be reached after retries ("
+    )

@@ -40,7 +40,9 @@ def test_a_reader_sees_an_s3_store_grow_and_a_kill_9_keeps_what_was_committed(
     streams.append(stream)
     wait_for(lambda: committed(url) == 300, stream.ingest)
     stream.go(1)
-    wait_for(lambda: committed(url) == 500, stream.ingest)  # a second commit: the recording extended
+    wait_for(
+        lambda: committed(url) == 500, stream.ingest
+    )  # a second commit: the recording extended
     stream.ingest.kill()
     stream.ingest.wait(timeout=60)
     with chunkfit.open_store(url) as s:
@@ -63,7 +65,9 @@ def test_a_stream_into_s3_ended_by_ctrl_c_commits_the_rows_not_committed_yet_as_
     url = f"s3://{bucket}/live.zarr"
     stream = stream_ended_by_ctrl_c(tmp_path, url, streams)
     local = tmp_path / "offline.zarr"
-    assert run_cli("ingest", local, stream.gate / "stream.csv", "--time-column", "t").returncode == 0
+    assert (
+        run_cli("ingest", local, stream.gate / "stream.csv", "--time-column", "t").returncode == 0
+    )
     with chunkfit.open_store(url) as s, chunkfit.open_store(local) as o:
         assert s.segments.tolist() == [[0, 250]]
         np.testing.assert_array_equal(s.read(0, 250), o.read(0, 250))
@@ -84,13 +88,25 @@ def test_follow_of_an_s3_store_scores_the_stream_as_it_is_committed_and_ends_equ
 ) -> None:
     """``predict --follow`` of a store a stream commits into on object storage (the run and the store on
     s3, the outputs local): detections while the stream runs, then the outputs of an offline predict."""
-    run_url = f"s3://{bucket}/runs/a"  # the session's trained run, as a run folder on object storage
+    run_url = (
+        f"s3://{bucket}/runs/a"  # the session's trained run, as a run folder on object storage
+    )
     upload_tree(runs.run, Remote(run_url))
     follow_beside_a_stream(tmp_path, run_url, f"s3://{bucket}/live.zarr", streams)
 
 
-def test_follow_into_s3_outputs_is_refused_in_one_line(tmp_path: Path, bucket: str, runs: Trained) -> None:
-    result = run_cli("predict", runs.run, runs.store, "--follow", "--out", f"s3://{bucket}/scores.zarr", cwd=tmp_path)
+def test_follow_into_s3_outputs_is_refused_in_one_line(
+    tmp_path: Path, bucket: str, runs: Trained
+) -> None:
+    result = run_cli(
+        "predict",
+        runs.run,
+        runs.store,
+        "--follow",
+        "--out",
+        f"s3://{bucket}/scores.zarr",
+        cwd=tmp_path,
+    )
     assert result.returncode == 2
     assert error_line(result) == (
         f"chunkfit: error: s3://{bucket}/scores.zarr: predict --follow writes local outputs only (it grows them in "

@@ -40,16 +40,26 @@ def _signal(n: int = 3000, c: int = 2, seed: int = 0) -> np.ndarray:
 
 
 def _store_args() -> dict[str, object]:
-    return {"segments": [(0, 1200), (1500, 3000)], "events": [5, 700, 2999], "labels": np.arange(3000) % 3}
+    return {
+        "segments": [(0, 1200), (1500, 3000)],
+        "events": [5, 700, 2999],
+        "labels": np.arange(3000) % 3,
+    }
 
 
-def test_store_written_to_s3_reads_back_equal_to_the_same_store_written_locally(bucket: str, tmp_path: Path) -> None:
+def test_store_written_to_s3_reads_back_equal_to_the_same_store_written_locally(
+    bucket: str, tmp_path: Path
+) -> None:
     sig = _signal()
     local = make_store(tmp_path / "l.zarr", sig, **_store_args())  # type: ignore[arg-type]
     url = make_store(f"s3://{bucket}/s.zarr", sig, **_store_args())  # type: ignore[arg-type]
     here, there = contents(local), contents(url)
     assert there["attrs"].pop("committed") == {
-        "signal": 3000, "labels": 3000, "events": 3, "segments": 2, "last_segment": [1500, 3000]
+        "signal": 3000,
+        "labels": 3000,
+        "events": 3,
+        "segments": 2,
+        "last_segment": [1500, 3000],
     }
     assert_same_contents(here, there)
 
@@ -80,7 +90,9 @@ def test_xarray_sees_the_appended_rows_once_an_s3_append_is_committed(bucket: st
 
     sig, more = _signal(), _signal(100, seed=1)
     url = make_store(f"s3://{bucket}/s.zarr", sig)
-    with chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True) as w:
+    with chunkfit.StoreWriter(
+        url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
+    ) as w:
         w.write(more)
         w.add_segment(3000, 3100)
         w.commit()
@@ -89,7 +101,9 @@ def test_xarray_sees_the_appended_rows_once_an_s3_append_is_committed(bucket: st
     np.testing.assert_array_equal(ds["segments"].values, [[0, 3000], [3000, 3100]])
 
 
-def test_xarray_sees_only_the_committed_rows_when_an_array_document_was_grown_past_them(bucket: str) -> None:
+def test_xarray_sees_only_the_committed_rows_when_an_array_document_was_grown_past_them(
+    bucket: str,
+) -> None:
     xr = pytest.importorskip("xarray")
     from chunkfit.store.remote import storage_options
 
@@ -106,16 +120,22 @@ def test_xarray_sees_only_the_committed_rows_when_an_array_document_was_grown_pa
 
 def test_missing_s3_store_is_refused_in_one_line(bucket: str) -> None:
     line = error_line(run_cli("info", f"s3://{bucket}/none.zarr"))
-    assert line == (f"chunkfit: error: s3://{bucket}/none.zarr: store not found; create it with "
-                    f"`chunkfit ingest s3://{bucket}/none.zarr SOURCE`")
+    assert line == (
+        f"chunkfit: error: s3://{bucket}/none.zarr: store not found; create it with "
+        f"`chunkfit ingest s3://{bucket}/none.zarr SOURCE`"
+    )
 
 
 def test_hdf5_store_on_s3_is_refused_in_one_line(bucket: str) -> None:
-    with pytest.raises(UsageError, match=r"HDF5 stores are not supported on object storage; ingest into a \.zarr"):
+    with pytest.raises(
+        UsageError, match=r"HDF5 stores are not supported on object storage; ingest into a \.zarr"
+    ):
         chunkfit.open_store(f"s3://{bucket}/s.h5")
 
 
-def test_ingest_cli_to_s3_then_append_reads_back_as_two_local_ingests(bucket: str, tmp_path: Path) -> None:
+def test_ingest_cli_to_s3_then_append_reads_back_as_two_local_ingests(
+    bucket: str, tmp_path: Path
+) -> None:
     url = f"s3://{bucket}/ecg.zarr"
     for args in ([url, CSV], ["--append", url, CSV]):
         result = run_cli("ingest", *args, "--rate", "360", "--chunk-samples", "4096")
@@ -153,7 +173,9 @@ def test_append_after_an_append_cut_short_overwrites_its_rows(bucket: str) -> No
     arr.resize((3500, 2))
     arr[3000:] = 9.0
     more = _signal(100, seed=1)
-    with chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True) as w:
+    with chunkfit.StoreWriter(
+        url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
+    ) as w:
         w.write(more)
         w.add_segment(3000, 3100)
         w.commit()
@@ -166,7 +188,16 @@ class _Requests:
     """The requests zarr and chunkfit send through obstore while in a ``with``, as (operation, key):
     the real calls, to the real server, counted on the way."""
 
-    OPERATIONS = ("get", "get_async", "get_range_async", "get_ranges_async", "head", "head_async", "put", "put_async")
+    OPERATIONS = (
+        "get",
+        "get_async",
+        "get_range_async",
+        "get_ranges_async",
+        "head",
+        "head_async",
+        "put",
+        "put_async",
+    )
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
@@ -178,7 +209,14 @@ class _Requests:
         for op in self.OPERATIONS:
             real = self._real[op] = getattr(obstore, op)
 
-            def counted(store: object, key: str, *args: object, _op: str = op, _real: Any = real, **kw: object) -> object:
+            def counted(
+                store: object,
+                key: str,
+                *args: object,
+                _op: str = op,
+                _real: Any = real,
+                **kw: object,
+            ) -> object:
                 self.sent.append((_op.removesuffix("_async"), key))
                 return _real(store, key, *args, **kw)
 
@@ -240,9 +278,13 @@ def test_the_blocks_of_a_training_group_on_s3_are_read_at_once_not_one_after_ano
         got = read_group(s, labeller, blocks, None)
     assert waited_out == []
     assert started == {0, 1, 2, 3}
-    np.testing.assert_array_equal(got.samples, np.concatenate([sig[b.start : b.stop] for b in blocks]))
+    np.testing.assert_array_equal(
+        got.samples, np.concatenate([sig[b.start : b.stop] for b in blocks])
+    )
     labels = np.arange(3000) % 3
-    ends = [b.start + 15 + np.arange(625) for b in blocks]  # "last": the class of each window's last sample
+    ends = [
+        b.start + 15 + np.arange(625) for b in blocks
+    ]  # "last": the class of each window's last sample
     np.testing.assert_array_equal(got.labels, np.concatenate([labels[e] for e in ends]))
 
 
@@ -250,7 +292,9 @@ def test_reading_an_s3_store_lists_each_array_once_reads_a_chunk_in_one_request_
     bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sig = _signal()
-    url = make_store(f"s3://{bucket}/s.zarr", sig, labels=np.arange(3000) % 3)  # 64-sample chunks: 47 per array
+    url = make_store(
+        f"s3://{bucket}/s.zarr", sig, labels=np.arange(3000) % 3
+    )  # 64-sample chunks: 47 per array
     listed: list[str] = []
     real_keys = Remote.keys
 
@@ -264,7 +308,10 @@ def test_reading_an_s3_store_lists_each_array_once_reads_a_chunk_in_one_request_
         labels = np.concatenate([s.read_labels(a, a + 250) for a in range(0, 3000, 250)])
     np.testing.assert_array_equal(got, sig)
     np.testing.assert_array_equal(labels, np.arange(3000) % 3)
-    assert sorted(listed) == ["labels", "signal"]  # was one listing of the whole array per chunk read
+    assert sorted(listed) == [
+        "labels",
+        "signal",
+    ]  # was one listing of the whole array per chunk read
     # Each chunk read is one GET (s3fs, which read them before, asked for each object's size first).
     assert "head" not in calls.operations, calls.operations
     chunks = [k for k in calls.objects() if "/c/" in k]
@@ -273,7 +320,9 @@ def test_reading_an_s3_store_lists_each_array_once_reads_a_chunk_in_one_request_
     Remote(url).delete(["signal/c/20/0"])
     with chunkfit.open_store(url) as s:
         np.testing.assert_array_equal(s.read(0, 1280), sig[:1280])
-        with pytest.raises(StoreFormatError, match=r"chunk signal/c/20/0 \(samples \[1280, 1344\)\) is missing"):
+        with pytest.raises(
+            StoreFormatError, match=r"chunk signal/c/20/0 \(samples \[1280, 1344\)\) is missing"
+        ):
             s.read(1000, 2000)
 
 
@@ -293,13 +342,21 @@ def test_opening_and_appending_to_an_s3_store_read_each_document_once(bucket: st
     more = _signal(100, seed=1)
     with (
         _Requests() as calls,
-        chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True) as w,
+        chunkfit.StoreWriter(
+            url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
+        ) as w,
     ):
         w.write(more)
         w.add_segment(3000, 3100)
         w.commit()
     # The root once, under the lease (the store as committed), and each array's own document once.
-    assert documents(calls) == ["events/zarr.json", "labels/zarr.json", "segments/zarr.json", "signal/zarr.json", "zarr.json"]
+    assert documents(calls) == [
+        "events/zarr.json",
+        "labels/zarr.json",
+        "segments/zarr.json",
+        "signal/zarr.json",
+        "zarr.json",
+    ]
     with chunkfit.open_store(url) as s:
         np.testing.assert_array_equal(s.read(0, 3100), np.concatenate([_signal(), more]))
         np.testing.assert_array_equal(s.segments, [[0, 3000], [3000, 3100]])
@@ -323,7 +380,15 @@ class _Held(_Requests):
         for op in self.OPERATIONS:
             real = self._real[op] = getattr(obstore, op)
             if op.endswith("_async"):
-                def held(store: object, key: str, *args: object, _op: str = op, _real: Any = real, **kw: object) -> object:
+
+                def held(
+                    store: object,
+                    key: str,
+                    *args: object,
+                    _op: str = op,
+                    _real: Any = real,
+                    **kw: object,
+                ) -> object:
                     self.sent.append((_op.removesuffix("_async"), key))
 
                     async def send() -> object:
@@ -333,9 +398,18 @@ class _Held(_Requests):
                             return await _real(store, key, *args, **kw)
                         finally:
                             self.spans.append((start, time.monotonic(), key))
+
                     return send()
             else:
-                def held(store: object, key: str, *args: object, _op: str = op, _real: Any = real, **kw: object) -> object:
+
+                def held(
+                    store: object,
+                    key: str,
+                    *args: object,
+                    _op: str = op,
+                    _real: Any = real,
+                    **kw: object,
+                ) -> object:
                     self.sent.append((_op, key))
                     start = time.monotonic()
                     time.sleep(self.hold)
@@ -343,6 +417,7 @@ class _Held(_Requests):
                         return _real(store, key, *args, **kw)
                     finally:
                         self.spans.append((start, time.monotonic(), key))
+
             setattr(obstore, op, held)
         return self
 
@@ -362,11 +437,15 @@ def test_an_append_to_an_s3_store_makes_five_round_trips_one_after_another(bucke
     rows of every array's last, partial chunk, all at once; the new chunks and documents beside the
     lease's renewal; the root that commits them. It was twelve: the segments and events read again
     under the lease, the documents, then each array's last chunk as it was written, one by one."""
-    url = make_store(f"s3://{bucket}/s.zarr", _signal(), **_store_args())  # 3,000 rows: 64-row chunks, the last partial
+    url = make_store(
+        f"s3://{bucket}/s.zarr", _signal(), **_store_args()
+    )  # 3,000 rows: 64-row chunks, the last partial
     more = _signal(100, seed=1)
     with (
         _Held(0.2) as calls,
-        chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=True, append=True) as w,
+        chunkfit.StoreWriter(
+            url, channels=["c0", "c1"], sample_rate=100.0, has_labels=True, append=True
+        ) as w,
     ):
         w.write(more, np.arange(100) % 3)
         w.add_segment(3000, 3100)
@@ -380,26 +459,40 @@ def test_an_append_to_an_s3_store_makes_five_round_trips_one_after_another(bucke
     assert tails == ["events/c/0", "labels/c/46", "segments/c/0/0", "signal/c/46/0"], tails
     with chunkfit.open_store(url) as s:
         np.testing.assert_array_equal(s.read(0, 3100), np.concatenate([_signal(), more]))
-        np.testing.assert_array_equal(s.read_labels(0, 3100), np.concatenate([np.arange(3000) % 3, np.arange(100) % 3]))
+        np.testing.assert_array_equal(
+            s.read_labels(0, 3100), np.concatenate([np.arange(3000) % 3, np.arange(100) % 3])
+        )
         assert s.segments.tolist() == [[0, 1200], [1500, 3000], [3000, 3100]]
         assert s.events.tolist() == [5, 700, 2999, 3050]
 
 
-def test_an_append_to_an_s3_store_extends_its_last_segment_as_a_live_stream_commit_does(bucket: str) -> None:
+def test_an_append_to_an_s3_store_extends_its_last_segment_as_a_live_stream_commit_does(
+    bucket: str,
+) -> None:
     """A live stream's later commits extend the store's last segment: its last row is rewritten in the
     object of its chunk, from the rows read with the documents; the rows before it keep their values."""
     url = make_store(f"s3://{bucket}/s.zarr", _signal(), segments=[(0, 1200), (1500, 3000)])
     _append(url, 100, extend=(1500, 3100))
     assert _seen(url) == (3100, [[0, 1200], [1500, 3100]])
-    with pytest.raises(StoreFormatError, match="the last segment does not start at 1400; cannot extend it"):
+    with pytest.raises(
+        StoreFormatError, match="the last segment does not start at 1400; cannot extend it"
+    ):
         _append(url, 10, extend=(1400, 3110))
     assert _seen(url) == (3100, [[0, 1200], [1500, 3100]])
 
 
-def _append(url: str, rows: int, *, add: tuple[int, int] | None = None, extend: tuple[int, int] | None = None) -> None:
+def _append(
+    url: str,
+    rows: int,
+    *,
+    add: tuple[int, int] | None = None,
+    extend: tuple[int, int] | None = None,
+) -> None:
     """Append ``rows`` samples as a new segment ``add``, or as the store's last segment, which starts at
     ``extend[0]``, now ending at ``extend[1]`` (a live stream's later commit)."""
-    with chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True) as w:
+    with chunkfit.StoreWriter(
+        url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
+    ) as w:
         w.write(_signal(rows, seed=rows))
         if add is not None:
             w.add_segment(*add)
@@ -413,10 +506,14 @@ def _seen(url: str) -> tuple[int, list[list[int]]]:
         return s.n_samples, s.segments.tolist()
 
 
-def test_extending_a_last_segment_that_ends_a_full_chunk_of_segments_rewrites_that_chunk(bucket: str) -> None:
+def test_extending_a_last_segment_that_ends_a_full_chunk_of_segments_rewrites_that_chunk(
+    bucket: str,
+) -> None:
     """4,096 segments fill the segments array's first chunk exactly: the extended row is in that
     full chunk, not in a partial last one, so that chunk is read and rewritten whole."""
-    url = make_store(f"s3://{bucket}/s.zarr", _signal(4096), segments=[(i, i + 1) for i in range(4096)])
+    url = make_store(
+        f"s3://{bucket}/s.zarr", _signal(4096), segments=[(i, i + 1) for i in range(4096)]
+    )
     _append(url, 4, extend=(4095, 4100))
     assert _seen(url) == (4100, [[i, i + 1] for i in range(4095)] + [[4095, 4100]])
     _append(url, 6, add=(4100, 4106))
@@ -433,7 +530,9 @@ def test_a_reader_during_a_commit_that_extends_the_last_segment_sees_the_segment
     it saw, and refused the store as damaged."""
     url = make_store(f"s3://{bucket}/s.zarr", _signal(), segments=[(0, 3000)])
     held, go = threading.Event(), threading.Event()
-    monkeypatch.setattr(store_writer, "_test_pause_before_commit", lambda: (held.set(), go.wait(60)))
+    monkeypatch.setattr(
+        store_writer, "_test_pause_before_commit", lambda: (held.set(), go.wait(60))
+    )
     commit = threading.Thread(target=_append, args=(url, 100), kwargs={"extend": (0, 3100)})
     commit.start()
     try:
@@ -470,7 +569,9 @@ def test_an_open_s3_store_tells_an_append_committed_since(bucket: str) -> None:
     url = make_store(f"s3://{bucket}/s.zarr", _signal())
     with chunkfit.open_store(url) as s:
         assert s.changed() is None
-        with chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True) as w:
+        with chunkfit.StoreWriter(
+            url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
+        ) as w:
             w.write(_signal(100, seed=1))
             w.add_segment(3000, 3100)
             w.commit()
@@ -482,8 +583,12 @@ def test_second_writer_while_one_holds_the_lease_is_refused(bucket: str) -> None
     holder = Lease(Remote(url))
     holder.acquire()
     try:
-        with pytest.raises(StoreBusyError, match=r"another process \(pid \d+ on .*\) is writing this store"):
-            chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True)
+        with pytest.raises(
+            StoreBusyError, match=r"another process \(pid \d+ on .*\) is writing this store"
+        ):
+            chunkfit.StoreWriter(
+                url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
+            )
     finally:
         holder.release()
     with chunkfit.open_store(url) as s:
@@ -514,16 +619,23 @@ def test_stale_lease_is_taken_over_and_the_next_writer_is_refused(bucket: str) -
     first = Lease(Remote(url))
     first.acquire()
     try:
-        with pytest.raises(StoreBusyError, match=rf"another process \(pid {os.getpid()} on .*\) is writing this store"):
+        with pytest.raises(
+            StoreBusyError,
+            match=rf"another process \(pid {os.getpid()} on .*\) is writing this store",
+        ):
             Lease(Remote(url)).acquire()
     finally:
         first.release()
     assert Remote(url).get(".chunkfit-lease") is None
 
 
-def test_holder_whose_lease_was_taken_over_commits_nothing_and_leaves_the_new_lease(bucket: str) -> None:
+def test_holder_whose_lease_was_taken_over_commits_nothing_and_leaves_the_new_lease(
+    bucket: str,
+) -> None:
     url = make_store(f"s3://{bucket}/s.zarr", _signal())
-    writer = chunkfit.StoreWriter(url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True)
+    writer = chunkfit.StoreWriter(
+        url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
+    )
     writer.write(_signal(100, seed=1))
     lease = writer._lease
     assert lease is not None
@@ -533,8 +645,11 @@ def test_holder_whose_lease_was_taken_over_commits_nothing_and_leaves_the_new_le
     taker = Lease(Remote(url))
     taker.acquire()
     try:
-        with pytest.raises(StoreBusyError, match=r"lease expired unrenewed and another process took it over, so "
-                                                 r"nothing was committed"):
+        with pytest.raises(
+            StoreBusyError,
+            match=r"lease expired unrenewed and another process took it over, so "
+            r"nothing was committed",
+        ):
             writer.commit()
         assert json.loads(Remote(url).get(".chunkfit-lease") or b"{}")["owner"] == taker.owner
     finally:
@@ -545,7 +660,9 @@ def test_holder_whose_lease_was_taken_over_commits_nothing_and_leaves_the_new_le
 
 def test_failed_new_s3_store_leaves_no_object(bucket: str) -> None:
     url = f"s3://{bucket}/s.zarr"
-    writer = chunkfit.StoreWriter(url, channels=["a"], sample_rate=1.0, has_labels=False, append=False)
+    writer = chunkfit.StoreWriter(
+        url, channels=["a"], sample_rate=1.0, has_labels=False, append=False
+    )
     with pytest.raises(RuntimeError, match="boom"), writer as w:
         w.write(np.zeros((200_000, 1), dtype=np.float32))
         raise RuntimeError("boom")
@@ -556,12 +673,21 @@ def test_failed_new_s3_store_leaves_no_object(bucket: str) -> None:
 
 def test_new_s3_store_failing_while_its_chunks_are_in_flight_leaves_no_object(bucket: str) -> None:
     url = f"s3://{bucket}/s.zarr"
-    writer = chunkfit.StoreWriter(url, channels=["a", "b"], sample_rate=1.0, has_labels=False, append=False,
-                                  chunk_samples=512, codec="none")
+    writer = chunkfit.StoreWriter(
+        url,
+        channels=["a", "b"],
+        sample_rate=1.0,
+        has_labels=False,
+        append=False,
+        chunk_samples=512,
+        codec="none",
+    )
     with pytest.raises(RuntimeError, match="boom"), writer as w:
         for _ in range(4):
             w.write(np.random.default_rng(0).normal(size=(100_000, 2)).astype(np.float32))
-        raise RuntimeError("boom")  # hundreds of chunk objects written, the last batches still being sent
+        raise RuntimeError(
+            "boom"
+        )  # hundreds of chunk objects written, the last batches still being sent
     assert s3fs_client().find(f"{bucket}/") == []
 
 
@@ -575,13 +701,23 @@ def test_cli_append_while_another_process_appends_is_refused_in_one_line(bucket:
         holder.release()
     assert re.fullmatch(
         rf"chunkfit: error: {url}: another process \(pid {os.getpid()} on .+\) is writing this store; run the "
-        r"command again when it has finished \(its lease expires in \d+ s\)", line), line
+        r"command again when it has finished \(its lease expires in \d+ s\)",
+        line,
+    ), line
 
 
 def _without_credentials() -> dict[str, str]:
-    env = {k: v for k, v in cli_env().items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-    return {**env, "AWS_EC2_METADATA_DISABLED": "true", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-            "AWS_CONFIG_FILE": "/nonexistent"}
+    env = {
+        k: v
+        for k, v in cli_env().items()
+        if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    }
+    return {
+        **env,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+        "AWS_CONFIG_FILE": "/nonexistent",
+    }
 
 
 def test_anon_reads_a_store_of_a_public_bucket_without_credentials(bucket: str) -> None:
@@ -592,16 +728,26 @@ def test_anon_reads_a_store_of_a_public_bucket_without_credentials(bucket: str) 
     client.put_bucket_acl(Bucket=bucket, ACL="public-read")
     for key in s3fs_client().find(bucket):
         client.put_object_acl(Bucket=bucket, Key=key.split("/", 1)[1], ACL="public-read")
-    result = subprocess.run(cli_command("--anon", "info", url, "--json"), env=_without_credentials(),
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        cli_command("--anon", "info", url, "--json"),
+        env=_without_credentials(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["samples"] == 3000
 
 
 def test_no_credentials_without_anon_is_one_line(bucket: str) -> None:
     url = make_store(f"s3://{bucket}/s.zarr", _signal())
-    result = subprocess.run(cli_command("info", url), env=_without_credentials(), capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run(
+        cli_command("info", url),
+        env=_without_credentials(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert error_line(result) == (
         f"chunkfit: error: {url}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID and "
         "AWS_SECRET_ACCESS_KEY, or pass --anon for a public bucket (nothing was read)"

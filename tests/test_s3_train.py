@@ -24,7 +24,18 @@ pytestmark = pytest.mark.slow
 
 WINDOW = 16
 SAMPLES = 2_000
-TRAIN = ["--window", str(WINDOW), "--chunk", "64", "--batch-size", "32", "--mix", "1", "--validation", "0.1"]
+TRAIN = [
+    "--window",
+    str(WINDOW),
+    "--chunk",
+    "64",
+    "--batch-size",
+    "32",
+    "--mix",
+    "1",
+    "--validation",
+    "0.1",
+]
 
 
 @pytest.fixture
@@ -53,7 +64,9 @@ def trained_s3(s3_server: S3Server) -> Iterator[Trained]:
     store = f"s3://{bucket}/synth.zarr"
     synth(store, SynthSpec(samples=SAMPLES, anomalies=balanced_anomalies(SAMPLES, WINDOW), seed=1))
     run = f"s3://{bucket}/runs/a"
-    yield Trained(bucket, store, run, run_cli("train", store, *TRAIN, "--epochs", "1", "--out", run))
+    yield Trained(
+        bucket, store, run, run_cli("train", store, *TRAIN, "--epochs", "1", "--out", run)
+    )
     next(env, None)
 
 
@@ -62,10 +75,17 @@ def _objects(prefix: str) -> list[str]:
     return sorted(k[len(prefix) + 1 :] for k in fs.find(prefix))
 
 
-def test_train_from_an_s3_store_into_an_s3_run_folder_writes_the_run_there(trained_s3: Trained) -> None:
+def test_train_from_an_s3_store_into_an_s3_run_folder_writes_the_run_there(
+    trained_s3: Trained,
+) -> None:
     assert trained_s3.result.returncode == 0, trained_s3.result.stderr
     assert f"run folder {trained_s3.run}:" in trained_s3.result.stdout
-    assert _objects(f"{trained_s3.bucket}/runs/a") == ["curves.png", "history.csv", "model.keras", "run.json"]
+    assert _objects(f"{trained_s3.bucket}/runs/a") == [
+        "curves.png",
+        "history.csv",
+        "model.keras",
+        "run.json",
+    ]
     record = json.loads(s3fs_client().cat_file(f"{trained_s3.bucket}/runs/a/run.json"))
     assert record["finished"] is True and record["store"]["path"] == trained_s3.store
 
@@ -73,13 +93,34 @@ def test_train_from_an_s3_store_into_an_s3_run_folder_writes_the_run_there(train
 def test_train_from_an_s3_store_into_a_local_run_folder(s3_store: str, tmp_path: Path) -> None:
     result = run_cli("train", s3_store, *TRAIN, "--epochs", "1", "--out", tmp_path / "r")
     assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["curves.png", "history.csv", "model.keras", "run.json"]
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [
+        "curves.png",
+        "history.csv",
+        "model.keras",
+        "run.json",
+    ]
 
 
-def test_killed_s3_run_resumes_from_its_uploaded_checkpoint_in_a_fresh_process(s3_store: str, bucket: str) -> None:
+def test_killed_s3_run_resumes_from_its_uploaded_checkpoint_in_a_fresh_process(
+    s3_store: str, bucket: str
+) -> None:
     run = f"s3://{bucket}/runs/k"
-    args = ["train", s3_store, *TRAIN, "--chunk", "256", "--epochs", "2", "--checkpoint-every", "1", "--out", run]
-    proc = subprocess.Popen(cli_command(*args), env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    args = [
+        "train",
+        s3_store,
+        *TRAIN,
+        "--chunk",
+        "256",
+        "--epochs",
+        "2",
+        "--checkpoint-every",
+        "1",
+        "--out",
+        run,
+    ]
+    proc = subprocess.Popen(
+        cli_command(*args), env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     fs, pointer = s3fs_client(), f"{bucket}/runs/k/checkpoint.json"
     deadline = time.monotonic() + 240
     while proc.poll() is None and time.monotonic() < deadline:
@@ -101,7 +142,8 @@ def test_killed_s3_run_resumes_from_its_uploaded_checkpoint_in_a_fresh_process(s
 
 
 def test_predict_and_evaluate_with_an_s3_run_store_and_out_match_the_local_predict(
-        trained_s3: Trained, tmp_path: Path) -> None:
+    trained_s3: Trained, tmp_path: Path
+) -> None:
     bucket, s3_store, run = trained_s3.bucket, trained_s3.store, trained_s3.run
     assert trained_s3.result.returncode == 0, trained_s3.result.stderr
     local_run = tmp_path / "p"
@@ -109,7 +151,10 @@ def test_predict_and_evaluate_with_an_s3_run_store_and_out_match_the_local_predi
     local_store = tmp_path / "synth.zarr"
     s3fs_client().get(f"{bucket}/synth.zarr", str(local_store), recursive=True)
     scores = f"s3://{bucket}/scores/s.zarr"
-    commands = {"s3": ["predict", run, s3_store, "--out", scores], "evaluate": ["evaluate", run, s3_store, "--json"]}
+    commands = {
+        "s3": ["predict", run, s3_store, "--out", scores],
+        "evaluate": ["evaluate", run, s3_store, "--json"],
+    }
     results = run_cli_many(commands)
     chunkfit.predict(local_run, local_store, tmp_path / "s.zarr")
     for name, result in results.items():

@@ -43,23 +43,59 @@ def done(runs: Trained, store: Path, tmp_path_factory: pytest.TempPathFactory) -
     commands = {
         "text": ["evaluate", root / "run", store, "--chunk", "300"],
         "json": ["evaluate", runs.run, quiet, "--json", "--plot", root / "quiet.png"],
-        "predict": ["predict", runs.run, store, "--out", root / "scores.h5", "--events-out", root / "events.csv"],
+        "predict": [
+            "predict",
+            runs.run,
+            store,
+            "--out",
+            root / "scores.h5",
+            "--events-out",
+            root / "events.csv",
+        ],
     }
     return {"root": root, "quiet": quiet, **run_cli_many(commands)}
 
 
 def test_evaluate_prints_a_table_of_every_figure(done: dict[str, Any]) -> None:
-    labels = [line.split()[0] for line in done["text"].stdout.splitlines() if not line.startswith(" ")]
-    assert labels == ["scoring", "run", "model", "store", "threshold", "PR-AUC", "precision", "recall", "F1", "events",
-                      "detections", "ROC-AUC", "loss", "confusion", "accuracy", "plot"]
+    labels = [
+        line.split()[0] for line in done["text"].stdout.splitlines() if not line.startswith(" ")
+    ]
+    assert labels == [
+        "scoring",
+        "run",
+        "model",
+        "store",
+        "threshold",
+        "PR-AUC",
+        "precision",
+        "recall",
+        "F1",
+        "events",
+        "detections",
+        "ROC-AUC",
+        "loss",
+        "confusion",
+        "accuracy",
+        "plot",
+    ]
 
 
-def test_evaluate_table_shows_the_library_figures(done: dict[str, Any], runs: Trained, store: Path, tmp_path: Path) -> None:
+def test_evaluate_table_shows_the_library_figures(
+    done: dict[str, Any], runs: Trained, store: Path, tmp_path: Path
+) -> None:
     result = chunkfit.evaluate(runs.run, store, plot=tmp_path / "eval.png")
-    lines = {line.split()[0]: line.split()[1] for line in done["text"].stdout.splitlines() if not line.startswith(" ")}
+    lines = {
+        line.split()[0]: line.split()[1]
+        for line in done["text"].stdout.splitlines()
+        if not line.startswith(" ")
+    }
     shown = [lines[k] for k in ("loss", "accuracy", "recall", "ROC-AUC")]
-    expected = [f"{result['loss']:.4f}", f"{100 * result['accuracy']:.2f}%", f"{100 * result['recall']:.2f}%",
-                f"{result['roc_auc']:.4f}"]
+    expected = [
+        f"{result['loss']:.4f}",
+        f"{100 * result['accuracy']:.2f}%",
+        f"{100 * result['recall']:.2f}%",
+        f"{result['roc_auc']:.4f}",
+    ]
     assert shown == expected
 
 
@@ -67,10 +103,20 @@ def test_evaluate_writes_eval_png_into_the_run_folder_by_default(done: dict[str,
     assert (done["root"] / "run" / "eval.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_evaluate_json_equals_the_library_result(done: dict[str, Any], runs: Trained, tmp_path: Path) -> None:
+def test_evaluate_json_equals_the_library_result(
+    done: dict[str, Any], runs: Trained, tmp_path: Path
+) -> None:
     expected = chunkfit.evaluate(runs.run, done["quiet"], plot=tmp_path / "eval.png")
     result = json.loads(done["json"].stdout)
-    figures = ("windows", "loss", "accuracy", "confusion", "confusion_matrix", "false_alarms", "events")
+    figures = (
+        "windows",
+        "loss",
+        "accuracy",
+        "confusion",
+        "confusion_matrix",
+        "false_alarms",
+        "events",
+    )
     assert {k: result[k] for k in figures} == {k: expected[k] for k in figures}
 
 
@@ -100,12 +146,16 @@ def test_predict_says_what_it_wrote(done: dict[str, Any]) -> None:
     ]
 
 
-def test_predict_writes_scores_equal_to_the_library(done: dict[str, Any], runs: Trained, store: Path, tmp_path: Path) -> None:
+def test_predict_writes_scores_equal_to_the_library(
+    done: dict[str, Any], runs: Trained, store: Path, tmp_path: Path
+) -> None:
     import h5py
 
     chunkfit.predict(runs.run, store, tmp_path / "scores.zarr")
     with h5py.File(done["root"] / "scores.h5", "r") as f:
-        np.testing.assert_array_equal(f["scores"][:], zarr.open_group(str(tmp_path / "scores.zarr"), mode="r")["scores"][:])
+        np.testing.assert_array_equal(
+            f["scores"][:], zarr.open_group(str(tmp_path / "scores.zarr"), mode="r")["scores"][:]
+        )
 
 
 # -- refusals: one line, non-zero exit, nothing written --------------------------------------------
@@ -121,7 +171,9 @@ class Refusal:
 
 
 def other_store(path: Path, channels: list[str], samples: int = 200) -> Path:
-    return make_store(path, np.zeros((samples, len(channels)), np.float32), channels=channels, rate=1.0)
+    return make_store(
+        path, np.zeros((samples, len(channels)), np.float32), channels=channels, rate=1.0
+    )
 
 
 Case = Callable[[Path, Path], tuple[list[Any], str, int]]
@@ -130,8 +182,11 @@ SAME_CHANNELS = "score a store ingested with the same channels (--columns)"
 
 def run_without_model(f: Path, store: Path) -> tuple[list[Any], str, int]:
     (f / "unfinished").mkdir()
-    return (["predict", f / "unfinished", store, "--out", f / "s.zarr"],
-            f"{f / 'unfinished'}: the run folder has no model.keras (training did not finish?); pass a finished run", 1)
+    return (
+        ["predict", f / "unfinished", store, "--out", f / "s.zarr"],
+        f"{f / 'unfinished'}: the run folder has no model.keras (training did not finish?); pass a finished run",
+        1,
+    )
 
 
 def missing_run(f: Path, store: Path) -> tuple[list[Any], str, int]:
@@ -140,53 +195,92 @@ def missing_run(f: Path, store: Path) -> tuple[list[Any], str, int]:
 
 def keras_file_that_is_not_one(f: Path, store: Path) -> tuple[list[Any], str, int]:
     (f / "model.keras").write_text("not a model")
-    return (["evaluate", f / "model.keras", store],
-            f"{f / 'model.keras'}: not a .keras model (a .keras file is a zip archive, this file is not)", 1)
+    return (
+        ["evaluate", f / "model.keras", store],
+        f"{f / 'model.keras'}: not a .keras model (a .keras file is a zip archive, this file is not)",
+        1,
+    )
 
 
 def other_channel_count(f: Path, store: Path) -> tuple[list[Any], str, int]:
     two = other_store(f / "two.zarr", ["x", "y"])
-    return (["predict", f / "run", two, "--out", f / "s.zarr"],
-            f"{two}: channels ['x', 'y'] differ from the training store's ['x']; " + SAME_CHANNELS, 1)
+    return (
+        ["predict", f / "run", two, "--out", f / "s.zarr"],
+        f"{two}: channels ['x', 'y'] differ from the training store's ['x']; " + SAME_CHANNELS,
+        1,
+    )
 
 
 def other_channel_names(f: Path, store: Path) -> tuple[list[Any], str, int]:
     other = other_store(f / "y.zarr", ["y"])
-    return (["evaluate", f / "run", other],
-            f"{other}: channels ['y'] differ from the training store's ['x']; " + SAME_CHANNELS, 1)
+    return (
+        ["evaluate", f / "run", other],
+        f"{other}: channels ['y'] differ from the training store's ['x']; " + SAME_CHANNELS,
+        1,
+    )
 
 
 def window_longer_than_segments(f: Path, store: Path) -> tuple[list[Any], str, int]:
-    short = make_store(f / "short.zarr", np.zeros((40, 1), np.float32), segments=[(0, 15), (15, 25), (25, 40)],
-                       channels=["x"], rate=1.0)
-    return (["predict", f / "run", short, "--out", f / "s.zarr"],
-            f"{short}: window {WINDOW} is longer than every segment (longest 15 samples); no window fits", 1)
+    short = make_store(
+        f / "short.zarr",
+        np.zeros((40, 1), np.float32),
+        segments=[(0, 15), (15, 25), (25, 40)],
+        channels=["x"],
+        rate=1.0,
+    )
+    return (
+        ["predict", f / "run", short, "--out", f / "s.zarr"],
+        f"{short}: window {WINDOW} is longer than every segment (longest 15 samples); no window fits",
+        1,
+    )
 
 
 def output_exists(f: Path, store: Path) -> tuple[list[Any], str, int]:
     (f / "s.h5").write_bytes(b"mine")
-    return (["predict", f / "run", store, "--out", f / "s.h5"],
-            f"{f / 's.h5'}: already exists; pass --overwrite to replace it", 1)
+    return (
+        ["predict", f / "run", store, "--out", f / "s.h5"],
+        f"{f / 's.h5'}: already exists; pass --overwrite to replace it",
+        1,
+    )
 
 
 def events_output_exists(f: Path, store: Path) -> tuple[list[Any], str, int]:
     (f / "events.csv").write_text("mine\n")
-    return (["predict", f / "run", store, "--out", f / "s.zarr", "--events-out", f / "events.csv"],
-            f"{f / 'events.csv'}: already exists; pass --overwrite to replace it", 1)
+    return (
+        ["predict", f / "run", store, "--out", f / "s.zarr", "--events-out", f / "events.csv"],
+        f"{f / 'events.csv'}: already exists; pass --overwrite to replace it",
+        1,
+    )
 
 
 def threshold_above_one(f: Path, store: Path) -> tuple[list[Any], str, int]:
-    return ["evaluate", f / "run", store, "--threshold", "1.5"], "--threshold must be in [0, 1] (received 1.5)", 2
+    return (
+        ["evaluate", f / "run", store, "--threshold", "1.5"],
+        "--threshold must be in [0, 1] (received 1.5)",
+        2,
+    )
 
 
-CASES: dict[str, Case] = {case.__name__: case for case in [
-    run_without_model, missing_run, keras_file_that_is_not_one, other_channel_count, other_channel_names,
-    window_longer_than_segments, output_exists, events_output_exists, threshold_above_one,
-]}
+CASES: dict[str, Case] = {
+    case.__name__: case
+    for case in [
+        run_without_model,
+        missing_run,
+        keras_file_that_is_not_one,
+        other_channel_count,
+        other_channel_names,
+        window_longer_than_segments,
+        output_exists,
+        events_output_exists,
+        threshold_above_one,
+    ]
+}
 
 
 @pytest.fixture(scope="module")
-def refusals(runs: Trained, store: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Refusal]:
+def refusals(
+    runs: Trained, store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Refusal]:
     """Every bad command once, each in its own folder holding a copy of the run; two at a time."""
     prepared = {}
     for name, case in CASES.items():
@@ -195,11 +289,16 @@ def refusals(runs: Trained, store: Path, tmp_path_factory: pytest.TempPathFactor
         args, expected, code = case(folder, store)
         prepared[name] = (folder, args, expected, code, listing(folder))
     results = run_cli_many({name: p[1] for name, p in prepared.items()})
-    return {name: Refusal(results[name], f"chunkfit: error: {p[2]}", p[3], p[0], p[4]) for name, p in prepared.items()}
+    return {
+        name: Refusal(results[name], f"chunkfit: error: {p[2]}", p[3], p[0], p[4])
+        for name, p in prepared.items()
+    }
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_bad_input_prints_one_line_naming_the_problem(refusals: dict[str, Refusal], name: str) -> None:
+def test_bad_input_prints_one_line_naming_the_problem(
+    refusals: dict[str, Refusal], name: str
+) -> None:
     assert error_line(refusals[name].result) == refusals[name].expected
 
 
@@ -245,13 +344,29 @@ def build(window, n_channels, n_classes):
 def custom_run(runs: Trained, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("custom")
     (root / "custom_models.py").write_text(CUSTOM_MODELS)
-    result = run_cli("train", runs.store, "--model", "custom_models:build", "--window", str(WINDOW), "--epochs", "1",
-                     "--chunk", "512", "--out", "run", cwd=root, timeout=300)
+    result = run_cli(
+        "train",
+        runs.store,
+        "--model",
+        "custom_models:build",
+        "--window",
+        str(WINDOW),
+        "--epochs",
+        "1",
+        "--chunk",
+        "512",
+        "--out",
+        "run",
+        cwd=root,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     return root
 
 
-def test_evaluate_scores_a_module_function_run_with_a_custom_loss_and_layer(custom_run: Path, runs: Trained) -> None:
+def test_evaluate_scores_a_module_function_run_with_a_custom_loss_and_layer(
+    custom_run: Path, runs: Trained
+) -> None:
     result = run_cli("evaluate", "run", runs.store, "--json", cwd=custom_run)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -259,7 +374,9 @@ def test_evaluate_scores_a_module_function_run_with_a_custom_loss_and_layer(cust
     assert "custom objects of custom_models" in report["model_loaded"]
 
 
-def test_predict_scores_a_module_function_run_with_a_custom_loss_and_layer(custom_run: Path, runs: Trained) -> None:
+def test_predict_scores_a_module_function_run_with_a_custom_loss_and_layer(
+    custom_run: Path, runs: Trained
+) -> None:
     result = run_cli("predict", "run", runs.store, "--out", "scores.zarr", cwd=custom_run)
     assert result.returncode == 0, result.stderr
     scores = np.asarray(zarr.open_group(str(custom_run / "scores.zarr"), mode="r")["scores"][:])

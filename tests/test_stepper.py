@@ -68,12 +68,24 @@ def _twins(custom: bool) -> tuple[keras.Model, keras.Model]:
     return ours, theirs
 
 
-@pytest.mark.parametrize("gathered", [False, True])  # True: the windows gathered in tf.data, not in the step
+@pytest.mark.parametrize(
+    "gathered", [False, True]
+)  # True: the windows gathered in tf.data, not in the step
 @pytest.mark.parametrize("custom", [False, True])
-@pytest.mark.parametrize(("n_windows", "steps", "eager"), [
-    (5 * BATCH + 7, 2, False), (3 * BATCH, 2, False), (9, 4, False), (4 * BATCH + 1, 1, False),
-    (3 * BATCH + 5, 2, True),  # Keras's own loop, as under a distribution strategy: Stepper.train_step
-])
+@pytest.mark.parametrize(
+    ("n_windows", "steps", "eager"),
+    [
+        (5 * BATCH + 7, 2, False),
+        (3 * BATCH, 2, False),
+        (9, 4, False),
+        (4 * BATCH + 1, 1, False),
+        (
+            3 * BATCH + 5,
+            2,
+            True,
+        ),  # Keras's own loop, as under a distribution strategy: Stepper.train_step
+    ],
+)
 def test_stepper_trains_every_batch_as_model_fit_does_short_last_batch_included(
     n_windows: int, steps: int, eager: bool, custom: bool, gathered: bool
 ) -> None:
@@ -87,37 +99,70 @@ def test_stepper_trains_every_batch_as_model_fit_does_short_last_batch_included(
     history = stepper.fit(ds, samples=block.samples, epochs=1, verbose=0, shuffle=False)
 
     windows = np.stack([data.samples[o : o + WINDOW] for o in data.offsets])
-    expected = theirs.fit(windows, keras.utils.to_categorical(data.labels, 2), batch_size=BATCH, shuffle=False, verbose=0)
+    expected = theirs.fit(
+        windows,
+        keras.utils.to_categorical(data.labels, 2),
+        batch_size=BATCH,
+        shuffle=False,
+        verbose=0,
+    )
     batches = -(-n_windows // BATCH)
-    assert int(ours.optimizer.iterations.numpy()) == int(theirs.optimizer.iterations.numpy()) == batches
+    assert (
+        int(ours.optimizer.iterations.numpy())
+        == int(theirs.optimizer.iterations.numpy())
+        == batches
+    )
     for a, b in zip(ours.get_weights(), theirs.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    if not custom:  # a custom train_step's logs are those of its last batch, under Keras's fit as here
+    if (
+        not custom
+    ):  # a custom train_step's logs are those of its last batch, under Keras's fit as here
         # Keras's own metrics, updated once per element of several batches: the same as batch by batch.
         assert _deferrable(ours, 2)
         results = {k: float(v) for k, v in ours.get_metrics_result().items()}
-        assert set(results) == set(expected.history) == {"loss", "pr_auc", "precision", "recall", "accuracy"}
+        assert (
+            set(results)
+            == set(expected.history)
+            == {"loss", "pr_auc", "precision", "recall", "accuracy"}
+        )
         for name, values in expected.history.items():
             assert results[name] == pytest.approx(values[-1], rel=1e-5), name
     assert history is None or isinstance(history, keras.callbacks.History)
 
 
 @pytest.mark.parametrize("gathered", [False, True])
-def test_a_metric_of_the_users_own_is_updated_batch_by_batch_as_model_fit_does(gathered: bool) -> None:
+def test_a_metric_of_the_users_own_is_updated_batch_by_batch_as_model_fit_does(
+    gathered: bool,
+) -> None:
     """Keras's own metrics are updated once per element (they add up); a user's metric might not, and
     is updated after each batch: its last-batch value is fit's, not the element's."""
     data = _block(6 * BATCH, seed=5)
     ours, theirs = _twins(custom=False)
     for model in (ours, theirs):
-        model.compile(optimizer="adam", loss="categorical_crossentropy", metrics=[_LastBatchMean(), "accuracy"])
+        model.compile(
+            optimizer="adam",
+            loss="categorical_crossentropy",
+            metrics=[_LastBatchMean(), "accuracy"],
+        )
     block = to_tensors(data)
     stepper = Stepper(ours, window=WINDOW, n_classes=2, gathered=gathered)
-    stepper.fit(train_dataset(block, batch_size=BATCH, steps=3, window=WINDOW if gathered else None),
-                samples=block.samples, epochs=1, verbose=0, shuffle=False)
+    stepper.fit(
+        train_dataset(block, batch_size=BATCH, steps=3, window=WINDOW if gathered else None),
+        samples=block.samples,
+        epochs=1,
+        verbose=0,
+        shuffle=False,
+    )
     assert not _deferrable(ours, 2)
 
     windows = np.stack([data.samples[o : o + WINDOW] for o in data.offsets])
-    expected = theirs.fit(windows, keras.utils.to_categorical(data.labels, 2), batch_size=BATCH, shuffle=False, verbose=0)
+    expected = theirs.fit(
+        windows,
+        keras.utils.to_categorical(data.labels, 2),
+        batch_size=BATCH,
+        shuffle=False,
+        verbose=0,
+    )
     results = {k: float(v) for k, v in ours.get_metrics_result().items()}
     for name in ("loss", "last_batch_mean", "accuracy"):
         assert results[name] == pytest.approx(expected.history[name][-1], rel=1e-5), name
@@ -166,9 +211,12 @@ def test_the_windows_the_input_pipeline_copies_are_those_the_step_gathers() -> N
 
 
 @pytest.mark.usefixtures("no_op_determinism")
-@pytest.mark.parametrize(("jit", "gathered"), [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize(
+    ("jit", "gathered"), [(False, False), (True, False), (False, True), (True, True)]
+)
 def test_padded_samples_class_weights_and_standardisation_train_as_model_fit_with_class_weight(
-        jit: bool, gathered: bool) -> None:
+    jit: bool, gathered: bool
+) -> None:
     """What a run hands the step: samples padded to the run's capacity, windows (gathered in the step,
     or in the input pipeline) standardised and weighted by class inside the step; as Keras's fit on
     the standardised windows with class_weight."""
@@ -177,14 +225,32 @@ def test_padded_samples_class_weights_and_standardisation_train_as_model_fit_wit
     ours, theirs = _twins(custom=False)
     block = to_tensors(data, capacity=data.samples.shape[0] + 500)
     weights = [0.5, 3.0]
-    stepper = Stepper(ours, window=WINDOW, n_classes=2, jit=jit, normalize=lambda x: (x - 0.25) / 2.0,
-                      class_weights=weights, gathered=gathered)
-    stepper.fit(train_dataset(block, batch_size=BATCH, steps=3, window=WINDOW if gathered else None),
-                samples=block.samples, epochs=1, verbose=0, shuffle=False)
+    stepper = Stepper(
+        ours,
+        window=WINDOW,
+        n_classes=2,
+        jit=jit,
+        normalize=lambda x: (x - 0.25) / 2.0,
+        class_weights=weights,
+        gathered=gathered,
+    )
+    stepper.fit(
+        train_dataset(block, batch_size=BATCH, steps=3, window=WINDOW if gathered else None),
+        samples=block.samples,
+        epochs=1,
+        verbose=0,
+        shuffle=False,
+    )
 
     windows = (np.stack([data.samples[o : o + WINDOW] for o in data.offsets]) - 0.25) / 2.0
-    expected = theirs.fit(windows, keras.utils.to_categorical(data.labels, 2), batch_size=BATCH, shuffle=False,
-                          class_weight={0: weights[0], 1: weights[1]}, verbose=0)
+    expected = theirs.fit(
+        windows,
+        keras.utils.to_categorical(data.labels, 2),
+        batch_size=BATCH,
+        shuffle=False,
+        class_weight={0: weights[0], 1: weights[1]},
+        verbose=0,
+    )
     for a, b in zip(ours.get_weights(), theirs.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     results = {k: float(v) for k, v in ours.get_metrics_result().items()}
@@ -192,13 +258,17 @@ def test_padded_samples_class_weights_and_standardisation_train_as_model_fit_wit
         assert results[name] == pytest.approx(values[-1], rel=1e-4), name
 
 
-@pytest.mark.parametrize(("batch", "window", "channels", "expected"), [
-    (128, 104, 1, 256),  # the original question's problem: 13 MB of windows per element
-    (128, 1000, 16, 2),  # 8 MB a batch: two batches
-    (4096, 4096, 8, 1),  # one batch over the limit is still one batch
-])
-def test_default_steps_per_element_stay_within_the_element_size(batch: int, window: int, channels: int,
-                                                                expected: int) -> None:
+@pytest.mark.parametrize(
+    ("batch", "window", "channels", "expected"),
+    [
+        (128, 104, 1, 256),  # the original question's problem: 13 MB of windows per element
+        (128, 1000, 16, 2),  # 8 MB a batch: two batches
+        (4096, 4096, 8, 1),  # one batch over the limit is still one batch
+    ],
+)
+def test_default_steps_per_element_stay_within_the_element_size(
+    batch: int, window: int, channels: int, expected: int
+) -> None:
     assert element_steps(batch, window, channels) == expected
 
 
@@ -249,11 +319,22 @@ def test_the_xla_step_trains_every_batch_as_model_fit_does(custom: bool) -> None
     ours, theirs = _twins(custom)
     block = to_tensors(data)
     stepper = Stepper(ours, window=WINDOW, n_classes=2, jit=True)
-    stepper.fit(train_dataset(block, batch_size=BATCH, steps=2), samples=block.samples, epochs=1, verbose=0,
-                shuffle=False)
+    stepper.fit(
+        train_dataset(block, batch_size=BATCH, steps=2),
+        samples=block.samples,
+        epochs=1,
+        verbose=0,
+        shuffle=False,
+    )
     assert list(stepper._wholes) == [True]  # only the XLA loop was built and ran
     windows = np.stack([data.samples[o : o + WINDOW] for o in data.offsets])
-    expected = theirs.fit(windows, keras.utils.to_categorical(data.labels, 2), batch_size=BATCH, shuffle=False, verbose=0)
+    expected = theirs.fit(
+        windows,
+        keras.utils.to_categorical(data.labels, 2),
+        batch_size=BATCH,
+        shuffle=False,
+        verbose=0,
+    )
     assert int(ours.optimizer.iterations.numpy()) == -(-n_windows // BATCH)
     for a, b in zip(ours.get_weights(), theirs.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

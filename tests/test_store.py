@@ -136,13 +136,17 @@ def test_stats_streamed_block_by_block_equal_numpy_over_all_samples(
 
 
 def _files(root: Path) -> dict[str, bytes]:
-    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()}
+    return {
+        str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()
+    }
 
 
 ZARR_CODECS = {"lz4": ("lz4", 5, "bitshuffle"), "zstd": ("zstd", 1, "shuffle"), "none": None}
 
 
-def _zarr_reference(root: Path, codec: str, signal: np.ndarray, labels: np.ndarray, attrs: dict) -> None:
+def _zarr_reference(
+    root: Path, codec: str, signal: np.ndarray, labels: np.ndarray, attrs: dict
+) -> None:
     """The same arrays written by zarr itself, in one assignment each."""
     from zarr.codecs import BloscCodec
 
@@ -153,8 +157,15 @@ def _zarr_reference(root: Path, codec: str, signal: np.ndarray, labels: np.ndarr
         ("labels", labels, (64,), ["time"]),
     ):
         arr = group.create_array(
-            name, shape=data.shape, dtype=data.dtype, chunks=chunks, fill_value=0, dimension_names=dims,
-            compressors=None if spec is None else BloscCodec(cname=spec[0], clevel=spec[1], shuffle=spec[2]),
+            name,
+            shape=data.shape,
+            dtype=data.dtype,
+            chunks=chunks,
+            fill_value=0,
+            dimension_names=dims,
+            compressors=None
+            if spec is None
+            else BloscCodec(cname=spec[0], clevel=spec[1], shuffle=spec[2]),
             config={"write_empty_chunks": True},
         )
         arr[:] = data
@@ -400,8 +411,16 @@ def test_zarr_store_being_appended_by_a_live_process_is_reported_busy_and_left_a
     store = make_store(tmp_path / "busy.zarr", SIGNAL, labels=np.zeros(500, dtype=np.int64))
     proc = subprocess.Popen(
         cli_command(
-            "ingest", "--append", str(store), "-", "--rate", "100", "--label-column", "label",
-            "--commit-every", "600",  # one transaction, held open until the stream ends
+            "ingest",
+            "--append",
+            str(store),
+            "-",
+            "--rate",
+            "100",
+            "--label-column",
+            "label",
+            "--commit-every",
+            "600",  # one transaction, held open until the stream ends
         ),
         env=cli_env(),
         stdin=subprocess.PIPE,
@@ -411,7 +430,9 @@ def test_zarr_store_being_appended_by_a_live_process_is_reported_busy_and_left_a
     assert proc.stdin is not None
     proc.stdin.write(b"c0,c1,label\n1,2,0\n3,4,1\n")
     proc.stdin.flush()
-    for _ in range(4800):  # the writer holds its journal once it has read the first block (4 minutes at most)
+    for _ in range(
+        4800
+    ):  # the writer holds its journal once it has read the first block (4 minutes at most)
         if (store / journal.JOURNAL / journal.MANIFEST).exists() or proc.poll() is not None:
             break
         time.sleep(0.05)
@@ -426,7 +447,9 @@ def test_zarr_store_being_appended_by_a_live_process_is_reported_busy_and_left_a
         np.testing.assert_array_equal(s.read(500, 503), [[1, 2], [3, 4], [5, 6]])
 
 
-def _append_inside_the_load(monkeypatch: pytest.MonkeyPatch, append: Callable[[], None]) -> list[str]:
+def _append_inside_the_load(
+    monkeypatch: pytest.MonkeyPatch, append: Callable[[], None]
+) -> list[str]:
     """Run ``append`` once, the moment the next store open has read the signal's length and is about to
     read the segments: the interleaving of a reader with a live stream's commit."""
     ran: list[str] = []
@@ -444,7 +467,9 @@ def _append_inside_the_load(monkeypatch: pytest.MonkeyPatch, append: Callable[[]
 
 def _extend(store: Path, rows: int) -> chunkfit.StoreWriter:
     """An append that continues the store's one segment, as a live stream's commit does."""
-    w = chunkfit.StoreWriter(store, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True)
+    w = chunkfit.StoreWriter(
+        store, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
+    )
     w.write(np.ones((rows, 2), dtype=np.float32))
     w.extend_last_segment(0, SIGNAL.shape[0] + rows)
     return w
@@ -461,7 +486,9 @@ def test_an_open_that_overlaps_a_commit_reads_the_store_again_instead_of_calling
 
     ran = _append_inside_the_load(monkeypatch, commit)
     with chunkfit.open_store(store) as s:
-        assert ran == ["500"]  # the first load saw the old length, then the commit rewrote the segment
+        assert ran == [
+            "500"
+        ]  # the first load saw the old length, then the commit rewrote the segment
         assert (s.n_samples, s.segments.tolist()) == (700, [[0, 700]])
         assert not s.changed()
         np.testing.assert_array_equal(s.read(498, 502), np.r_[SIGNAL[498:], np.ones((2, 2))])
@@ -522,13 +549,17 @@ def test_a_journal_being_set_up_is_busy_to_readers_and_appenders_never_rolled_ba
         with pytest.raises(StoreBusyError, match="is appending to this store right now"):
             chunkfit.open_store(store)
         with pytest.raises(StoreBusyError, match="is appending to this store right now"):
-            chunkfit.StoreWriter(store, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True)
+            chunkfit.StoreWriter(
+                store, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
+            )
         assert (store / journal.JOURNAL / journal.OWNER).read_text() == str(os.getpid())
     finally:
         release.set()
         thread.join(60)
     assert failed == []
-    assert sorted(p.name for p in store.iterdir() if p.name.startswith(".")) == []  # nothing left aside
+    assert (
+        sorted(p.name for p in store.iterdir() if p.name.startswith(".")) == []
+    )  # nothing left aside
     with chunkfit.open_store(store) as s:
         assert (s.n_samples, s.segments.tolist()) == (510, [[0, 500], [500, 510]])
 

@@ -28,8 +28,13 @@ def ecg_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """data/ecg208.csv and its R-peak markers, ingested by the CLI."""
     store = tmp_path_factory.mktemp("ecg") / "ecg.zarr"
     result = run_cli(
-        "ingest", store, REPO / "data" / "ecg208.csv",
-        "--time-column", "time_s", "--events", REPO / "data" / "ecg208_events.txt",
+        "ingest",
+        store,
+        REPO / "data" / "ecg208.csv",
+        "--time-column",
+        "time_s",
+        "--events",
+        REPO / "data" / "ecg208_events.txt",
     )
     assert result.returncode == 0, result.stderr
     return store
@@ -40,7 +45,19 @@ Ran = tuple[subprocess.CompletedProcess[str], Path]
 
 def ecg_training(store: Path, base: Path) -> Ran:
     out = base / "ecg-run"
-    return run_cli("train", store, "--epochs", "2", "--chunk", "20000", "--stride", "2", "--out", out, timeout=300), out
+    return run_cli(
+        "train",
+        store,
+        "--epochs",
+        "2",
+        "--chunk",
+        "20000",
+        "--stride",
+        "2",
+        "--out",
+        out,
+        timeout=300,
+    ), out
 
 
 def training_without_a_store(store: Path, base: Path) -> Ran:
@@ -66,17 +83,45 @@ def training_a_model_with_three_outputs(store: Path, base: Path) -> Ran:
 
 def training_on_every_core(store: Path, base: Path) -> Ran:
     out = base / "run"
-    return run_cli("train", store, "--epochs", "1", "--chunk", "20000", "--stride", "8", "--compute-threads", "0",
-                   "--out", out, timeout=300), out
+    return run_cli(
+        "train",
+        store,
+        "--epochs",
+        "1",
+        "--chunk",
+        "20000",
+        "--stride",
+        "8",
+        "--compute-threads",
+        "0",
+        "--out",
+        out,
+        timeout=300,
+    ), out
 
 
 def training_with_tensorboard(store: Path, base: Path) -> Ran:
-    return run_cli("train", store, "--epochs", "2", "--chunk", "5000", "--stride", "4", "--out", base / "run",
-                   "--tensorboard", base / "tb", timeout=300), base
+    return run_cli(
+        "train",
+        store,
+        "--epochs",
+        "2",
+        "--chunk",
+        "5000",
+        "--stride",
+        "4",
+        "--out",
+        base / "run",
+        "--tensorboard",
+        base / "tb",
+        timeout=300,
+    ), base
 
 
 @pytest.fixture(scope="module")
-def launched(ecg_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Ran]]]:
+def launched(
+    ecg_store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future[Ran]]]:
     """Every command of the module that loads TensorFlow, each in a folder of its own, two at a time in
     threads (a TensorFlow import and a small model's training keep about one core busy each)."""
     jobs: dict[str, Callable[[Path, Path], Ran]] = {
@@ -88,7 +133,10 @@ def launched(ecg_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "tensorboard": training_with_tensorboard,
     }
     with ThreadPoolExecutor(max_workers=2) as pool:
-        yield {name: pool.submit(partial(job, ecg_store), tmp_path_factory.mktemp(name)) for name, job in jobs.items()}
+        yield {
+            name: pool.submit(partial(job, ecg_store), tmp_path_factory.mktemp(name))
+            for name, job in jobs.items()
+        }
 
 
 @pytest.fixture(scope="module")
@@ -96,42 +144,69 @@ def ecg_run(launched: dict[str, Future[Ran]]) -> Ran:
     return launched["ecg"].result()
 
 
-def test_train_on_the_ecg_log_succeeds_quietly(ecg_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+def test_train_on_the_ecg_log_succeeds_quietly(
+    ecg_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
     result, _ = ecg_run
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
 
 
-def test_train_prints_one_line_per_epoch_and_the_run_folder(ecg_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+def test_train_prints_one_line_per_epoch_and_the_run_folder(
+    ecg_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
     result, out = ecg_run
     compile_line, *lines = result.stdout.splitlines()
     # a run this short trains without XLA, on the threads of the rule (a built-in model: each batch
     # in halves side by side, on 2 cores or more), and says why in one line
-    threads = ("every core, chosen by the rule: every core" if CORES < 2 else
-               f"{CORES // 2} compute threads? for each of 2 halves of every batch, side by side, chosen by the rule "
-               "for built-in models: each batch in halves side by side")
-    assert re.fullmatch(r"train step without XLA, chosen by autotune: a run of \d+ training calls of up to \d+ "
-                        rf"batches is too short to try XLA; TensorFlow on {threads} "
-                        r"\(a run of [\d,]+ windows is too short to measure threads\); --jit on\|off, "
-                        r"--compute-threads N to choose", compile_line), compile_line
+    threads = (
+        "every core, chosen by the rule: every core"
+        if CORES < 2
+        else f"{CORES // 2} compute threads? for each of 2 halves of every batch, side by side, chosen by the rule "
+        "for built-in models: each batch in halves side by side"
+    )
+    assert re.fullmatch(
+        r"train step without XLA, chosen by autotune: a run of \d+ training calls of up to \d+ "
+        rf"batches is too short to try XLA; TensorFlow on {threads} "
+        r"\(a run of [\d,]+ windows is too short to measure threads\); --jit on\|off, "
+        r"--compute-threads N to choose",
+        compile_line,
+    ), compile_line
     assert [line.split("  ")[0] for line in lines[:2]] == ["epoch 1/2", "epoch 2/2"]
     names = [part.split(" ")[0] for part in lines[1].split("  ")[1:-1]]
     lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
     # the event class first, accuracy last; validation adds the events at the epoch's threshold
     events = ["val_threshold", "val_events_covered", "val_false_alarms_per_hour"]
     assert names == [*lead, *(f"val_{n}" for n in lead[:4]), *events, "val_loss", "val_accuracy"]
-    assert lines[2].startswith("threshold ") and " chosen on the validation split (f1): PR-AUC " in lines[2]
-    assert re.search(r", events covered \d+/\d+, false alarms \d+ \([\d.e+-]+/h\)$", lines[2]), lines[2]
-    assert lines[3] == f"trained baseline-cnn for 2 epoch(s); run folder {out}: model.keras, history.csv, run.json, curves.png"
+    assert (
+        lines[2].startswith("threshold ")
+        and " chosen on the validation split (f1): PR-AUC " in lines[2]
+    )
+    assert re.search(r", events covered \d+/\d+, false alarms \d+ \([\d.e+-]+/h\)$", lines[2]), (
+        lines[2]
+    )
+    assert (
+        lines[3]
+        == f"trained baseline-cnn for 2 epoch(s); run folder {out}: model.keras, history.csv, run.json, curves.png"
+    )
 
 
-def test_train_writes_the_run_folder(ecg_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+def test_train_writes_the_run_folder(
+    ecg_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
     _, out = ecg_run
-    assert sorted(p.name for p in out.iterdir()) == ["curves.png", "history.csv", "model.keras", "run.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "curves.png",
+        "history.csv",
+        "model.keras",
+        "run.json",
+    ]
     assert len((out / "history.csv").read_text().splitlines()) == 3
 
 
-def test_run_json_describes_the_ecg_run(ecg_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+def test_run_json_describes_the_ecg_run(
+    ecg_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
     _, out = ecg_run
     run = json.loads((out / "run.json").read_text())
     assert run["config"]["windows"] == {"window": 104, "stride": 2, "label": "any-event"}
@@ -144,20 +219,34 @@ def test_run_json_describes_the_ecg_run(ecg_run: tuple[subprocess.CompletedProce
         assert run["threads"]["intra_op"] == run["threads"]["inter_op"] == 0
         assert run["threads"]["by"].startswith("the rule: every core")
     else:
-        assert (run["threads"]["intra_op"], run["threads"]["inter_op"], run["threads"]["halves"]) == (CORES // 2, 2, 2)
-        assert run["threads"]["by"].startswith("the rule for built-in models: each batch in halves side by side")
+        assert (
+            run["threads"]["intra_op"],
+            run["threads"]["inter_op"],
+            run["threads"]["halves"],
+        ) == (CORES // 2, 2, 2)
+        assert run["threads"]["by"].startswith(
+            "the rule for built-in models: each batch in halves side by side"
+        )
 
 
-def test_train_without_a_store_uses_sensor_zarr_in_the_current_directory(launched: dict[str, Future[Ran]]) -> None:
+def test_train_without_a_store_uses_sensor_zarr_in_the_current_directory(
+    launched: dict[str, Future[Ran]],
+) -> None:
     result, where = launched["sensor-zarr"].result()
     assert result.returncode == 0, result.stderr
-    assert json.loads((where / "r" / "run.json").read_text())["store"]["path"] == str(where / "sensor.zarr")
+    assert json.loads((where / "r" / "run.json").read_text())["store"]["path"] == str(
+        where / "sensor.zarr"
+    )
 
 
-def test_train_without_a_store_uses_the_store_named_in_chunkfit_toml(launched: dict[str, Future[Ran]]) -> None:
+def test_train_without_a_store_uses_the_store_named_in_chunkfit_toml(
+    launched: dict[str, Future[Ran]],
+) -> None:
     result, where = launched["chunkfit-toml"].result()
     assert result.returncode == 0, result.stderr
-    assert json.loads((where / "r" / "run.json").read_text())["store"]["path"] == str(where / "data" / "heart.zarr")
+    assert json.loads((where / "r" / "run.json").read_text())["store"]["path"] == str(
+        where / "data" / "heart.zarr"
+    )
 
 
 # -- one clear line before any training ------------------------------------------------------------
@@ -171,7 +260,9 @@ def test_no_store_given_or_found_is_one_error_line(tmp_path: Path) -> None:
     )
 
 
-def test_window_longer_than_every_segment_is_one_error_line(ecg_store: Path, tmp_path: Path) -> None:
+def test_window_longer_than_every_segment_is_one_error_line(
+    ecg_store: Path, tmp_path: Path
+) -> None:
     result = run_cli("train", ecg_store, "--window", "200000", "--out", tmp_path / "r")
     assert error_line(result) == (
         f"chunkfit: error: {ecg_store}: window must be at most the longest segment (received window=200000, "
@@ -196,7 +287,9 @@ def test_store_with_neither_events_nor_labels_is_one_error_line(tmp_path: Path) 
     )
 
 
-def test_model_with_the_wrong_output_size_is_one_error_line(launched: dict[str, Future[Ran]]) -> None:
+def test_model_with_the_wrong_output_size_is_one_error_line(
+    launched: dict[str, Future[Ran]],
+) -> None:
     result, where = launched["three-outputs"].result()
     assert error_line(result) == (
         "chunkfit: error: model 'three' outputs shape (3) per window, but the labels have 2 classes; "
@@ -216,17 +309,27 @@ def test_unwritable_run_folder_is_one_error_line(ecg_store: Path, tmp_path: Path
 
 def test_nonsense_memory_budget_is_one_error_line(ecg_store: Path) -> None:
     result = run_cli("train", ecg_store, "--memory-budget", "lots")
-    assert error_line(result) == "chunkfit: error: memory size must look like 1.5GB, 800MB or 2G (received 'lots')"
+    assert (
+        error_line(result)
+        == "chunkfit: error: memory size must look like 1.5GB, 800MB or 2G (received 'lots')"
+    )
 
 
-def test_compute_threads_zero_leaves_tensorflow_its_default_of_every_core(launched: dict[str, Future[Ran]]) -> None:
+def test_compute_threads_zero_leaves_tensorflow_its_default_of_every_core(
+    launched: dict[str, Future[Ran]],
+) -> None:
     result, out = launched["every-core"].result()
     assert result.returncode == 0, result.stderr
-    assert json.loads((out / "run.json").read_text())["threads"] == {"intra_op": 0, "inter_op": 0,
-                                                                      "by": "--compute-threads"}
+    assert json.loads((out / "run.json").read_text())["threads"] == {
+        "intra_op": 0,
+        "inter_op": 0,
+        "by": "--compute-threads",
+    }
 
 
-def test_tensorboard_logs_every_epoch_with_steps_running_on_across_blocks(launched: dict[str, Future[Ran]]) -> None:
+def test_tensorboard_logs_every_epoch_with_steps_running_on_across_blocks(
+    launched: dict[str, Future[Ran]],
+) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     result, where = launched["tensorboard"].result()

@@ -37,7 +37,14 @@ def tiny_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def quick(**overrides: Any) -> dict[str, Any]:
     """Keyword arguments for a fast fit on ``tiny_store``: several blocks per epoch."""
-    return {"window": WINDOW, "chunk": 512, "batch_size": 64, "epochs": 2, "validation": 0.2, **overrides}
+    return {
+        "window": WINDOW,
+        "chunk": 512,
+        "batch_size": 64,
+        "epochs": 2,
+        "validation": 0.2,
+        **overrides,
+    }
 
 
 class Recorder(keras.callbacks.Callback):
@@ -84,7 +91,14 @@ def recorded(tiny_store: Path) -> Recorder:
 @pytest.mark.backends
 def test_callbacks_see_real_epoch_numbers_once_each(recorded: Recorder) -> None:
     assert [k for k, _ in recorded.events if k != "batch_end"] == [
-        "train_begin", "epoch_begin", "epoch_end", "epoch_begin", "epoch_end", "epoch_begin", "epoch_end", "train_end",
+        "train_begin",
+        "epoch_begin",
+        "epoch_end",
+        "epoch_begin",
+        "epoch_end",
+        "epoch_begin",
+        "epoch_end",
+        "train_end",
     ]
     assert [e for e, _ in recorded.kinds("epoch_end")] == [0, 1, 2]
 
@@ -92,14 +106,20 @@ def test_callbacks_see_real_epoch_numbers_once_each(recorded: Recorder) -> None:
 @pytest.mark.backends
 def test_epoch_logs_hold_training_and_validation_metrics(recorded: Recorder) -> None:
     lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
-    events = ["val_threshold", "val_events_covered", "val_false_alarms_per_hour"]  # the store has event markers
+    events = [
+        "val_threshold",
+        "val_events_covered",
+        "val_false_alarms_per_hour",
+    ]  # the store has event markers
     assert set(recorded.kinds("epoch_end")[0][1]) == {*lead, *(f"val_{n}" for n in lead), *events}
 
 
 @pytest.mark.backends
 def test_batch_numbers_run_on_across_blocks_of_an_epoch(tiny_store: Path) -> None:
     rec = Recorder()
-    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1, steps_per_execution=1), callbacks=[rec])
+    history = chunkfit.fit(
+        "baseline-cnn", tiny_store, **quick(epochs=1, steps_per_execution=1), callbacks=[rec]
+    )
     steps = history.params["steps"]
     assert rec.kinds("batch_end") == list(range(steps))
 
@@ -113,7 +133,9 @@ def test_batch_numbers_of_multi_batch_steps_name_each_steps_last_batch(tiny_stor
     from chunkfit.train.windows import plan_split
 
     rec = Recorder()
-    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1, steps_per_execution=3, mix=1), callbacks=[rec])
+    history = chunkfit.fit(
+        "baseline-cnn", tiny_store, **quick(epochs=1, steps_per_execution=3, mix=1), callbacks=[rec]
+    )
     with chunkfit.open_store(tiny_store) as s:
         split = plan_split(s.segments, WindowSpec(WINDOW), SplitSpec(0.2))
     blocks = plan_blocks(split.train, WINDOW, 1, 512)
@@ -124,10 +146,19 @@ def test_batch_numbers_of_multi_batch_steps_name_each_steps_last_batch(tiny_stor
     assert set(gaps.tolist()) <= {1, 2, 3} and (gaps == 3).sum() > len(gaps) / 2
 
 
-@pytest.mark.parametrize(("n", "steps", "expected"), [
-    (640, 4, [4, 4, 2]), (700, 4, [4, 4, 2, 1]), (640, 1, [1] * 10), (63, 4, [1]), (256, 4, [4]),
-])
-def test_step_batches_group_full_batches_then_the_short_one(n: int, steps: int, expected: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("n", "steps", "expected"),
+    [
+        (640, 4, [4, 4, 2]),
+        (700, 4, [4, 4, 2, 1]),
+        (640, 1, [1] * 10),
+        (63, 4, [1]),
+        (256, 4, [4]),
+    ],
+)
+def test_step_batches_group_full_batches_then_the_short_one(
+    n: int, steps: int, expected: list[int]
+) -> None:
     from chunkfit.train.tensorflow.pipeline import step_batches
 
     assert step_batches(n, 64, steps) == expected
@@ -145,28 +176,48 @@ def test_csv_logger_in_the_run_folder_has_one_row_per_epoch(quick_run: Path) -> 
     rows = (quick_run / "history.csv").read_text().splitlines()
     lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
     events = ["val_threshold", "val_events_covered", "val_false_alarms_per_hour"]
-    assert rows[0].split(",") == ["epoch", *lead, *(f"val_{n}" for n in lead[:4]), *events, "val_loss", "val_accuracy"]
+    assert rows[0].split(",") == [
+        "epoch",
+        *lead,
+        *(f"val_{n}" for n in lead[:4]),
+        *events,
+        "val_loss",
+        "val_accuracy",
+    ]
     assert [r.split(",")[0] for r in rows[1:]] == ["0", "1"]
 
 
 def test_run_folder_holds_model_history_metadata_and_curves(quick_run: Path) -> None:
     assert sorted(p.name for p in quick_run.iterdir()) == [
-        "curves.png", "history.csv", "model.keras", "run.json",
+        "curves.png",
+        "history.csv",
+        "model.keras",
+        "run.json",
     ]
 
 
 def test_run_json_records_config_split_and_per_epoch_figures(quick_run: Path) -> None:
     run = json.loads((quick_run / "run.json").read_text())
     used = {"chunk_used", "steps_per_execution_used"}
-    assert FitOptions.from_dict({k: v for k, v in run["config"].items() if k not in used}).blocks.chunk == 512
-    assert run["config"]["steps_per_execution"] is None and run["config"]["steps_per_execution_used"] == 256
-    assert run["split"]["train_ranges"] == [[0, 3184]] and run["split"]["validation_ranges"] == [[3200, 4000]]
+    assert (
+        FitOptions.from_dict({k: v for k, v in run["config"].items() if k not in used}).blocks.chunk
+        == 512
+    )
+    assert (
+        run["config"]["steps_per_execution"] is None
+        and run["config"]["steps_per_execution_used"] == 256
+    )
+    assert run["split"]["train_ranges"] == [[0, 3184]] and run["split"]["validation_ranges"] == [
+        [3200, 4000]
+    ]
     assert [e["epoch"] for e in run["epochs"]] == [0, 1]
     assert run["finished"] and run["peak_rss_bytes"] > 0 and run["windows_per_s"] > 0
     assert run["store"]["identity"]["n_samples"] == SAMPLES
 
 
-def windows_of(store_path: Path, ranges: list[list[int]], classes: int = 2) -> tuple[np.ndarray, np.ndarray]:
+def windows_of(
+    store_path: Path, ranges: list[list[int]], classes: int = 2
+) -> tuple[np.ndarray, np.ndarray]:
     """Materialised windows and one-hot any-event labels of ``ranges``, in order."""
     with chunkfit.open_store(store_path) as store:
         xs, ys = [], []
@@ -179,13 +230,25 @@ def windows_of(store_path: Path, ranges: list[list[int]], classes: int = 2) -> t
 
 
 @pytest.mark.backends
-@pytest.mark.parametrize(("steps", "class_weight", "loop"), [
-    (1, "none", "auto"), (3, "none", "auto"), (1, "0:1,1:3", "auto"), (3, "balanced", "auto"),
-    (3, "none", "scan"), (40, "balanced", "scan"),
-])
-def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store: Path, tmp_path: Path, steps: int,
-                                                                       class_weight: str, loop: str,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("steps", "class_weight", "loop"),
+    [
+        (1, "none", "auto"),
+        (3, "none", "auto"),
+        (1, "0:1,1:3", "auto"),
+        (3, "balanced", "auto"),
+        (3, "none", "scan"),
+        (40, "balanced", "scan"),
+    ],
+)
+def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(
+    tiny_store: Path,
+    tmp_path: Path,
+    steps: int,
+    class_weight: str,
+    loop: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Unshuffled, with blocks a multiple of the batch, block-wise training is one fit call,
     also when each step of the block's fit runs several batches (3: groups of 3, then 1), and with
     class weights as Keras's own ``class_weight``. On JAX, ``auto`` with one batch per call runs the
@@ -195,37 +258,61 @@ def test_epoch_logs_equal_one_model_fit_over_the_materialised_windows(tiny_store
         pytest.skip("--jax-loop is the JAX engine's (this test runs again on JAX)")
     from chunkfit.train.jax import loopchoice
 
-    monkeypatch.setattr(loopchoice, "TRIAL_SECONDS", 0.0)  # the loop trial in this short run, both loops training
+    monkeypatch.setattr(
+        loopchoice, "TRIAL_SECONDS", 0.0
+    )  # the loop trial in this short run, both loops training
     keras.utils.set_random_seed(3)
     ours = chunkfit.build_model("baseline-cnn", WINDOW, 1, 2)
     reference = keras.models.clone_model(ours)
     reference.set_weights(ours.get_weights())
     options = FitOptions(
-        windows=WindowSpec(WINDOW), split=SplitSpec(0.2), blocks=BlockSpec(chunk=256, shuffle_blocks=False, shuffle_windows=False),
-        batch_size=64, epochs=2, steps_per_execution=steps, normalize="none", class_weight=class_weight,
+        windows=WindowSpec(WINDOW),
+        split=SplitSpec(0.2),
+        blocks=BlockSpec(chunk=256, shuffle_blocks=False, shuffle_windows=False),
+        batch_size=64,
+        epochs=2,
+        steps_per_execution=steps,
+        normalize="none",
+        class_weight=class_weight,
         # TensorFlow: model.fit's step op for op, without XLA or the fused Adam kernel (both round
         # otherwise); JAX: XLA, as its fit
-        jit="off" if keras.backend.backend() == "tensorflow" else "auto", jax_loop=loop,
+        jit="off" if keras.backend.backend() == "tensorflow" else "auto",
+        jax_loop=loop,
     )
     history = chunkfit.fit(ours, tiny_store, options=options, out=tmp_path / "run")
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     split = run["split"]
     weights = run["class_weight"]["weights"]
     assert (weights is None) == (class_weight == "none")
-    reference.compile(optimizer=keras.optimizers.Adam(1e-3), loss="categorical_crossentropy",
-                      metrics=compiled_metrics(2))
+    reference.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss="categorical_crossentropy",
+        metrics=compiled_metrics(2),
+    )
     x, y = windows_of(tiny_store, split["train_ranges"])
     vx, vy = windows_of(tiny_store, split["validation_ranges"])
     keras_weights = None if weights is None else {int(c): w for c, w in weights.items()}
-    expected = reference.fit(x, y, batch_size=64, epochs=2, shuffle=False, validation_data=(vx, vy), verbose=0,
-                             class_weight=keras_weights)
+    expected = reference.fit(
+        x,
+        y,
+        batch_size=64,
+        epochs=2,
+        shuffle=False,
+        validation_data=(vx, vy),
+        verbose=0,
+        class_weight=keras_weights,
+    )
     for name, values in expected.history.items():
         np.testing.assert_allclose(history.history[name], values, rtol=1e-5, err_msg=name)
 
 
 @pytest.mark.backends
-def test_balanced_class_weights_are_n_over_k_times_the_class_count(tiny_store: Path, tmp_path: Path) -> None:
-    chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1), class_weight="balanced", out=tmp_path / "run")
+def test_balanced_class_weights_are_n_over_k_times_the_class_count(
+    tiny_store: Path, tmp_path: Path
+) -> None:
+    chunkfit.fit(
+        "baseline-cnn", tiny_store, **quick(epochs=1), class_weight="balanced", out=tmp_path / "run"
+    )
     cw = json.loads((tmp_path / "run" / "run.json").read_text())["class_weight"]
     n = {int(c): k for c, k in cw["train_windows"].items()}
     total = sum(n.values())
@@ -238,7 +325,9 @@ def test_auto_class_weights_stay_off_when_no_class_is_rare(quick_run: Path) -> N
 
 @pytest.mark.parametrize("text", ["heavy", "0:1,1", "1:-2", "a:b"])
 def test_class_weights_that_cannot_be_read_are_refused(text: str) -> None:
-    with pytest.raises(UsageError, match="--class-weight must be auto, balanced, none or CLASS:WEIGHT pairs"):
+    with pytest.raises(
+        UsageError, match="--class-weight must be auto, balanced, none or CLASS:WEIGHT pairs"
+    ):
         FitOptions(class_weight=text)
 
 
@@ -253,18 +342,24 @@ def test_deterministic_runs_with_one_seed_give_identical_weights(tiny_store: Pat
 
 @pytest.mark.backends
 def test_reduce_lr_on_plateau_acts_on_whole_epochs(tiny_store: Path) -> None:
-    plateau = keras.callbacks.ReduceLROnPlateau(monitor="loss", min_delta=10.0, patience=1, factor=0.5)
+    plateau = keras.callbacks.ReduceLROnPlateau(
+        monitor="loss", min_delta=10.0, patience=1, factor=0.5
+    )
     model = chunkfit.build_model("baseline-cnn", WINDOW, 1, 2)
     chunkfit.fit(model, tiny_store, **quick(epochs=2), callbacks=[plateau])
     assert float(model.optimizer.learning_rate) == pytest.approx(5e-4)
 
 
-def test_tensorboard_batch_steps_keep_increasing_across_blocks_and_epochs(tiny_store: Path, tmp_path: Path) -> None:
+def test_tensorboard_batch_steps_keep_increasing_across_blocks_and_epochs(
+    tiny_store: Path, tmp_path: Path
+) -> None:
     import tensorflow as tf
     from tensorflow.core.util import event_pb2
 
     board = keras.callbacks.TensorBoard(str(tmp_path / "tb"), update_freq=1)
-    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=2, steps_per_execution=1), callbacks=[board])
+    history = chunkfit.fit(
+        "baseline-cnn", tiny_store, **quick(epochs=2, steps_per_execution=1), callbacks=[board]
+    )
     steps = []
     for path in sorted((tmp_path / "tb" / "train").glob("events.out.tfevents.*")):
         for record in tf.data.TFRecordDataset(str(path)):
@@ -274,19 +369,27 @@ def test_tensorboard_batch_steps_keep_increasing_across_blocks_and_epochs(tiny_s
 
 
 @pytest.mark.backends
-def test_a_callback_stopping_inside_an_epoch_ends_the_run_after_validation(tiny_store: Path) -> None:
+def test_a_callback_stopping_inside_an_epoch_ends_the_run_after_validation(
+    tiny_store: Path,
+) -> None:
     class StopAtBatch(keras.callbacks.Callback):
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             if batch == 10:
                 self.model.stop_training = True
 
-    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=3, steps_per_execution=1), callbacks=[StopAtBatch()])
+    history = chunkfit.fit(
+        "baseline-cnn",
+        tiny_store,
+        **quick(epochs=3, steps_per_execution=1),
+        callbacks=[StopAtBatch()],
+    )
     assert history.epoch == [0] and "val_loss" in history.history
 
 
 @pytest.mark.backends
-def test_the_next_epochs_first_group_is_read_while_the_epoch_validates_and_once(tiny_store: Path,
-                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_next_epochs_first_group_is_read_while_the_epoch_validates_and_once(
+    tiny_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from chunkfit.train.loop import Trainer
 
     loads: list[tuple[int | None, int, str]] = []
@@ -305,7 +408,9 @@ def test_the_next_epochs_first_group_is_read_while_the_epoch_validates_and_once(
             self.read_before_begin: list[bool] = []
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-            if epoch:  # read in the loader thread while the epoch before validated: long started by now
+            if (
+                epoch
+            ):  # read in the loader thread while the epoch before validated: long started by now
                 self.read_before_begin.append(started[epoch].wait(timeout=60))
 
     monkeypatch.setattr(Trainer, "_load", recorded)
@@ -313,7 +418,11 @@ def test_the_next_epochs_first_group_is_read_while_the_epoch_validates_and_once(
     chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=3), callbacks=[check])
     assert check.read_before_begin == [True, True]
     trained = [(e, k) for e, k, _ in loads if e is not None]
-    assert len(trained) == len(set(trained)) and {e for e, _ in trained} == {0, 1, 2}  # each group read once
+    assert len(trained) == len(set(trained)) and {e for e, _ in trained} == {
+        0,
+        1,
+        2,
+    }  # each group read once
     assert all(name.startswith("chunkfit-prefetch") for *_, name in loads)
 
     # A run that stops after an epoch leaves no loader thread behind with the group it read ahead.
@@ -331,7 +440,9 @@ def labelled_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rng = np.random.default_rng(2)
     classes = np.repeat(rng.choice([-1, 0, 5], size=100), 40).astype(np.int32)
     x = (classes[:, None] + rng.normal(0, 0.3, (4000, 2))).astype(np.float32)
-    with StoreWriter(path, channels=["a", "b"], sample_rate=50.0, has_labels=True, append=False) as w:
+    with StoreWriter(
+        path, channels=["a", "b"], sample_rate=50.0, has_labels=True, append=False
+    ) as w:
         w.write(x, labels=classes)
         w.add_segment(0, 2500)
         w.add_segment(2500, 4000)
@@ -341,7 +452,9 @@ def labelled_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.backends
 @pytest.mark.parametrize("rule", ["last", "majority"])
-def test_per_sample_labels_train_a_model_with_one_output_per_class(labelled_store: Path, rule: str) -> None:
+def test_per_sample_labels_train_a_model_with_one_output_per_class(
+    labelled_store: Path, rule: str
+) -> None:
     model = chunkfit.build_model("baseline-cnn", WINDOW, 2, 3)
     history = chunkfit.fit(model, labelled_store, **quick(label=rule))
     assert len(history.history["val_accuracy"]) == 2
@@ -351,12 +464,17 @@ def test_per_sample_labels_train_a_model_with_one_output_per_class(labelled_stor
 
 
 def test_window_longer_than_every_segment_is_refused(tiny_store: Path) -> None:
-    with pytest.raises(WindowError, match=r"window must be at most the longest segment \(received window=5000"):
+    with pytest.raises(
+        WindowError, match=r"window must be at most the longest segment \(received window=5000"
+    ):
         chunkfit.fit("baseline-cnn", tiny_store, **quick(window=5000))
 
 
 def test_chunk_smaller_than_the_batch_is_refused(tiny_store: Path) -> None:
-    with pytest.raises(WindowError, match=r"chunk must be at least the batch size \(received chunk=32, batch_size=64\)"):
+    with pytest.raises(
+        WindowError,
+        match=r"chunk must be at least the batch size \(received chunk=32, batch_size=64\)",
+    ):
         chunkfit.fit("baseline-cnn", tiny_store, **quick(chunk=32))
 
 
@@ -372,13 +490,17 @@ def test_store_with_neither_events_nor_labels_is_refused(tmp_path: Path) -> None
 
 def test_model_taking_other_windows_is_refused(tiny_store: Path) -> None:
     model = chunkfit.build_model("baseline-cnn", 32, 1, 2)
-    with pytest.raises(IncompatibleError, match=r"takes inputs shaped \(32, 1\), but the windows are \(16, 1\)"):
+    with pytest.raises(
+        IncompatibleError, match=r"takes inputs shaped \(32, 1\), but the windows are \(16, 1\)"
+    ):
         chunkfit.fit(model, tiny_store, **quick())
 
 
 def test_model_with_the_wrong_number_of_outputs_is_refused(tiny_store: Path) -> None:
     model = chunkfit.build_model("baseline-cnn", WINDOW, 1, 3)
-    with pytest.raises(IncompatibleError, match="outputs shape \\(3\\) per window, but the labels have 2 classes"):
+    with pytest.raises(
+        IncompatibleError, match="outputs shape \\(3\\) per window, but the labels have 2 classes"
+    ):
         chunkfit.fit(model, tiny_store, **quick())
 
 
@@ -401,7 +523,9 @@ def test_memory_budget_below_the_process_size_is_refused(tiny_store: Path) -> No
 
 
 def test_memory_budget_sets_the_chunk(tiny_store: Path, tmp_path: Path) -> None:
-    chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1, memory_budget=8 << 30), out=tmp_path / "run")
+    chunkfit.fit(
+        "baseline-cnn", tiny_store, **quick(epochs=1, memory_budget=8 << 30), out=tmp_path / "run"
+    )
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["config"]["chunk_used"] > 100_000
 
@@ -424,7 +548,9 @@ class _LossOnly(keras.Sequential):
 
 @pytest.mark.backends
 @pytest.mark.parametrize("custom", [False, True])
-def test_every_batch_is_one_optimizer_step_with_keras_or_a_custom_train_step(tiny_store: Path, custom: bool) -> None:
+def test_every_batch_is_one_optimizer_step_with_keras_or_a_custom_train_step(
+    tiny_store: Path, custom: bool
+) -> None:
     """Several batches per compiled step: each still goes through the model's train_step once."""
     keras.utils.set_random_seed(0)
     model = chunkfit.build_model("baseline-cnn", WINDOW, 1, 2)
@@ -458,13 +584,25 @@ def test_held_out_recordings_never_train_and_every_other_window_trains_once_per_
 ) -> None:
     from chunkfit.train.blocks import plan_blocks
 
-    chunkfit.fit("baseline-cnn", recordings, window=WINDOW, chunk=200, batch_size=64, epochs=2, mix=2,
-                 validation_segments=2, seed=3, out=tmp_path / "run")
+    chunkfit.fit(
+        "baseline-cnn",
+        recordings,
+        window=WINDOW,
+        chunk=200,
+        batch_size=64,
+        epochs=2,
+        mix=2,
+        validation_segments=2,
+        seed=3,
+        out=tmp_path / "run",
+    )
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     held = run["split"]["validation_segments"]
     assert len(held) == 2
     assert run["split"]["validation_ranges"] == [[800 * k, 800 * (k + 1)] for k in held]
-    assert sorted(run["split"]["train_ranges"]) == [[800 * k, 800 * (k + 1)] for k in range(5) if k not in held]
+    assert sorted(run["split"]["train_ranges"]) == [
+        [800 * k, 800 * (k + 1)] for k in range(5) if k not in held
+    ]
     blocks = plan_blocks(np.asarray(run["split"]["train_ranges"]), WINDOW, 1, 200)
     assert all(not any(800 * k <= b.start < 800 * (k + 1) for k in held) for b in blocks)
     for epoch in run["epochs"]:
@@ -491,8 +629,9 @@ def rescaled_copy(source: Path, target: Path, a: float, b: float) -> Path:
 
 @pytest.mark.backends
 @pytest.mark.parametrize("mode", ["global", "window"])
-def test_a_signal_in_other_units_trains_to_the_same_validation_figures(tiny_store: Path, tmp_path: Path,
-                                                                       mode: str) -> None:
+def test_a_signal_in_other_units_trains_to_the_same_validation_figures(
+    tiny_store: Path, tmp_path: Path, mode: str
+) -> None:
     raw = rescaled_copy(tiny_store, tmp_path / "raw.zarr", 1000.0, 5000.0)
     plain = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=2), normalize=mode)
     scaled = chunkfit.fit("baseline-cnn", raw, **quick(epochs=2), normalize=mode)
@@ -501,13 +640,19 @@ def test_a_signal_in_other_units_trains_to_the_same_validation_figures(tiny_stor
 
 
 @pytest.mark.backends
-def test_the_saved_model_takes_raw_signal_and_scores_it_as_the_run_validated(tiny_store: Path, tmp_path: Path) -> None:
+def test_the_saved_model_takes_raw_signal_and_scores_it_as_the_run_validated(
+    tiny_store: Path, tmp_path: Path
+) -> None:
     raw = rescaled_copy(tiny_store, tmp_path / "raw.zarr", 1000.0, 5000.0)
     chunkfit.fit("baseline-cnn", raw, **quick(epochs=2), out=tmp_path / "run")
     run = json.loads((tmp_path / "run" / "run.json").read_text())
-    model = keras.saving.load_model(tmp_path / "run" / "model.keras")  # Keras alone, no chunkfit code
+    model = keras.saving.load_model(
+        tmp_path / "run" / "model.keras"
+    )  # Keras alone, no chunkfit code
     with chunkfit.open_store(raw) as s:
-        train = np.concatenate([s.read(lo, hi) for lo, hi in run["split"]["train_ranges"]]).astype(np.float64)
+        train = np.concatenate([s.read(lo, hi) for lo, hi in run["split"]["train_ranges"]]).astype(
+            np.float64
+        )
         a, b = run["split"]["validation_ranges"][0]
         x, events = s.read(a, b), s.events_in(a, b) - a
     starts = np.arange(b - a - WINDOW + 1)
@@ -519,7 +664,11 @@ def test_the_saved_model_takes_raw_signal_and_scores_it_as_the_run_validated(tin
     assert accuracy == pytest.approx(last["val_accuracy"], abs=1e-4)
     # the event class's figures, at 0.5 as Keras's Precision/Recall(class_id=1) count them
     hit = probs[:, 1] > 0.5
-    tp, fp, fn = int((hit & (labels == 1)).sum()), int((hit & (labels == 0)).sum()), int((~hit & (labels == 1)).sum())
+    tp, fp, fn = (
+        int((hit & (labels == 1)).sum()),
+        int((hit & (labels == 0)).sum()),
+        int((~hit & (labels == 1)).sum()),
+    )
     assert last["val_precision"] == pytest.approx(tp / (tp + fp) if tp + fp else 0.0, abs=1e-4)
     assert last["val_recall"] == pytest.approx(tp / (tp + fn), abs=1e-4)
     assert last["val_f1"] == pytest.approx(2 * tp / (2 * tp + fp + fn), abs=1e-4)
@@ -534,13 +683,14 @@ def test_the_saved_model_takes_raw_signal_and_scores_it_as_the_run_validated(tin
 
 
 @pytest.mark.backends
-def test_each_epoch_logs_the_events_covered_and_false_alarms_at_the_threshold_it_chose(tiny_store: Path,
-                                                                                     tmp_path: Path) -> None:
+def test_each_epoch_logs_the_events_covered_and_false_alarms_at_the_threshold_it_chose(
+    tiny_store: Path, tmp_path: Path
+) -> None:
     history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=2), out=tmp_path / "run")
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
     with chunkfit.open_store(tiny_store) as s:
-        (a, b), = run["split"]["validation_ranges"]
+        ((a, b),) = run["split"]["validation_ranges"]
         x, events, rate = s.read(a, b), s.events_in(a, b) - a, s.sample_rate
     starts = np.arange(b - a - WINDOW + 1)
     score = model.predict(np.stack([x[i : i + WINDOW] for i in starts]), verbose=0)[:, 1]
@@ -554,17 +704,26 @@ def test_each_epoch_logs_the_events_covered_and_false_alarms_at_the_threshold_it
     assert 0 < np.mean(covered) < 1 or false_alarms > 0  # something to count
     assert last["val_events_covered"] == pytest.approx(np.mean(covered), abs=1e-12)
     if rate:
-        assert last["val_false_alarms_per_hour"] == pytest.approx(false_alarms / ((b - a) / rate / 3600), rel=1e-9)
+        assert last["val_false_alarms_per_hour"] == pytest.approx(
+            false_alarms / ((b - a) / rate / 3600), rel=1e-9
+        )
     else:
         assert last["val_false_alarms"] == false_alarms
     header = (tmp_path / "run" / "history.csv").read_text().splitlines()[0].split(",")
-    assert header.index("val_f1") < header.index("val_threshold") < header.index("val_events_covered") < header.index("val_loss")
+    assert (
+        header.index("val_f1")
+        < header.index("val_threshold")
+        < header.index("val_events_covered")
+        < header.index("val_loss")
+    )
     assert len(history.history["val_events_covered"]) == 2
 
 
 @pytest.mark.backends
 def test_unnormalised_raw_units_are_what_none_trains_on(tiny_store: Path, tmp_path: Path) -> None:
-    chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=1), normalize="none", out=tmp_path / "run")
+    chunkfit.fit(
+        "baseline-cnn", tiny_store, **quick(epochs=1), normalize="none", out=tmp_path / "run"
+    )
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["normalization"] == {"mode": "none", "mean": [], "std": []}
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
@@ -584,7 +743,12 @@ def test_a_validation_split_without_an_event_is_refused_before_training(tmp_path
         w.add_segment(0, 2_000)
         w.add_events(np.arange(10, 1_500, 37))  # none in the last 10%
         w.commit()
-    with pytest.raises(WindowError, match=r"the validation split \(185 windows\) holds no window with an event, "
-                                          r"so it cannot measure a detector; raise --validation"):
-        chunkfit.fit("baseline-cnn", path, window=WINDOW, chunk=512, batch_size=64, out=tmp_path / "run")
+    with pytest.raises(
+        WindowError,
+        match=r"the validation split \(185 windows\) holds no window with an event, "
+        r"so it cannot measure a detector; raise --validation",
+    ):
+        chunkfit.fit(
+            "baseline-cnn", path, window=WINDOW, chunk=512, batch_size=64, out=tmp_path / "run"
+        )
     assert not (tmp_path / "run").exists()

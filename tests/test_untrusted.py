@@ -90,7 +90,9 @@ def test_npy_holding_a_pickle_never_runs_its_code(tmp_path: Path) -> None:
 def test_npy_holding_a_pickle_is_refused_by_the_library_too(tmp_path: Path) -> None:
     hostile_npy(tmp_path / "evil.npy", tmp_path / "ran")
     with pytest.raises(chunkfit.ChunkfitError, match="never unpickles"):
-        chunkfit.ingest(tmp_path / "s.zarr", [str(tmp_path / "evil.npy")], chunkfit.IngestOptions(rate=1.0))
+        chunkfit.ingest(
+            tmp_path / "s.zarr", [str(tmp_path / "evil.npy")], chunkfit.IngestOptions(rate=1.0)
+        )
 
 
 # -- .keras ------------------------------------------------------------------------------------------
@@ -113,7 +115,18 @@ SAFE_MODE = (
     "lambda.keras: refused in Keras safe mode: the file holds Python code (a Lambda layer or custom function) "
     "that runs when it loads; if you trust its author, pass --unsafe"
 )
-TRAIN = ["--window", str(WINDOW), "--chunk", "256", "--batch-size", "32", "--epochs", "1", "--out", "run"]
+TRAIN = [
+    "--window",
+    str(WINDOW),
+    "--chunk",
+    "256",
+    "--batch-size",
+    "32",
+    "--epochs",
+    "1",
+    "--out",
+    "run",
+]
 COMMANDS = {
     "evaluate": ["evaluate", "lambda.keras", "s.zarr", "--plot", "eval.png"],
     "evaluate-unsafe": ["evaluate", "lambda.keras", "s.zarr", "--plot", "eval.png", "--unsafe"],
@@ -134,12 +147,20 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Loade
             shutil.copytree(template, folder / "s.zarr")
             lambda_model(folder / "lambda.keras", folder / "ran")  # the marker of this folder only
             started[name] = (folder, tree(folder), pool.submit(run_cli, *args, cwd=folder))
-        yield {name: Loaded(f.result(), folder, before) for name, (folder, before, f) in started.items()}
+        yield {
+            name: Loaded(f.result(), folder, before)
+            for name, (folder, before, f) in started.items()
+        }
 
 
 @pytest.mark.parametrize("name", ["evaluate", "predict", "train"])
-def test_keras_file_with_a_lambda_is_refused_in_safe_mode(loaded: dict[str, Loaded], name: str) -> None:
-    assert (loaded[name].result.returncode, error_line(loaded[name].result)) == (1, f"chunkfit: error: {SAFE_MODE}")
+def test_keras_file_with_a_lambda_is_refused_in_safe_mode(
+    loaded: dict[str, Loaded], name: str
+) -> None:
+    assert (loaded[name].result.returncode, error_line(loaded[name].result)) == (
+        1,
+        f"chunkfit: error: {SAFE_MODE}",
+    )
 
 
 @pytest.mark.parametrize("name", ["evaluate", "predict", "train"])
@@ -148,7 +169,9 @@ def test_refused_keras_file_never_runs_its_code(loaded: dict[str, Loaded], name:
 
 
 @pytest.mark.parametrize("name", ["evaluate", "predict", "train"])
-def test_refused_keras_file_leaves_the_folder_as_it_was(loaded: dict[str, Loaded], name: str) -> None:
+def test_refused_keras_file_leaves_the_folder_as_it_was(
+    loaded: dict[str, Loaded], name: str
+) -> None:
     assert tree(loaded[name].folder) == loaded[name].before
 
 
@@ -162,7 +185,9 @@ def test_unsafe_runs_the_code_in_the_file(loaded: dict[str, Loaded], name: str) 
     assert loaded[name].code_ran
 
 
-def test_train_from_a_lambda_model_with_unsafe_saves_the_trained_model(loaded: dict[str, Loaded]) -> None:
+def test_train_from_a_lambda_model_with_unsafe_saves_the_trained_model(
+    loaded: dict[str, Loaded],
+) -> None:
     assert (loaded["train-unsafe"].folder / "run" / "model.keras").is_file()
 
 
@@ -172,7 +197,10 @@ def test_train_from_a_lambda_model_with_unsafe_saves_the_trained_model(loaded: d
 def test_train_help_says_module_function_runs_your_own_code() -> None:
     result = run_cli("train", "--help")
     words = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.stdout).split())
-    assert "module:function (imports that module and calls that function: it runs your own Python code)" in words
+    assert (
+        "module:function (imports that module and calls that function: it runs your own Python code)"
+        in words
+    )
 
 
 def test_train_help_offers_unsafe_for_keras_files() -> None:
@@ -190,11 +218,16 @@ def _edit_zarr_meta(path: Path, name: str, **changes: object) -> None:
     meta.write_text(json.dumps(doc))
 
 
-def test_zarr_store_claiming_more_samples_than_its_chunks_hold_is_not_read_past_them(tmp_path: Path) -> None:
+def test_zarr_store_claiming_more_samples_than_its_chunks_hold_is_not_read_past_them(
+    tmp_path: Path,
+) -> None:
     path = event_store(tmp_path / "s.zarr")
     _edit_zarr_meta(path, "signal", shape=[6000, 1])
-    with chunkfit.open_store(path) as s, pytest.raises(
-        StoreFormatError, match=r"chunk signal/c/5/0 \(samples \[640, 768\)\) is missing"
+    with (
+        chunkfit.open_store(path) as s,
+        pytest.raises(
+            StoreFormatError, match=r"chunk signal/c/5/0 \(samples \[640, 768\)\) is missing"
+        ),
     ):
         s.read(0, 6000)
 
@@ -206,7 +239,9 @@ def test_zarr_store_claiming_more_samples_still_reads_the_samples_it_has(tmp_pat
         assert s.read(0, 600).shape == (600, 1)
 
 
-MALFORMED: dict[str, tuple[Callable[[dict[str, Any]], None], str | None, np.ndarray | None, str]] = {
+MALFORMED: dict[
+    str, tuple[Callable[[dict[str, Any]], None], str | None, np.ndarray | None, str]
+] = {
     "labels-of-another-length": (
         lambda a: None,
         "labels",
@@ -219,7 +254,12 @@ MALFORMED: dict[str, tuple[Callable[[dict[str, Any]], None], str | None, np.ndar
         np.zeros((1, 3), dtype=np.int64),
         r"segments must have shape \[segment, 2\] \(found \(1, 3\)\)",
     ),
-    "events-before-the-start": (lambda a: None, "events", np.array([-4, 7], dtype=np.int64), "events must be sorted"),
+    "events-before-the-start": (
+        lambda a: None,
+        "events",
+        np.array([-4, 7], dtype=np.int64),
+        "events must be sorted",
+    ),
     "channels-not-names": (
         lambda a: a.update(channels=[1]),
         None,

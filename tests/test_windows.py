@@ -33,7 +33,9 @@ def brute_starts(a: int, b: int, window: int, stride: int) -> list[int]:
 
 @given(st.integers(0, 500), st.integers(0, 300), st.integers(1, 60), st.integers(1, 20))
 def test_window_starts_match_brute_force(a: int, length: int, window: int, stride: int) -> None:
-    assert window_starts(a, a + length, window, stride).tolist() == brute_starts(a, a + length, window, stride)
+    assert window_starts(a, a + length, window, stride).tolist() == brute_starts(
+        a, a + length, window, stride
+    )
 
 
 @given(st.integers(0, 300), st.integers(1, 60), st.integers(1, 20))
@@ -42,7 +44,9 @@ def test_count_windows_matches_brute_force(length: int, window: int, stride: int
 
 
 @given(st.integers(0, 1000), st.integers(1, 2000), st.integers(1, 100), st.floats(0.0, 0.9))
-def test_split_shares_no_sample_and_keeps_a_window_gap(a: int, length: int, window: int, share: float) -> None:
+def test_split_shares_no_sample_and_keeps_a_window_gap(
+    a: int, length: int, window: int, share: float
+) -> None:
     b = a + length
     (t0, t1), (v0, v1) = split_segment(a, b, window, share)
     train = brute_starts(t0, t1, window, 1)
@@ -95,9 +99,14 @@ sorted_events = st.lists(st.integers(0, 400), unique=True).map(sorted)
 
 
 @given(sorted_events, st.lists(st.integers(0, 350), min_size=1), st.integers(1, 50))
-def test_any_event_labels_match_brute_force(events: list[int], starts: list[int], window: int) -> None:
+def test_any_event_labels_match_brute_force(
+    events: list[int], starts: list[int], window: int
+) -> None:
     expected = [int(any(s <= e < s + window for e in events)) for s in starts]
-    assert any_event_labels(np.array(starts), window, np.array(events, dtype=np.int64)).tolist() == expected
+    assert (
+        any_event_labels(np.array(starts), window, np.array(events, dtype=np.int64)).tolist()
+        == expected
+    )
 
 
 def test_any_event_worked_example() -> None:
@@ -105,7 +114,9 @@ def test_any_event_worked_example() -> None:
 
 
 @given(st.lists(st.integers(0, 3), min_size=60, max_size=200), st.integers(1, 50), st.data())
-def test_last_labels_match_brute_force(classes: list[int], window: int, data: st.DataObject) -> None:
+def test_last_labels_match_brute_force(
+    classes: list[int], window: int, data: st.DataObject
+) -> None:
     starts = data.draw(st.lists(st.integers(0, len(classes) - window), min_size=1))
     expected = [classes[s + window - 1] for s in starts]
     assert last_labels(np.array(classes), np.array(starts), window).tolist() == expected
@@ -118,7 +129,9 @@ def brute_majority(window_classes: list[int]) -> int:
 
 
 @given(st.lists(st.integers(0, 3), min_size=60, max_size=200), st.integers(1, 50), st.data())
-def test_majority_labels_match_brute_force(classes: list[int], window: int, data: st.DataObject) -> None:
+def test_majority_labels_match_brute_force(
+    classes: list[int], window: int, data: st.DataObject
+) -> None:
     starts = data.draw(st.lists(st.integers(0, len(classes) - window), min_size=1))
     expected = [brute_majority(classes[s : s + window]) for s in starts]
     assert majority_labels(np.array(classes), np.array(starts), window, 4).tolist() == expected
@@ -153,7 +166,9 @@ def segment_layouts(draw: st.DrawFn) -> tuple[np.ndarray, int, float, int]:
 
 
 @given(segment_layouts())
-def test_held_out_segments_are_whole_and_absent_from_training(layout: tuple[np.ndarray, int, float, int]) -> None:
+def test_held_out_segments_are_whole_and_absent_from_training(
+    layout: tuple[np.ndarray, int, float, int],
+) -> None:
     segments, window, count, seed = layout
     split = plan_split(segments, WindowSpec(window), SplitSpec(segments=count), seed=seed)
     assert split.held is not None
@@ -177,17 +192,23 @@ def test_held_out_segments_are_the_asked_number_and_a_pure_function_of_the_seed(
 
 def test_other_seeds_hold_out_other_segments() -> None:
     segments = np.array([[i * 100, (i + 1) * 100] for i in range(10)])
-    chosen = {plan_split(segments, WindowSpec(10), SplitSpec(segments=3), seed=s).held for s in range(8)}
+    chosen = {
+        plan_split(segments, WindowSpec(10), SplitSpec(segments=3), seed=s).held for s in range(8)
+    }
     assert len(chosen) > 1
 
 
 def test_holding_out_every_segment_with_a_window_is_refused() -> None:
     segments = np.array([[0, 100], [100, 105], [105, 205]])
-    with pytest.raises(WindowError, match=r"--validation-segments 2 leaves no segment to train on: 2 segment\(s\)"):
+    with pytest.raises(
+        WindowError, match=r"--validation-segments 2 leaves no segment to train on: 2 segment\(s\)"
+    ):
         plan_split(segments, WindowSpec(10), SplitSpec(segments=2))
 
 
 @pytest.mark.parametrize("count", [0, -1, 1.5, 1.0001, True])
 def test_validation_segments_that_are_neither_a_count_nor_a_share_are_refused(count: float) -> None:
-    with pytest.raises(UsageError, match="--validation-segments must be a whole number of segments"):
+    with pytest.raises(
+        UsageError, match="--validation-segments must be a whole number of segments"
+    ):
         SplitSpec(segments=count)

@@ -30,8 +30,27 @@ pytestmark = pytest.mark.slow
 
 TOLERANCE = 1e-5
 TIMEOUT = 240  # seconds any one run may take here
-ARGS = ("--window", "32", "--stride", "4", "--chunk", "300", "--mix", "2", "--batch-size", "30", "--epochs", "2",
-        "--deterministic", "--compute-threads", "1", "--jit", "off", "--checkpoint-every", "1")
+ARGS = (
+    "--window",
+    "32",
+    "--stride",
+    "4",
+    "--chunk",
+    "300",
+    "--mix",
+    "2",
+    "--batch-size",
+    "30",
+    "--epochs",
+    "2",
+    "--deterministic",
+    "--compute-threads",
+    "1",
+    "--jit",
+    "off",
+    "--checkpoint-every",
+    "1",
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,27 +60,51 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     signal_ = rng.normal(size=(8000, 2)).astype(np.float32)
     events = np.sort(rng.choice(np.arange(50, 7950), 60, replace=False))
     for e in events:
-        signal_[e:e + 5, 0] += 4
-    return make_store(tmp_path_factory.mktemp("workers") / "s.zarr", signal_, events=events,
-                      segments=[(0, 5000), (5000, 8000)])
+        signal_[e : e + 5, 0] += 4
+    return make_store(
+        tmp_path_factory.mktemp("workers") / "s.zarr",
+        signal_,
+        events=events,
+        segments=[(0, 5000), (5000, 8000)],
+    )
 
 
 def tf_config(ports: Sequence[int], index: int) -> str:
-    return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]}, "task": {"type": "worker", "index": index}})
+    return json.dumps(
+        {
+            "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+            "task": {"type": "worker", "index": index},
+        }
+    )
 
 
 class Workers:
     """N ``chunkfit train`` processes of one cluster; every one is killed on exit if still running."""
 
-    def __init__(self, store: Path, outs: Sequence[Path | str], extra: Sequence[Sequence[str]] | None = None,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        store: Path,
+        outs: Sequence[Path | str],
+        extra: Sequence[Sequence[str]] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.ports = free_ports(len(outs))
         self.procs = []
         for i, out in enumerate(outs):
             more = list(extra[i]) if extra is not None else []
-            environ = {**cli_env(), "TF_CONFIG": tf_config(self.ports, i), **(env if i == 0 and env else {})}
-            self.procs.append(subprocess.Popen(cli_command("train", str(store), *ARGS, "--out", str(out), *more),
-                                               env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+            environ = {
+                **cli_env(),
+                "TF_CONFIG": tf_config(self.ports, i),
+                **(env if i == 0 and env else {}),
+            }
+            self.procs.append(
+                subprocess.Popen(
+                    cli_command("train", str(store), *ARGS, "--out", str(out), *more),
+                    env=environ,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+            )
 
     def wait(self, timeout: float = TIMEOUT) -> list[tuple[int, str, str]]:
         deadline = time.monotonic() + timeout
@@ -89,8 +132,13 @@ def workers() -> Iterator[list[Workers]]:
 
 
 def run_single(store: Path, out: Path, *more: str) -> subprocess.CompletedProcess[bytes]:
-    result = subprocess.run(cli_command("train", str(store), *ARGS, "--out", str(out), *more), env=cli_env(),
-                            capture_output=True, timeout=TIMEOUT, check=False)
+    result = subprocess.run(
+        cli_command("train", str(store), *ARGS, "--out", str(out), *more),
+        env=cli_env(),
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr.decode()
     return result
 
@@ -98,7 +146,10 @@ def run_single(store: Path, out: Path, *more: str) -> subprocess.CompletedProces
 def weights(run: Path) -> list[np.ndarray]:
     import h5py
 
-    with zipfile.ZipFile(run / "model.keras") as z, h5py.File(io.BytesIO(z.read("model.weights.h5"))) as f:
+    with (
+        zipfile.ZipFile(run / "model.keras") as z,
+        h5py.File(io.BytesIO(z.read("model.weights.h5"))) as f,
+    ):
         found: list[np.ndarray] = []
         f.visititems(lambda _n, o: found.append(o[()]) if isinstance(o, h5py.Dataset) else None)
     return found
@@ -133,7 +184,9 @@ def single(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def two(store: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[int, str, str]]]:
+def two(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, list[tuple[int, str, str]]]:
     out = tmp_path_factory.mktemp("two") / "run"
     w = Workers(store, [out, out])
     try:
@@ -142,7 +195,9 @@ def two(store: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, li
         w.kill()
 
 
-def test_two_workers_train_the_single_process_run(two: tuple[Path, list[tuple[int, str, str]]], single: Path) -> None:
+def test_two_workers_train_the_single_process_run(
+    two: tuple[Path, list[tuple[int, str, str]]], single: Path
+) -> None:
     out, results = two
     assert [r[0] for r in results] == [0, 0], results
     assert_same_run(single, out)
@@ -150,18 +205,32 @@ def test_two_workers_train_the_single_process_run(two: tuple[Path, list[tuple[in
 
 def test_only_the_chief_writes_the_run_folder(two: tuple[Path, list[tuple[int, str, str]]]) -> None:
     out, results = two
-    assert sorted(p.name for p in out.iterdir()) == ["curves.png", "history.csv", "model.keras", "run.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "curves.png",
+        "history.csv",
+        "model.keras",
+        "run.json",
+    ]
     assert results[1][1].splitlines()[-1].startswith("worker 1 (127.0.0.1:")
     assert "the chief, worker 0 (127.0.0.1:" in results[1][1].splitlines()[-1]
 
 
-def test_run_json_says_the_batch_is_global_across_two_workers(two: tuple[Path, list[tuple[int, str, str]]]) -> None:
+def test_run_json_says_the_batch_is_global_across_two_workers(
+    two: tuple[Path, list[tuple[int, str, str]]],
+) -> None:
     about = json.loads((two[0] / "run.json").read_text())["distribution"]
-    assert (about["strategy"], about["workers"], about["replicas"], about["batch_size"], about["replica_batch"]) == (
-        "MultiWorkerMirroredStrategy", 2, 2, "global", 15)
+    assert (
+        about["strategy"],
+        about["workers"],
+        about["replicas"],
+        about["batch_size"],
+        about["replica_batch"],
+    ) == ("MultiWorkerMirroredStrategy", 2, 2, "global", 15)
 
 
-def test_every_window_is_trained_once_per_epoch_across_workers(two: tuple[Path, list[tuple[int, str, str]]]) -> None:
+def test_every_window_is_trained_once_per_epoch_across_workers(
+    two: tuple[Path, list[tuple[int, str, str]]],
+) -> None:
     record = json.loads((two[0] / "run.json").read_text())
     batch = 30
     for epoch in record["epochs"]:
@@ -171,7 +240,9 @@ def test_every_window_is_trained_once_per_epoch_across_workers(two: tuple[Path, 
         for shares in per_replica:
             for share in shares:
                 full, lo, hi = share["full_batches"]
-                seen += [(share["group"], b * batch + i) for b in range(full) for i in range(lo, hi)]
+                seen += [
+                    (share["group"], b * batch + i) for b in range(full) for i in range(lo, hi)
+                ]
                 if "last_batch" in share:
                     seen += [(share["group"], i) for i in range(*share["last_batch"])]
         groups = per_replica[0]
@@ -184,7 +255,9 @@ def test_window_order_is_a_pure_function_of_seed_epoch_and_group() -> None:
     assert np.array_equal(window_order(50, 0, 1, 2, True), window_order(50, 0, 1, 2, True))
 
 
-def test_two_logical_cpu_devices_train_the_single_process_run(store: Path, single: Path, tmp_path: Path) -> None:
+def test_two_logical_cpu_devices_train_the_single_process_run(
+    store: Path, single: Path, tmp_path: Path
+) -> None:
     run_single(store, tmp_path / "run", "--devices", "cpu:2")
     assert_same_run(single, tmp_path / "run")
     about = json.loads((tmp_path / "run" / "run.json").read_text())["distribution"]
@@ -192,7 +265,11 @@ def test_two_logical_cpu_devices_train_the_single_process_run(store: Path, singl
 
 
 def test_a_killed_worker_stops_the_other_with_one_line_and_the_same_commands_resume(
-        store: Path, two: tuple[Path, list[tuple[int, str, str]]], tmp_path: Path, workers: list[Workers]) -> None:
+    store: Path,
+    two: tuple[Path, list[tuple[int, str, str]]],
+    tmp_path: Path,
+    workers: list[Workers],
+) -> None:
     out = tmp_path / "run"
     # The chief pauses inside its second checkpoint (after the first one is whole), mid-epoch 1.
     w = Workers(store, [out, out], env={"CHUNKFIT_TEST_CHECKPOINT_PAUSE": "2:120"})
@@ -209,7 +286,9 @@ def test_a_killed_worker_stops_the_other_with_one_line_and_the_same_commands_res
     _, stderr = w.procs[0].communicate(timeout=90)
     assert time.monotonic() - started < 60
     assert w.procs[0].returncode != 0
-    line = error_line(stderr.decode())  # chunkfit's line alone: TensorFlow's native lines go to /dev/null
+    line = error_line(
+        stderr.decode()
+    )  # chunkfit's line alone: TensorFlow's native lines go to /dev/null
     assert line.startswith("chunkfit: error: ")
     assert f"worker 1 (127.0.0.1:{w.ports[1]})" in line
     assert "run the same chunkfit train command on every worker to resume" in line
@@ -233,7 +312,7 @@ def s3_bucket(s3_server: S3Server) -> Iterator[str]:
 
 def s3_objects(url: str) -> list[str]:
     fs, prefix = s3fs_client(), url.removeprefix("s3://")
-    return sorted(k[len(prefix) + 1:] for k in fs.find(prefix))
+    return sorted(k[len(prefix) + 1 :] for k in fs.find(prefix))
 
 
 def downloaded(url: str, local: Path) -> Path:
@@ -252,25 +331,30 @@ def two_s3(store: Path, s3_bucket: str) -> tuple[str, list[tuple[int, str, str]]
 
 
 def test_two_workers_with_an_s3_run_folder_train_the_single_process_run(
-        two_s3: tuple[str, list[tuple[int, str, str]]], single: Path, tmp_path: Path) -> None:
+    two_s3: tuple[str, list[tuple[int, str, str]]], single: Path, tmp_path: Path
+) -> None:
     url, results = two_s3
     assert [r[0] for r in results] == [0, 0], results
     assert_same_run(single, downloaded(url, tmp_path / "run"))
 
 
 def test_two_workers_leave_only_the_run_files_in_the_s3_run_folder(
-        two_s3: tuple[str, list[tuple[int, str, str]]]) -> None:
+    two_s3: tuple[str, list[tuple[int, str, str]]],
+) -> None:
     url, results = two_s3
     assert s3_objects(url) == ["curves.png", "history.csv", "model.keras", "run.json"]
     assert results[1][1].splitlines()[-1].endswith(f"wrote the run folder {url}")
 
 
 def test_a_killed_worker_with_an_s3_run_folder_stops_the_other_and_both_resume_from_the_pointer(
-        store: Path, single: Path, s3_bucket: str, tmp_path: Path, workers: list[Workers]) -> None:
+    store: Path, single: Path, s3_bucket: str, tmp_path: Path, workers: list[Workers]
+) -> None:
     url = f"s3://{s3_bucket}/runs/killed"
     stage = tmp_path / "stage"  # the chief's staging folder of the s3 run is made here
     stage.mkdir()
-    w = Workers(store, [url, url], env={"CHUNKFIT_TEST_CHECKPOINT_PAUSE": "2:120", "TMPDIR": str(stage)})
+    w = Workers(
+        store, [url, url], env={"CHUNKFIT_TEST_CHECKPOINT_PAUSE": "2:120", "TMPDIR": str(stage)}
+    )
     workers.append(w)
     deadline = time.monotonic() + TIMEOUT
     while not list(stage.glob("chunkfit-run-*/run/*/PAUSED")):
@@ -290,15 +374,22 @@ def test_a_killed_worker_with_an_s3_run_folder_stops_the_other_and_both_resume_f
     results = again.wait()
     assert [r[0] for r in results] == [0, 0], results
     # Both resumed from the checkpoint the pointer names (worker 1 without the run's lease), mid-epoch.
-    resumed = [[x for x in r[1].splitlines() if x.startswith(f"resuming the run in {url} from its checkpoint")]
-               for r in results]
+    resumed = [
+        [
+            x
+            for x in r[1].splitlines()
+            if x.startswith(f"resuming the run in {url} from its checkpoint")
+        ]
+        for r in results
+    ]
     assert len(resumed[0]) == 1 and resumed[1] == resumed[0], results
     assert "of 2 epoch(s) and" in resumed[0][0]
     assert_same_run(single, downloaded(url, tmp_path / "run"))
 
 
 def test_a_worker_given_another_s3_run_folder_is_one_line_and_leaves_no_objects(
-        store: Path, s3_bucket: str, workers: list[Workers]) -> None:
+    store: Path, s3_bucket: str, workers: list[Workers]
+) -> None:
     chief, elsewhere = f"s3://{s3_bucket}/runs/chief", f"s3://{s3_bucket}/runs/elsewhere"
     w = Workers(store, [chief, elsewhere])
     workers.append(w)
@@ -311,15 +402,23 @@ def test_a_worker_given_another_s3_run_folder_is_one_line_and_leaves_no_objects(
 
 
 def test_malformed_tf_config_is_one_line(store: Path, tmp_path: Path) -> None:
-    result = subprocess.run(cli_command("train", str(store), *ARGS, "--out", str(tmp_path / "run")),
-                            env={**cli_env(), "TF_CONFIG": "{not json"}, capture_output=True, timeout=TIMEOUT, check=False)
+    result = subprocess.run(
+        cli_command("train", str(store), *ARGS, "--out", str(tmp_path / "run")),
+        env={**cli_env(), "TF_CONFIG": "{not json"},
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
     assert result.returncode != 0
-    assert "TF_CONFIG is not a valid cluster description (not JSON" in error_line(result.stderr.decode())
+    assert "TF_CONFIG is not a valid cluster description (not JSON" in error_line(
+        result.stderr.decode()
+    )
     assert not (tmp_path / "run").exists()
 
 
-def test_a_worker_started_with_other_settings_is_named_in_one_line(store: Path, tmp_path: Path,
-                                                                   workers: list[Workers]) -> None:
+def test_a_worker_started_with_other_settings_is_named_in_one_line(
+    store: Path, tmp_path: Path, workers: list[Workers]
+) -> None:
     out = tmp_path / "run"
     w = Workers(store, [out, out], extra=[[], ["--seed", "7"]])
     workers.append(w)
@@ -332,7 +431,9 @@ def test_a_worker_started_with_other_settings_is_named_in_one_line(store: Path, 
     assert not out.exists()
 
 
-def test_a_run_folder_a_worker_cannot_read_is_one_line(store: Path, tmp_path: Path, workers: list[Workers]) -> None:
+def test_a_run_folder_a_worker_cannot_read_is_one_line(
+    store: Path, tmp_path: Path, workers: list[Workers]
+) -> None:
     w = Workers(store, [tmp_path / "chief", tmp_path / "elsewhere"])
     workers.append(w)
     results = w.wait()
@@ -343,11 +444,16 @@ def test_a_run_folder_a_worker_cannot_read_is_one_line(store: Path, tmp_path: Pa
     assert not (tmp_path / "elsewhere").exists()
 
 
-def test_a_run_resumes_on_another_number_of_replicas(store: Path, single: Path, tmp_path: Path) -> None:
+def test_a_run_resumes_on_another_number_of_replicas(
+    store: Path, single: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "run"
-    proc = subprocess.Popen(cli_command("train", str(store), *ARGS, "--out", str(out)),
-                            env={**cli_env(), "CHUNKFIT_TEST_CHECKPOINT_PAUSE": "2:120"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cli_command("train", str(store), *ARGS, "--out", str(out)),
+        env={**cli_env(), "CHUNKFIT_TEST_CHECKPOINT_PAUSE": "2:120"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + TIMEOUT
         while not list(out.glob("*/PAUSED")):
@@ -363,21 +469,35 @@ def test_a_run_resumes_on_another_number_of_replicas(store: Path, single: Path, 
     assert_same_run(single, out)
 
 
-def test_launch_starts_local_workers_that_train_the_single_process_run(store: Path, single: Path,
-                                                                        tmp_path: Path) -> None:
+def test_launch_starts_local_workers_that_train_the_single_process_run(
+    store: Path, single: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "run"
-    result = subprocess.run(cli_command("launch", "--workers", "2", "--", "train", str(store), *ARGS, "--out", str(out)),
-                            env=cli_env(), capture_output=True, timeout=TIMEOUT, check=False)
+    result = subprocess.run(
+        cli_command(
+            "launch", "--workers", "2", "--", "train", str(store), *ARGS, "--out", str(out)
+        ),
+        env=cli_env(),
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr.decode()
     assert_same_run(single, out)
     about = json.loads((out / "run.json").read_text())["distribution"]
     assert (about["workers"], about["addresses"][0].split(":")[0]) == (2, "127.0.0.1")
 
 
-@pytest.mark.parametrize(("args", "needle"), [(("--workers", "1", "--", "train", "s.zarr"), "--workers must be 2"),
-                                              (("--workers", "2", "--", "predict", "run"), "runs chunkfit train")])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--workers", "1", "--", "train", "s.zarr"), "--workers must be 2"),
+        (("--workers", "2", "--", "predict", "run"), "runs chunkfit train"),
+    ],
+)
 def test_launch_refuses_what_it_cannot_run_in_one_line(args: tuple[str, ...], needle: str) -> None:
-    result = subprocess.run(cli_command("launch", *args), env=cli_env(), capture_output=True, timeout=60, check=False)
+    result = subprocess.run(
+        cli_command("launch", *args), env=cli_env(), capture_output=True, timeout=60, check=False
+    )
     assert result.returncode != 0
     assert needle in error_line(result.stderr.decode())
-

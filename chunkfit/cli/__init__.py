@@ -22,8 +22,14 @@ app = typer.Typer(
 
 @app.callback()
 def _options(
-    anon: bool = typer.Option(False, "--anon", help="Read s3:// stores and runs of public buckets without credentials"),
-    backend: str = typer.Option(None, "--backend", help="Keras backend to train and score on: tensorflow or jax [default: KERAS_BACKEND, else Keras's keras.json, else tensorflow]"),
+    anon: bool = typer.Option(
+        False, "--anon", help="Read s3:// stores and runs of public buckets without credentials"
+    ),
+    backend: str = typer.Option(
+        None,
+        "--backend",
+        help="Keras backend to train and score on: tensorflow or jax [default: KERAS_BACKEND, else Keras's keras.json, else tensorflow]",
+    ),
 ) -> None:
     """Train Keras models on sensor signals far larger than memory."""
     if backend is not None:

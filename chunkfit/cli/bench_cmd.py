@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -13,13 +13,20 @@ from .progress import bar
 
 @app.command()
 def bench(
-    samples: Annotated[int, typer.Option(help="Signal length N of the synthetic problem")] = 262_144,
+    samples: Annotated[
+        int, typer.Option(help="Signal length N of the synthetic problem")
+    ] = 262_144,
     window: Annotated[int, typer.Option(help="Samples per window")] = 104,
     batch_size: Annotated[int, typer.Option(help="Windows per training step")] = 128,
     epochs: Annotated[int, typer.Option(help="Epochs per strategy")] = 1,
-    strategies: Annotated[Optional[str], typer.Option(help="Comma-separated subset [default: all; jax where jax is installed]")] = None,
+    strategies: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated subset [default: all; jax where jax is installed]"),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
-    plot: Annotated[Optional[str], typer.Option(help="Write a bar chart of windows/s to this PNG")] = None,
+    plot: Annotated[
+        str | None, typer.Option(help="Write a bar chart of windows/s to this PNG")
+    ] = None,
 ) -> None:
     """The original question's comparison on this machine: materialised fit, PyDataset,
     train_on_batch, timeseries_dataset_from_array, Keras on JAX, chunkfit and the compute ceilings
@@ -31,7 +38,9 @@ def bench(
     spec = BenchSpec(samples=samples, window=window, batch_size=batch_size, epochs=epochs)
     chosen = tuple(s.strip() for s in strategies.split(",")) if strategies else default_strategies()
     with bar("bench", len(chosen), unit="strategies") as update:
-        result = run_bench(spec, chosen, progress=lambda k, n, name: update(k, info=name), plot_path=plot)
+        result = run_bench(
+            spec, chosen, progress=lambda k, n, name: update(k, info=name), plot_path=plot
+        )
     if json_out:
         typer.echo(json.dumps(result, indent=2))
     else:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from . import ingest_cmd  # noqa: F401
-from . import train_cmd  # noqa: F401
-from . import score_cmd  # noqa: F401
-from . import bench_cmd  # noqa: F401
-from . import launch_cmd  # noqa: F401
+from . import (
+    bench_cmd,  # noqa: F401
+    ingest_cmd,  # noqa: F401
+    launch_cmd,  # noqa: F401
+    score_cmd,  # noqa: F401
+    train_cmd,  # noqa: F401
+)

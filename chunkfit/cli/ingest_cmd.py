@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -18,25 +18,94 @@ def _split(value: str | None) -> tuple[str, ...] | None:
 
 @app.command()
 def ingest(
-    store: Annotated[str, typer.Argument(help="Store to create (or extend with --append): DIR.zarr or FILE.h5")],
-    sources: Annotated[Optional[list[str]], typer.Argument(help="CSV/TSV, .npy, file.h5:/dataset, WFDB .hea, EDF/BDF, MiniSEED, Parquet, WAV/FLAC, or - for stdin (default)")] = None,
-    columns: Annotated[Optional[str], typer.Option(help="Channel columns, comma-separated names or 0-based positions [default: every numeric column]")] = None,
-    time_column: Annotated[Optional[str], typer.Option(help="Time column (seconds or ISO 8601): derives the rate and splits segments at gaps")] = None,
-    rate: Annotated[Optional[float], typer.Option(help="Sample rate in Hz (when there is no time column)")] = None,
-    events: Annotated[Optional[str], typer.Option(help="Event markers: one sample index or timestamp per line")] = None,
-    label_column: Annotated[Optional[str], typer.Option(help="Per-sample integer class column")] = None,
-    nan: Annotated[str, typer.Option(help="Non-finite or empty values: refuse, keep or interpolate")] = "refuse",
-    delimiter: Annotated[Optional[str], typer.Option(help="Field separator [default: sniffed; tab for .tsv]")] = None,
-    header: Annotated[Optional[bool], typer.Option("--header/--no-header", help="Whether the first line names the columns [default: detected]")] = None,
-    names: Annotated[Optional[str], typer.Option(help="Channel names for .npy/HDF5 sources or a CSV without a header, comma-separated")] = None,
-    annotations: Annotated[Optional[str], typer.Option(help="Annotations to keep as events: a WFDB annotator (atr) or an EDF+ text pattern (\"Seizure*\")")] = None,
-    symbols: Annotated[Optional[str], typer.Option(help="WFDB annotation symbols to keep, comma-separated (e.g. V,A) [default: all]")] = None,
-    label_from_annotations: Annotated[bool, typer.Option("--label-from-annotations", help="Annotations become per-sample labels (1 inside, 0 outside) instead of events")] = False,
-    append: Annotated[bool, typer.Option("--append", help="Add the sources to an existing store as new segments")] = False,
-    repair: Annotated[bool, typer.Option("--repair", help="Remove what a killed ingest left (an s3:// store's unfinished objects, an interrupted append) and exit")] = False,
+    store: Annotated[
+        str, typer.Argument(help="Store to create (or extend with --append): DIR.zarr or FILE.h5")
+    ],
+    sources: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="CSV/TSV, .npy, file.h5:/dataset, WFDB .hea, EDF/BDF, MiniSEED, Parquet, WAV/FLAC, or - for stdin (default)"
+        ),
+    ] = None,
+    columns: Annotated[
+        str | None,
+        typer.Option(
+            help="Channel columns, comma-separated names or 0-based positions [default: every numeric column]"
+        ),
+    ] = None,
+    time_column: Annotated[
+        str | None,
+        typer.Option(
+            help="Time column (seconds or ISO 8601): derives the rate and splits segments at gaps"
+        ),
+    ] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="Sample rate in Hz (when there is no time column)")
+    ] = None,
+    events: Annotated[
+        str | None, typer.Option(help="Event markers: one sample index or timestamp per line")
+    ] = None,
+    label_column: Annotated[
+        str | None, typer.Option(help="Per-sample integer class column")
+    ] = None,
+    nan: Annotated[
+        str, typer.Option(help="Non-finite or empty values: refuse, keep or interpolate")
+    ] = "refuse",
+    delimiter: Annotated[
+        str | None, typer.Option(help="Field separator [default: sniffed; tab for .tsv]")
+    ] = None,
+    header: Annotated[
+        bool | None,
+        typer.Option(
+            "--header/--no-header",
+            help="Whether the first line names the columns [default: detected]",
+        ),
+    ] = None,
+    names: Annotated[
+        str | None,
+        typer.Option(
+            help="Channel names for .npy/HDF5 sources or a CSV without a header, comma-separated"
+        ),
+    ] = None,
+    annotations: Annotated[
+        str | None,
+        typer.Option(
+            help='Annotations to keep as events: a WFDB annotator (atr) or an EDF+ text pattern ("Seizure*")'
+        ),
+    ] = None,
+    symbols: Annotated[
+        str | None,
+        typer.Option(
+            help="WFDB annotation symbols to keep, comma-separated (e.g. V,A) [default: all]"
+        ),
+    ] = None,
+    label_from_annotations: Annotated[
+        bool,
+        typer.Option(
+            "--label-from-annotations",
+            help="Annotations become per-sample labels (1 inside, 0 outside) instead of events",
+        ),
+    ] = False,
+    append: Annotated[
+        bool, typer.Option("--append", help="Add the sources to an existing store as new segments")
+    ] = False,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Remove what a killed ingest left (an s3:// store's unfinished objects, an interrupted append) and exit",
+        ),
+    ] = False,
     chunk_samples: Annotated[int, typer.Option(help="Samples per stored chunk")] = 65_536,
-    codec: Annotated[str, typer.Option(help="Compression: lz4 (fast), zstd (smaller) or none")] = "lz4",
-    commit_every: Annotated[Optional[float], typer.Option(help="Seconds between commits of a stream on standard input, so readers see the store grow (zarr stores) [default: 1; 10 on object storage]")] = None,
+    codec: Annotated[
+        str, typer.Option(help="Compression: lz4 (fast), zstd (smaller) or none")
+    ] = "lz4",
+    commit_every: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds between commits of a stream on standard input, so readers see the store grow (zarr stores) [default: 1; 10 on object storage]"
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
 ) -> None:
     """Ingest sensor logs into a chunked, compressed store, in bounded memory.
@@ -47,7 +116,8 @@ def ingest(
     a .zarr store is committed every --commit-every seconds, so a killed stream keeps what was committed.
     """
     from ..config import IngestOptions
-    from ..ingest import IngestProgress, ingest as run_ingest
+    from ..ingest import IngestProgress
+    from ..ingest import ingest as run_ingest
 
     if repair:
         from ..errors import UsageError
@@ -116,7 +186,10 @@ def format_info(info: dict[str, Any]) -> str:
     if info["events"] is not None:
         lines.append(f"events       {info['events']:,}")
     if info["label_counts"] is not None:
-        lines.append("labels       " + ", ".join(f"class {k}: {v:,}" for k, v in info["label_counts"].items()))
+        lines.append(
+            "labels       "
+            + ", ".join(f"class {k}: {v:,}" for k, v in info["label_counts"].items())
+        )
     lines.append(f"chunking     {info['chunk_samples']:,} samples per chunk")
     lines.append(f"codec        {info['codec']}")
     ratio = info["compression_ratio"]
@@ -129,11 +202,15 @@ def format_info(info: dict[str, Any]) -> str:
     for name, s in info["stats"].items():
         lo = "n/a" if s["min"] is None else f"{s['min']:.6g}"
         hi = "n/a" if s["max"] is None else f"{s['max']:.6g}"
-        lines.append(f"{name[:12]:<12} {s['count']:<12,} {s['mean']:<12.6g} {s['std']:<12.6g} {lo:<12} {hi}")
+        lines.append(
+            f"{name[:12]:<12} {s['count']:<12,} {s['mean']:<12.6g} {s['std']:<12.6g} {lo:<12} {hi}"
+        )
     lines.append(f"sources      {len(info['sources'])}")
     for src in info["sources"]:
         sha = (src.get("sha256") or "")[:12]
-        lines.append(f"  {src['name']}  rows={src.get('rows')}  size={src.get('size')}  sha256={sha}")
+        lines.append(
+            f"  {src['name']}  rows={src.get('rows')}  size={src.get('size')}  sha256={sha}"
+        )
     return "\n".join(lines)
 
 
@@ -155,18 +232,29 @@ def info(
 
 @app.command()
 def synth(
-    store: Annotated[str, typer.Argument(help="New store for the original question's dummy problem")],
+    store: Annotated[
+        str, typer.Argument(help="New store for the original question's dummy problem")
+    ],
     samples: Annotated[int, typer.Option(help="Signal length N")] = 1_049_344,
-    anomalies: Annotated[int, typer.Option(help="Distinct anomaly positions M (stored as events)")] = 50_000,
+    anomalies: Annotated[
+        int, typer.Option(help="Distinct anomaly positions M (stored as events)")
+    ] = 50_000,
     seed: Annotated[int, typer.Option(help="Random seed")] = 0,
     bump: Annotated[float, typer.Option(help="Height of each anomaly")] = 0.5,
-    scale: Annotated[float, typer.Option(help="Write scale * x + offset: the problem in a sensor's raw units")] = 1.0,
+    scale: Annotated[
+        float, typer.Option(help="Write scale * x + offset: the problem in a sensor's raw units")
+    ] = 1.0,
     offset: Annotated[float, typer.Option(help="See --scale")] = 0.0,
 ) -> None:
     """Write x[i] = sin(i) + Normal(0, 0.2), +0.5 at M random positions, in bounded memory."""
-    from ..synth import SynthSpec, synth as run_synth
+    from ..synth import SynthSpec
+    from ..synth import synth as run_synth
 
-    spec = SynthSpec(samples=samples, anomalies=anomalies, seed=seed, bump=bump, scale=scale, offset=offset)
+    spec = SynthSpec(
+        samples=samples, anomalies=anomalies, seed=seed, bump=bump, scale=scale, offset=offset
+    )
     with bar("synth", samples) as update:
         info_ = run_synth(store, spec, progress=lambda done, total: update(done))
-    typer.echo(f"created {store}: {info_['samples']:,} samples, {info_['events']:,} events (seed {seed})")
+    typer.echo(
+        f"created {store}: {info_['samples']:,} samples, {info_['events']:,} events (seed {seed})"
+    )

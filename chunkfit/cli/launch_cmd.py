@@ -12,7 +12,9 @@ from . import app
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def launch(
     ctx: typer.Context,
-    workers: Annotated[int, typer.Option(help="Worker processes to start on this machine (127.0.0.1, free ports)")] = 2,
+    workers: Annotated[
+        int, typer.Option(help="Worker processes to start on this machine (127.0.0.1, free ports)")
+    ] = 2,
 ) -> None:
     """Try several workers on one machine: chunkfit launch --workers 2 -- train STORE --out RUN ...
 

@@ -13,7 +13,9 @@ def interactive() -> bool:
 
 
 @contextmanager
-def bar(description: str, total: float | None, *, unit: str = "rows", bytes_mode: bool = False) -> Iterator[Any]:
+def bar(
+    description: str, total: float | None, *, unit: str = "rows", bytes_mode: bool = False
+) -> Iterator[Any]:
     """Yield ``update(completed, total=None, **fields)``; a no-op when stderr is not a terminal."""
     if not interactive():
         yield lambda *a, **k: None
@@ -32,11 +34,18 @@ def bar(description: str, total: float | None, *, unit: str = "rows", bytes_mode
     columns: list[Any] = [TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn()]
     if bytes_mode:
         columns += [DownloadColumn(), TransferSpeedColumn()]
-    columns += [TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+    columns += [
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    ]
     from rich.console import Console
 
     # stderr, the stream checked above: stdout stays clean for --json and pipes.
-    with Progress(*columns, console=Console(stderr=True), transient=False, refresh_per_second=5) as progress:
+    with Progress(
+        *columns, console=Console(stderr=True), transient=False, refresh_per_second=5
+    ) as progress:
         task = progress.add_task(description, total=total, info="")
 
         def update(completed: float, total: float | None = None, **fields: Any) -> None:

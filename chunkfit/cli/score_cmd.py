@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from . import app
 
 RUN_HELP = "A run folder (model.keras + run.json) or a .keras file"
-UNSAFE_HELP = "Load .keras files outside Keras safe mode (deserialises lambdas: only for files you trust)"
+UNSAFE_HELP = (
+    "Load .keras files outside Keras safe mode (deserialises lambdas: only for files you trust)"
+)
 
 
 def _num(v: Any, pct: bool = False) -> str:
@@ -50,7 +52,9 @@ def format_eval(r: dict[str, Any]) -> str:
     ]
     if "events" in r:
         fa = r["false_alarms_per_hour"]
-        lines.append(f"events       {r['events']:,} markers, {_num(r['events_covered'], True)} covered by a positive window")
+        lines.append(
+            f"events       {r['events']:,} markers, {_num(r['events_covered'], True)} covered by a positive window"
+        )
         lines.append(
             f"detections   {r['detections']:,} ({r['false_alarms']:,} false alarms"
             + (f", {fa:.1f} per hour of signal)" if fa is not None else ")")
@@ -64,7 +68,9 @@ def format_eval(r: dict[str, Any]) -> str:
         f"accuracy     {_num(r['accuracy'], True)}",
     ]
     if len(r["classes"]) > 2:
-        lines.append(f"all classes  accuracy {_num(r['class_accuracy'], True)}; confusion {r['confusion_matrix']}")
+        lines.append(
+            f"all classes  accuracy {_num(r['class_accuracy'], True)}; confusion {r['confusion_matrix']}"
+        )
     if r.get("plot"):
         lines.append(f"plot         {r['plot']}")
     return "\n".join(lines)
@@ -74,25 +80,49 @@ def format_eval(r: dict[str, Any]) -> str:
 def evaluate(
     run: Annotated[str, typer.Argument(help=RUN_HELP)],
     store: Annotated[str, typer.Argument(help="A store with events or labels")],
-    threshold: Annotated[Optional[float], typer.Option(help="Score at or above which a window counts as an event [default: the one the run chose on its validation split, else 0.5]")] = None,
-    split: Annotated[Optional[str], typer.Option(help="Part of the run's training store to score: validation, train or all [default: validation on the training store, all of any other store]")] = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            help="Score at or above which a window counts as an event [default: the one the run chose on its validation split, else 0.5]"
+        ),
+    ] = None,
+    split: Annotated[
+        str | None,
+        typer.Option(
+            help="Part of the run's training store to score: validation, train or all [default: validation on the training store, all of any other store]"
+        ),
+    ] = None,
     chunk: Annotated[int, typer.Option(help="Windows per block")] = 200_000,
     batch_size: Annotated[int, typer.Option(help="Windows per prediction step")] = 1024,
-    plot: Annotated[Optional[str], typer.Option(help="Plot file [default: eval.png in the run folder, or beside the .keras file]")] = None,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            help="Plot file [default: eval.png in the run folder, or beside the .keras file]"
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
 ) -> None:
     """Loss, accuracy, precision, recall, F1, ROC-AUC, PR-AUC and event-level figures, streamed block by block."""
     from ..score.evaluate import evaluate as run_evaluate
-
     from ..store.remote import is_remote
 
     run_path = Path(run)
-    plot_path: str | None = plot or str((run_path if run_path.is_dir() else run_path.parent) / "eval.png")
+    plot_path: str | None = plot or str(
+        (run_path if run_path.is_dir() else run_path.parent) / "eval.png"
+    )
     if is_remote(run) and plot is None:
         plot_path = None  # an s3:// run folder is not written by evaluate: plot with --plot FILE
-    result = run_evaluate(run, store, threshold=threshold, chunk=chunk, batch_size=batch_size, plot=plot_path,
-                          unsafe=unsafe, split=split)
+    result = run_evaluate(
+        run,
+        store,
+        threshold=threshold,
+        chunk=chunk,
+        batch_size=batch_size,
+        plot=plot_path,
+        unsafe=unsafe,
+        split=split,
+    )
     if json_out:
         typer.echo(json.dumps(_json_ready(result), indent=2, allow_nan=False))
     else:
@@ -103,15 +133,38 @@ def evaluate(
 def predict(
     run: Annotated[str, typer.Argument(help=RUN_HELP)],
     store: Annotated[str, typer.Argument(help="Any store: events and labels are not needed")],
-    out: Annotated[str, typer.Option(help="Scores array to write: NAME.zarr or NAME.h5 (one float32 per sample)")],
-    events_out: Annotated[Optional[str], typer.Option(help="CSV of detections: start, end, peak score, peak sample")] = None,
-    threshold: Annotated[Optional[float], typer.Option(help="Score at or above which a window is positive [default: the one the run chose on its validation split, else 0.5]")] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing output files")] = False,
-    chunk: Annotated[Optional[int], typer.Option(help="Windows per block [default: 200000]")] = None,
+    out: Annotated[
+        str,
+        typer.Option(help="Scores array to write: NAME.zarr or NAME.h5 (one float32 per sample)"),
+    ],
+    events_out: Annotated[
+        str | None, typer.Option(help="CSV of detections: start, end, peak score, peak sample")
+    ] = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            help="Score at or above which a window is positive [default: the one the run chose on its validation split, else 0.5]"
+        ),
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace existing output files")
+    ] = False,
+    chunk: Annotated[int | None, typer.Option(help="Windows per block [default: 200000]")] = None,
     batch_size: Annotated[int, typer.Option(help="Windows per prediction step")] = 1024,
     unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
-    follow: Annotated[bool, typer.Option("--follow", help="Score a growing store (a live `chunkfit ingest`) as its samples are committed")] = False,
-    idle: Annotated[Optional[float], typer.Option(help="With --follow: end when the store has not grown for this many seconds [default: 10; 30 on object storage]")] = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            help="Score a growing store (a live `chunkfit ingest`) as its samples are committed",
+        ),
+    ] = False,
+    idle: Annotated[
+        float | None,
+        typer.Option(
+            help="With --follow: end when the store has not grown for this many seconds [default: 10; 30 on object storage]"
+        ),
+    ] = None,
 ) -> None:
     """Score every window start of a store (NaN where no window fits) in bounded memory.
 
@@ -122,7 +175,9 @@ def predict(
     from ..errors import UsageError
 
     if follow and chunk is not None:
-        raise UsageError("--chunk does not apply to --follow, which scores what each commit adds; drop --chunk")
+        raise UsageError(
+            "--chunk does not apply to --follow, which scores what each commit adds; drop --chunk"
+        )
     if follow:
         _follow(run, store, out, events_out, threshold, overwrite, batch_size, unsafe, idle)
         return
@@ -130,23 +185,56 @@ def predict(
         raise UsageError("--idle applies to --follow only; add --follow to score a growing store")
     from ..score.predict import predict as run_predict
 
-    report = run_predict(run, store, out, events_out=events_out, threshold=threshold, overwrite=overwrite,
-                         chunk=200_000 if chunk is None else chunk, batch_size=batch_size, unsafe=unsafe)
-    extra = f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""
+    report = run_predict(
+        run,
+        store,
+        out,
+        events_out=events_out,
+        threshold=threshold,
+        overwrite=overwrite,
+        chunk=200_000 if chunk is None else chunk,
+        batch_size=batch_size,
+        unsafe=unsafe,
+    )
+    extra = (
+        f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""
+    )
     typer.echo(f"threshold {report.threshold:.4g} ({report.threshold_source})")
     typer.echo(f"scored {report.windows:,} windows into {report.scores}{extra}")
 
 
-def _follow(run: str, store: str, out: str, events_out: str | None, threshold: float | None, overwrite: bool,
-            batch_size: int, unsafe: bool, idle: float | None) -> None:
+def _follow(
+    run: str,
+    store: str,
+    out: str,
+    events_out: str | None,
+    threshold: float | None,
+    overwrite: bool,
+    batch_size: int,
+    unsafe: bool,
+    idle: float | None,
+) -> None:
     from ..config import FollowOptions
     from ..score.follow import default_idle, follow
 
     options = FollowOptions(idle=default_idle(store) if idle is None else idle)
-    report = follow(run, store, out, events_out=events_out, threshold=threshold, overwrite=overwrite,
-                    batch_size=batch_size, unsafe=unsafe, options=options)
-    extra = f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""
+    report = follow(
+        run,
+        store,
+        out,
+        events_out=events_out,
+        threshold=threshold,
+        overwrite=overwrite,
+        batch_size=batch_size,
+        unsafe=unsafe,
+        options=options,
+    )
+    extra = (
+        f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""
+    )
     why = "Ctrl-C" if report.ended == "interrupted" else f"the store idle for {options.idle:g} s"
     typer.echo(f"threshold {report.threshold:.4g} ({report.threshold_source})")
-    typer.echo(f"scored {report.windows:,} windows of {report.samples:,} samples into {report.scores}{extra} "
-               f"(followed until {why})")
+    typer.echo(
+        f"scored {report.windows:,} windows of {report.samples:,} samples into {report.scores}{extra} "
+        f"(followed until {why})"
+    )

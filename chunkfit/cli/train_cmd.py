@@ -6,7 +6,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -30,53 +30,167 @@ def _count_or_share(text: str | None) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        raise UsageError(f"--validation-segments must be a count (2) or a share (0.25) of the segments (received {text!r})") from None
+        raise UsageError(
+            f"--validation-segments must be a count (2) or a share (0.25) of the segments (received {text!r})"
+        ) from None
     return int(value) if value >= 1 and value.is_integer() else value
 
 
 @app.command()
 def train(
-    store: Annotated[Optional[str], typer.Argument(help="Store to train on [default: the store named in ./chunkfit.toml, else ./sensor.zarr]")] = None,
+    store: Annotated[
+        str | None,
+        typer.Argument(
+            help="Store to train on [default: the store named in ./chunkfit.toml, else ./sensor.zarr]"
+        ),
+    ] = None,
     window: Annotated[int, typer.Option(help="Samples per window")] = 104,
     stride: Annotated[int, typer.Option(help="Samples between window starts")] = 1,
-    label: Annotated[str, typer.Option(help="Window label: any-event (an event marker in the window), last or majority (per-sample labels)")] = "any-event",
-    chunk: Annotated[int, typer.Option(help="Windows per block (one model.fit call each)")] = 200_000,
-    mix: Annotated[int, typer.Option(help="Blocks from different parts of the signal trained together, windows shuffled jointly")] = 4,
-    memory_budget: Annotated[Optional[str], typer.Option(help="Pick --chunk so the process stays within this much memory, e.g. 1.5GB")] = None,
+    label: Annotated[
+        str,
+        typer.Option(
+            help="Window label: any-event (an event marker in the window), last or majority (per-sample labels)"
+        ),
+    ] = "any-event",
+    chunk: Annotated[
+        int, typer.Option(help="Windows per block (one model.fit call each)")
+    ] = 200_000,
+    mix: Annotated[
+        int,
+        typer.Option(
+            help="Blocks from different parts of the signal trained together, windows shuffled jointly"
+        ),
+    ] = 4,
+    memory_budget: Annotated[
+        str | None,
+        typer.Option(help="Pick --chunk so the process stays within this much memory, e.g. 1.5GB"),
+    ] = None,
     epochs: Annotated[int, typer.Option(help="Passes over every training window")] = 5,
     batch_size: Annotated[int, typer.Option(help="Windows per training step")] = 128,
-    validation: Annotated[float, typer.Option(help="Share of each segment held out at its end for validation")] = 0.1,
-    validation_segments: Annotated[Optional[str], typer.Option(help="Hold out whole segments (recordings) for validation instead: a count (2) or a share (0.25), chosen by --seed")] = None,
-    model: Annotated[str, typer.Option(help="baseline-cnn, dilated-resnet, a .keras file, or module:function (imports that module and calls that function: it runs your own Python code)")] = "baseline-cnn",
-    optimizer: Annotated[Optional[str], typer.Option(help="Keras optimizer name [default: adam, or the saved model's]")] = None,
-    lr: Annotated[Optional[float], typer.Option(help="Learning rate [default: 0.001]")] = None,
-    loss: Annotated[Optional[str], typer.Option(help="Keras loss name [default: categorical_crossentropy]")] = None,
-    normalize: Annotated[str, typer.Option(help="Standardise windows before the model: global (per channel, mean and std of the training split), window (each window by its own mean and std) or none; saved inside model.keras")] = "global",
-    class_weight: Annotated[str, typer.Option(help="Weigh training windows by class: auto (balanced when the rarest class holds under 5%), balanced, none, or CLASS:WEIGHT pairs like 0:1,1:40")] = "auto",
-    threshold_for: Annotated[str, typer.Option(help="How the run picks its decision threshold on the validation split: f1 (maximise F1), recall=0.9 or precision=0.8; evaluate and predict use it")] = "f1",
+    validation: Annotated[
+        float, typer.Option(help="Share of each segment held out at its end for validation")
+    ] = 0.1,
+    validation_segments: Annotated[
+        str | None,
+        typer.Option(
+            help="Hold out whole segments (recordings) for validation instead: a count (2) or a share (0.25), chosen by --seed"
+        ),
+    ] = None,
+    model: Annotated[
+        str,
+        typer.Option(
+            help="baseline-cnn, dilated-resnet, a .keras file, or module:function (imports that module and calls that function: it runs your own Python code)"
+        ),
+    ] = "baseline-cnn",
+    optimizer: Annotated[
+        str | None,
+        typer.Option(help="Keras optimizer name [default: adam, or the saved model's]"),
+    ] = None,
+    lr: Annotated[float | None, typer.Option(help="Learning rate [default: 0.001]")] = None,
+    loss: Annotated[
+        str | None, typer.Option(help="Keras loss name [default: categorical_crossentropy]")
+    ] = None,
+    normalize: Annotated[
+        str,
+        typer.Option(
+            help="Standardise windows before the model: global (per channel, mean and std of the training split), window (each window by its own mean and std) or none; saved inside model.keras"
+        ),
+    ] = "global",
+    class_weight: Annotated[
+        str,
+        typer.Option(
+            help="Weigh training windows by class: auto (balanced when the rarest class holds under 5%), balanced, none, or CLASS:WEIGHT pairs like 0:1,1:40"
+        ),
+    ] = "auto",
+    threshold_for: Annotated[
+        str,
+        typer.Option(
+            help="How the run picks its decision threshold on the validation split: f1 (maximise F1), recall=0.9 or precision=0.8; evaluate and predict use it"
+        ),
+    ] = "f1",
     seed: Annotated[int, typer.Option(help="Seed for weights and the block and window order")] = 0,
-    deterministic: Annotated[bool, typer.Option("--deterministic", help="Same seed, same weights bit for bit (TensorFlow op determinism; a little slower)")] = False,
-    steps_per_execution: Annotated[Optional[int], typer.Option(help="Batches per compiled training call; callbacks hear of each call's last batch [default: 256, fewer when their windows would come to over 16 MB]")] = None,
-    compute_threads: Annotated[Optional[int], typer.Option(help="Threads for the model's arithmetic, each batch trained whole; 0 = every core [default: measured on this machine for this model with the compile mode, among every core, one thread, and each batch in halves side by side (long runs; cached for the next), else every core]")] = None,
-    jit: Annotated[str, typer.Option(help="Train step under XLA: auto (time both on this machine, with the threads before training or in the first training calls, and keep the faster; off with --deterministic), on, or off (Keras's step op for op: no XLA, no fused Adam kernel)")] = "auto",
-    jax_loop: Annotated[str, typer.Option(help="JAX engine: run an element's batches one compiled call each (dispatch), all in one compiled call (scan), or auto (time both on this machine in the first training calls and keep the faster; dispatch with --deterministic)")] = "auto",
-    unsafe: Annotated[bool, typer.Option("--unsafe", help="Load a --model .keras file outside Keras safe mode (deserialises lambdas: only for files you trust)")] = False,
-    out: Annotated[Optional[str], typer.Option(help="Run folder for model.keras, history.csv, run.json, curves.png [default: runs/DATE-TIME]; an unfinished run in it is resumed from its checkpoint")] = None,
-    checkpoint_every: Annotated[Optional[int], typer.Option(help="Checkpoint the run every this many blocks [default: about every 3 minutes of training; always at the end of each epoch]")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Refuse to start unless --out holds an unfinished run to resume")] = False,
-    restart: Annotated[bool, typer.Option("--restart", help="Delete the run in --out (finished or not) and start over")] = False,
-    tensorboard: Annotated[Optional[str], typer.Option(help="Folder for TensorBoard logs (Keras's TensorBoard callback; steps run on across blocks)")] = None,
-    devices: Annotated[Optional[str], typer.Option(help="Train on several devices of this machine: all (every GPU; tf.distribute MirroredStrategy) or cpu:N (N logical CPU devices, for trying it out); --batch-size is then the global batch. Several machines: set TF_CONFIG on each (see README)")] = None,
+    deterministic: Annotated[
+        bool,
+        typer.Option(
+            "--deterministic",
+            help="Same seed, same weights bit for bit (TensorFlow op determinism; a little slower)",
+        ),
+    ] = False,
+    steps_per_execution: Annotated[
+        int | None,
+        typer.Option(
+            help="Batches per compiled training call; callbacks hear of each call's last batch [default: 256, fewer when their windows would come to over 16 MB]"
+        ),
+    ] = None,
+    compute_threads: Annotated[
+        int | None,
+        typer.Option(
+            help="Threads for the model's arithmetic, each batch trained whole; 0 = every core [default: measured on this machine for this model with the compile mode, among every core, one thread, and each batch in halves side by side (long runs; cached for the next), else every core]"
+        ),
+    ] = None,
+    jit: Annotated[
+        str,
+        typer.Option(
+            help="Train step under XLA: auto (time both on this machine, with the threads before training or in the first training calls, and keep the faster; off with --deterministic), on, or off (Keras's step op for op: no XLA, no fused Adam kernel)"
+        ),
+    ] = "auto",
+    jax_loop: Annotated[
+        str,
+        typer.Option(
+            help="JAX engine: run an element's batches one compiled call each (dispatch), all in one compiled call (scan), or auto (time both on this machine in the first training calls and keep the faster; dispatch with --deterministic)"
+        ),
+    ] = "auto",
+    unsafe: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe",
+            help="Load a --model .keras file outside Keras safe mode (deserialises lambdas: only for files you trust)",
+        ),
+    ] = False,
+    out: Annotated[
+        str | None,
+        typer.Option(
+            help="Run folder for model.keras, history.csv, run.json, curves.png [default: runs/DATE-TIME]; an unfinished run in it is resumed from its checkpoint"
+        ),
+    ] = None,
+    checkpoint_every: Annotated[
+        int | None,
+        typer.Option(
+            help="Checkpoint the run every this many blocks [default: about every 3 minutes of training; always at the end of each epoch]"
+        ),
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume", help="Refuse to start unless --out holds an unfinished run to resume"
+        ),
+    ] = False,
+    restart: Annotated[
+        bool,
+        typer.Option("--restart", help="Delete the run in --out (finished or not) and start over"),
+    ] = False,
+    tensorboard: Annotated[
+        str | None,
+        typer.Option(
+            help="Folder for TensorBoard logs (Keras's TensorBoard callback; steps run on across blocks)"
+        ),
+    ] = None,
+    devices: Annotated[
+        str | None,
+        typer.Option(
+            help="Train on several devices of this machine: all (every GPU; tf.distribute MirroredStrategy) or cpu:N (N logical CPU devices, for trying it out); --batch-size is then the global batch. Several machines: set TF_CONFIG on each (see README)"
+        ),
+    ] = None,
 ) -> None:
     """Train a Keras model on every window of a store, block by block, without materialising them.
 
     Running the same command again after a crash or a kill resumes the run in --out from its last checkpoint.
     """
     from .._fs import refuse_url
-    from ..store.remote import is_remote
     from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
     from ..errors import UsageError, WorkerLostError
     from ..project import default_store
+    from ..store.remote import is_remote
     from ..train.budget import parse_bytes
     from ..train.loop import fit
     from ..train.models import check_model_spec, unsafe_model_files
@@ -106,8 +220,14 @@ def train(
         if given is not None:
             refuse_url(given, what, s3=True)
     check_model_spec(model, unsafe=unsafe)  # a wrong --model is refused before TensorFlow loads
-    path: str | Path = (store if is_remote(store) else Path(store)) if store is not None else default_store()
-    run_dir: str | Path = (out if is_remote(out) else Path(out)) if out is not None else Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    path: str | Path = (
+        (store if is_remote(store) else Path(store)) if store is not None else default_store()
+    )
+    run_dir: str | Path = (
+        (out if is_remote(out) else Path(out))
+        if out is not None
+        else Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    )
     with bar("train", 1.0, unit="") as update:
 
         def progress(p: TrainProgress) -> None:
@@ -115,15 +235,28 @@ def train(
                 typer.echo(p.message)
                 return
             if p.phase == "resume":
-                part = f" and {p.block} of {p.blocks} blocks of epoch {p.epoch + 1}" if p.block else ""
-                typer.echo(f"resuming the run in {run_dir} from its checkpoint: {p.epoch} of {p.epochs} epoch(s){part} done")
+                part = (
+                    f" and {p.block} of {p.blocks} blocks of epoch {p.epoch + 1}" if p.block else ""
+                )
+                typer.echo(
+                    f"resuming the run in {run_dir} from its checkpoint: {p.epoch} of {p.epochs} epoch(s){part} done"
+                )
                 return
             if p.phase == "epoch":
-                typer.echo(f"epoch {p.epoch + 1}/{p.epochs}  {_metrics(p.logs or {})}  {p.windows_per_s:,.0f} windows/s")
+                typer.echo(
+                    f"epoch {p.epoch + 1}/{p.epochs}  {_metrics(p.logs or {})}  {p.windows_per_s:,.0f} windows/s"
+                )
                 return
-            what = f"block {p.block}/{p.blocks}" if p.phase == "train" else f"validating {p.block}/{p.blocks}"
+            what = (
+                f"block {p.block}/{p.blocks}"
+                if p.phase == "train"
+                else f"validating {p.block}/{p.blocks}"
+            )
             loss_text = "" if p.loss is None else f"  loss {p.loss:.4f}"
-            update(p.done, info=f"epoch {p.epoch + 1}/{p.epochs}  {what}  {p.windows_per_s:,.0f} windows/s{loss_text}")
+            update(
+                p.done,
+                info=f"epoch {p.epoch + 1}/{p.epochs}  {what}  {p.windows_per_s:,.0f} windows/s{loss_text}",
+            )
 
         from ..train.tensorflow.distributed import cluster_from_env
 
@@ -131,10 +264,17 @@ def train(
             _native_stderr_quiet()
         with unsafe_model_files(unsafe):
             try:
-                history = fit(model, path, options=options, out=run_dir, progress=progress,
-                              checkpoint_every=checkpoint_every,
-                              resume="resume" if resume else "restart" if restart else "auto",
-                              tensorboard=tensorboard, devices=devices)
+                history = fit(
+                    model,
+                    path,
+                    options=options,
+                    out=run_dir,
+                    progress=progress,
+                    checkpoint_every=checkpoint_every,
+                    resume="resume" if resume else "restart" if restart else "auto",
+                    tensorboard=tensorboard,
+                    devices=devices,
+                )
             except WorkerLostError as err:
                 # After aborted collectives TensorFlow's runtime may print or wait at interpreter exit
                 # (seen: a pool's finaliser failing): the one line, then out at once. The run folder
@@ -144,12 +284,16 @@ def train(
                 os._exit(err.exit_code)
     cluster = cluster_from_env()
     if cluster is not None and not cluster.chief:
-        typer.echo(f"{cluster.name(cluster.rank)} done; the chief, {cluster.name(0)}, wrote the run folder {run_dir}")
+        typer.echo(
+            f"{cluster.name(cluster.rank)} done; the chief, {cluster.name(0)}, wrote the run folder {run_dir}"
+        )
         return
     done = len(history.epoch)
     stopped = f" (stopped early after {done} of {epochs})" if done < epochs else ""
-    typer.echo(f"trained {model} for {done} epoch(s){stopped}; run folder {run_dir}: "
-               "model.keras, history.csv, run.json, curves.png")
+    typer.echo(
+        f"trained {model} for {done} epoch(s){stopped}; run folder {run_dir}: "
+        "model.keras, history.csv, run.json, curves.png"
+    )
 
 
 def _native_stderr_quiet() -> None:
@@ -165,5 +309,10 @@ def _native_stderr_quiet() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
     os.close(devnull)
-    sys.stderr = open(kept, "w", buffering=1, encoding=sys.stderr.encoding or "utf-8",  # noqa: SIM115 - the process's stderr
-                      errors="backslashreplace")
+    sys.stderr = open(
+        kept,
+        "w",
+        buffering=1,
+        encoding=sys.stderr.encoding or "utf-8",  # noqa: SIM115 - the process's stderr
+        errors="backslashreplace",
+    )

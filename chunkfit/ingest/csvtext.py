@@ -80,8 +80,25 @@ class ParsedBlock:
 
 # Tokens pyarrow reads as a missing value in a numeric column (its default ``null_values``).
 NULL_TOKENS = frozenset(
-    ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
-     "N/A", "NA", "NULL", "NaN", "n/a", "nan", "null"]
+    [
+        "",
+        "#N/A",
+        "#N/A N/A",
+        "#NA",
+        "-1.#IND",
+        "-1.#QNAN",
+        "-NaN",
+        "-nan",
+        "1.#IND",
+        "1.#QNAN",
+        "N/A",
+        "NA",
+        "NULL",
+        "NaN",
+        "n/a",
+        "nan",
+        "null",
+    ]
 )
 
 
@@ -103,7 +120,9 @@ def _is_timestamp(text: str) -> bool:
     import pyarrow as pa
 
     try:
-        pa.array([text.strip().strip('"')]).cast(pa.timestamp("ns", tz="UTC" if _has_tz(text) else None))
+        pa.array([text.strip().strip('"')]).cast(
+            pa.timestamp("ns", tz="UTC" if _has_tz(text) else None)
+        )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return False
     return True
@@ -200,11 +219,15 @@ class CsvLayout:
                     "header; drop --names (or pass --no-header if line 1 is data)"
                 )
             if len(options.names) != len(fields):
-                raise UsageError(f"{name}:1: --names gives {len(options.names)} name(s) for {len(fields)} column(s)")
+                raise UsageError(
+                    f"{name}:1: --names gives {len(options.names)} name(s) for {len(fields)} column(s)"
+                )
             self.names = list(options.names)
         if len(set(self.names)) != len(self.names):
             dup = sorted({n for n in self.names if self.names.count(n) > 1})
-            raise SourceFormatError(f"{name}:1: duplicate column name(s) {', '.join(dup)}; rename them")
+            raise SourceFormatError(
+                f"{name}:1: duplicate column name(s) {', '.join(dup)}; rename them"
+            )
         sample_line = second if header else first  # the first data row, when there is one
         sample_at = f"{name}:{2 if header else 1}"
         sample_split = split_fields(sample_line, self.delimiter) if sample_line else []
@@ -214,12 +237,16 @@ class CsvLayout:
         self.time = self._resolve(options.time_column, "--time-column")
         self.label = self._resolve(options.label_column, "--label-column")
         if self.time is not None and self.time == self.label:
-            raise UsageError(f"{name}:1: --time-column and --label-column both name column {self.time!r}; give two columns")
+            raise UsageError(
+                f"{name}:1: --time-column and --label-column both name column {self.time!r}; give two columns"
+            )
         if options.columns is not None:
             self.channels = [self._resolve(c, "--columns") for c in options.columns]
             twice = sorted({c for c in self.channels if self.channels.count(c) > 1})
             if twice:
-                raise UsageError(f"{name}:1: --columns names column {twice[0]!r} twice; name each channel once")
+                raise UsageError(
+                    f"{name}:1: --columns names column {twice[0]!r} twice; name each channel once"
+                )
             if self.label is not None and self.label in self.channels:
                 raise UsageError(
                     f"{name}:1: --columns includes the label column {self.label!r}: the model would see the answer; "
@@ -228,8 +255,10 @@ class CsvLayout:
         else:
             skip = {self.time, self.label}
             self.channels = [
-                n for i, n in enumerate(self.names)
-                if n not in skip and (not sample or i >= len(sample) or _is_number(sample[i]) or sample[i] == "")
+                n
+                for i, n in enumerate(self.names)
+                if n not in skip
+                and (not sample or i >= len(sample) or _is_number(sample[i]) or sample[i] == "")
             ]
             for i, n in enumerate(self.names):
                 if n not in skip and i < len(sample):
@@ -238,7 +267,11 @@ class CsvLayout:
                         raise err
         if not self.channels:
             other = [d for d in (*DELIMITERS, " ") if d != self.delimiter and d in first.strip()]
-            hint = f", or pass --delimiter {other[0]!r} (the first line holds {other[0]!r})" if other else ""
+            hint = (
+                f", or pass --delimiter {other[0]!r} (the first line holds {other[0]!r})"
+                if other
+                else ""
+            )
             raise SourceFormatError(
                 f"{name}: no numeric channel column found (columns: {', '.join(self.names)}); "
                 f"choose them with --columns{hint}"
@@ -289,7 +322,9 @@ class CsvLayout:
         return cols
 
 
-def _locate(block: bytes, first_line: int, layout: CsvLayout, header_lines: int, fallback: str) -> SourceFormatError:
+def _locate(
+    block: bytes, first_line: int, layout: CsvLayout, header_lines: int, fallback: str
+) -> SourceFormatError:
     """Find the first bad line of a block that pyarrow refused and describe it."""
     lines = block.split(b"\n")
     ncols = len(layout.names)
@@ -329,8 +364,14 @@ def _locate(block: bytes, first_line: int, layout: CsvLayout, header_lines: int,
                 if comma is not None:
                     return comma
                 kind = "time column" if col == layout.time else "column"
-                fix = "fix the value" if col == layout.time else "fix the value or leave the column out with --columns"
-                return SourceFormatError(f"{where}:{j + 1}: {value[:40]!r} in {kind} {col!r} is not a number; {fix}")
+                fix = (
+                    "fix the value"
+                    if col == layout.time
+                    else "fix the value or leave the column out with --columns"
+                )
+                return SourceFormatError(
+                    f"{where}:{j + 1}: {value[:40]!r} in {kind} {col!r} is not a number; {fix}"
+                )
     return SourceFormatError(f"{layout.name}:{first_line}: cannot parse this block: {fallback}")
 
 
@@ -353,10 +394,14 @@ def read_csv_block(body: bytes, read_opts: Any, parse_opts: Any, convert_opts: A
         np.frombuffer(source, dtype=np.uint8)[:] = np.frombuffer(body, dtype=np.uint8)
     else:
         source = pa.py_buffer(body)
-    return pacsv.read_csv(source, read_options=read_opts, parse_options=parse_opts, convert_options=convert_opts)
+    return pacsv.read_csv(
+        source, read_options=read_opts, parse_options=parse_opts, convert_options=convert_opts
+    )
 
 
-def parse_blocks(lines: LineBlocks, name: str, options: IngestOptions) -> tuple[CsvLayout, Iterator[ParsedBlock]]:
+def parse_blocks(
+    lines: LineBlocks, name: str, options: IngestOptions
+) -> tuple[CsvLayout, Iterator[ParsedBlock]]:
     """Decide the layout from the first block, then parse block after block."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
@@ -369,7 +414,9 @@ def parse_blocks(lines: LineBlocks, name: str, options: IngestOptions) -> tuple[
     nul = first_block.find(b"\x00", 0, 8192)
     if nul >= 0:  # checked before decoding: a binary file is seldom valid UTF-8 either
         line_no = first_line + first_block.count(b"\n", 0, nul)
-        raise SourceFormatError(f"{name}:{line_no}: binary data or UTF-16 text, not a CSV log; save it as UTF-8 text")
+        raise SourceFormatError(
+            f"{name}:{line_no}: binary data or UTF-16 text, not a CSV log; save it as UTF-8 text"
+        )
     if first_block.startswith(b"\xef\xbb\xbf"):
         first_block = first_block[3:]  # a UTF-8 byte order mark, as some spreadsheet exports write
     head = first_block.split(b"\n", 2)
@@ -378,15 +425,23 @@ def parse_blocks(lines: LineBlocks, name: str, options: IngestOptions) -> tuple[
     if not first_block.strip():
         raise SourceFormatError(f"{name}: empty source: only blank lines, no rows to ingest")
     if not first.strip():
-        raise SourceFormatError(f"{name}:1: the first line is empty; the header or first row must come first")
+        raise SourceFormatError(
+            f"{name}:1: the first line is empty; the header or first row must come first"
+        )
     layout = CsvLayout(name, first, second, options)
 
     types: dict[str, Any] = {c: pa.float64() for c in layout.channels}
     if layout.label is not None:
         types[layout.label] = pa.int64()
     if layout.time is not None:
-        types[layout.time] = pa.float64() if layout.time_is_number else pa.timestamp("ns", tz="UTC" if layout.time_tz else None)
-    threaded_opts = pacsv.ReadOptions(column_names=layout.names, use_threads=True, block_size=1 << 22)
+        types[layout.time] = (
+            pa.float64()
+            if layout.time_is_number
+            else pa.timestamp("ns", tz="UTC" if layout.time_tz else None)
+        )
+    threaded_opts = pacsv.ReadOptions(
+        column_names=layout.names, use_threads=True, block_size=1 << 22
+    )
     single_opts = pacsv.ReadOptions(column_names=layout.names, use_threads=False)
     parse_opts = pacsv.ParseOptions(delimiter=layout.delimiter)
     convert_opts = pacsv.ConvertOptions(include_columns=layout.needed, column_types=types)
@@ -428,7 +483,9 @@ def parse_blocks(lines: LineBlocks, name: str, options: IngestOptions) -> tuple[
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _parse_one(body: bytes, block: bytes, start: int, header_lines: int, read_opts: Any) -> ParsedBlock:
+    def _parse_one(
+        body: bytes, block: bytes, start: int, header_lines: int, read_opts: Any
+    ) -> ParsedBlock:
         nul = body.find(b"\x00")
         if nul >= 0:
             line_no = start + header_lines + body.count(b"\n", 0, nul)
@@ -483,7 +540,18 @@ def parse_blocks(lines: LineBlocks, name: str, options: IngestOptions) -> tuple[
                 )
         origin = (layout.time_origin_ns or 0) / 1e9
         return ParsedBlock(
-            values, times, labels, start, block, header_lines, name, "line", columns, time_col, origin, layout.delimiter
+            values,
+            times,
+            labels,
+            start,
+            block,
+            header_lines,
+            name,
+            "line",
+            columns,
+            time_col,
+            origin,
+            layout.delimiter,
         )
 
     return layout, gen()
@@ -503,7 +571,11 @@ def _copy_column(col: Any, out: np.ndarray) -> None:
         if n == 0:
             continue
         validity, data = piece.buffers()[:2]
-        raw = np.frombuffer(data, dtype=np.float64 if pa.types.is_float64(piece.type) else np.int64, count=n + piece.offset)
+        raw = np.frombuffer(
+            data,
+            dtype=np.float64 if pa.types.is_float64(piece.type) else np.int64,
+            count=n + piece.offset,
+        )
         out[at : at + n] = raw[piece.offset :]
         if piece.null_count:
             bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")

@@ -43,7 +43,9 @@ def read_events(
     """
     p = Path(path)
     if p.is_dir():
-        raise SourceFormatError(f"{path}: is a directory; --events takes a file of markers, one per line")
+        raise SourceFormatError(
+            f"{path}: is a directory; --events takes a file of markers, one per line"
+        )
     if not p.is_file():
         raise SourceNotFoundError(f"{path}: events file not found; check --events")
     out: list[int] = []
@@ -52,7 +54,9 @@ def read_events(
             try:
                 text = raw.decode("utf-8-sig").strip()
             except UnicodeDecodeError:
-                raise SourceFormatError(f"{path}:{line_no}: not UTF-8 text; re-save the events file as UTF-8") from None
+                raise SourceFormatError(
+                    f"{path}:{line_no}: not UTF-8 text; re-save the events file as UTF-8"
+                ) from None
             if not text or text.startswith("#"):
                 continue
             text = text.split(",")[0].strip()
@@ -80,7 +84,9 @@ def read_events(
     return np.unique(np.asarray(out, dtype=np.int64))
 
 
-def _place(seconds: float, anchors: list[Anchor], rate: float | None, offset: int, path: str, line_no: int) -> int:
+def _place(
+    seconds: float, anchors: list[Anchor], rate: float | None, offset: int, path: str, line_no: int
+) -> int:
     if rate is None:
         raise SourceFormatError(
             f"{path}:{line_no}: event given as a time but the sample rate is unknown; pass --rate or --time-column"

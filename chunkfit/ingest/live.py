@@ -55,13 +55,17 @@ def commit_interval(store: str, specs: Sequence[str], options: IngestOptions) ->
     given = options.commit_every
     if "-" not in specs:
         if given is not None:
-            raise UsageError("--commit-every applies to a stream on standard input (-); drop it to ingest files "
-                             "in one transaction")
+            raise UsageError(
+                "--commit-every applies to a stream on standard input (-); drop it to ingest files "
+                "in one transaction"
+            )
         return None
     if suffix_backend(store) == "hdf5":
         if given is not None:
-            raise UsageError(f"{store}: --commit-every needs a .zarr store (an HDF5 store is copied whole at every "
-                             "commit); stream into NAME.zarr, or drop --commit-every to commit once at the end")
+            raise UsageError(
+                f"{store}: --commit-every needs a .zarr store (an HDF5 store is copied whole at every "
+                "commit); stream into NAME.zarr, or drop --commit-every to commit once at the end"
+            )
         return None
     if not _stdin_is_stream():
         return given
@@ -102,7 +106,9 @@ class LiveWriter:
                 self._base_sources = list(existing.attrs.get("sources", []))
         self._w: StoreWriter | None = self._writer(append, sample_rate)
         self.start = self._w.start
-        self.attrs: dict[str, Any] = {"sample_rate": self._w.attrs.get("sample_rate") or sample_rate}
+        self.attrs: dict[str, Any] = {
+            "sample_rate": self._w.attrs.get("sample_rate") or sample_rate
+        }
         self._stored = self.start  # samples in the store as last committed
         self._rows: list[tuple[np.ndarray, np.ndarray | None]] = []
         self._buffered = 0
@@ -116,8 +122,15 @@ class LiveWriter:
         self.commits = 0
 
     def _writer(self, append: bool, rate: float | None) -> StoreWriter:
-        return StoreWriter(self.path, channels=self.channels, sample_rate=rate, has_labels=self._labelled,
-                           append=append, chunk_samples=self._chunk, codec=self._codec)
+        return StoreWriter(
+            self.path,
+            channels=self.channels,
+            sample_rate=rate,
+            has_labels=self._labelled,
+            append=append,
+            chunk_samples=self._chunk,
+            codec=self._codec,
+        )
 
     @property
     def total(self) -> int:
@@ -134,7 +147,9 @@ class LiveWriter:
             self._w.write(signal, labels)
             return
         if signal.ndim != 2 or signal.shape[1] != len(self.channels):
-            raise ValueError(f"signal block of shape {signal.shape} for {len(self.channels)} channels")
+            raise ValueError(
+                f"signal block of shape {signal.shape} for {len(self.channels)} channels"
+            )
         if signal.shape[0]:
             self._rows.append((signal, labels))
             self._buffered += signal.shape[0]
@@ -154,7 +169,10 @@ class LiveWriter:
         or sooner when the rows kept in memory reach a few chunks."""
         if self.total == self._stored:
             return
-        if time.monotonic() - self._last >= self.commit_every or self._buffered >= BUFFER_CHUNKS * self._chunk:
+        if (
+            time.monotonic() - self._last >= self.commit_every
+            or self._buffered >= BUFFER_CHUNKS * self._chunk
+        ):
             self._commit(final=False)
 
     def commit(self) -> None:
@@ -172,7 +190,9 @@ class LiveWriter:
                 w.write(signal, labels)
             end = w.total
             self._store_segments(w, end)
-            w.attrs["sample_rate"] = w.attrs.get("sample_rate") or self.attrs.get("sample_rate") or rate
+            w.attrs["sample_rate"] = (
+                w.attrs.get("sample_rate") or self.attrs.get("sample_rate") or rate
+            )
             if final:
                 for ev in self._events:
                     w.add_events(ev)

@@ -13,7 +13,6 @@ import numpy as np
 from ..errors import SourceFormatError
 from .csvtext import ParsedBlock, describe_value
 
-
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -41,7 +40,9 @@ def refuse_nonfinite(block: ParsedBlock, channels: list[str]) -> None:
             f"{where}: {text[:40]!r} in channel {channel!r} is beyond float32 storage (largest magnitude "
             f"{FLOAT32_MAX:.4g}); rescale the column"
         )
-    raise SourceFormatError(f"{where}: {text[:40]!r} in channel {channel!r} is not a finite number; {how}")
+    raise SourceFormatError(
+        f"{where}: {text[:40]!r} in channel {channel!r} is not a finite number; {how}"
+    )
 
 
 class Interpolator:
@@ -62,7 +63,9 @@ class Interpolator:
         """Rows taken in but not yet returned: they come out ahead of the next block's rows."""
         return self.held_rows
 
-    def push(self, values: np.ndarray, labels: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    def push(
+        self, values: np.ndarray, labels: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """Return the rows that can be filled now (possibly none)."""
         vals = values.copy()
         vals[~np.isfinite(vals)] = np.nan

@@ -72,8 +72,14 @@ class _TimeTracker:
         col = f":{block.time_column}" if block.time_column is not None else ""
         if not np.isfinite(t).all():
             row = int(np.flatnonzero(~np.isfinite(t))[0])
-            raise SourceFormatError(f"{block.where(row)}{col}: time value is not finite; every row needs a time")
-        prev = np.concatenate([[self.last], t[:-1]]) if self.last is not None else np.concatenate([[np.nan], t[:-1]])
+            raise SourceFormatError(
+                f"{block.where(row)}{col}: time value is not finite; every row needs a time"
+            )
+        prev = (
+            np.concatenate([[self.last], t[:-1]])
+            if self.last is not None
+            else np.concatenate([[np.nan], t[:-1]])
+        )
         dt = t - prev
         back = np.flatnonzero(dt <= 0)
         if back.size:
@@ -95,13 +101,21 @@ class _TimeTracker:
 
 
 class _Ingest:
-    def __init__(self, store: str, options: IngestOptions, append: bool, progress: Callable[[IngestProgress], None] | None) -> None:
+    def __init__(
+        self,
+        store: str,
+        options: IngestOptions,
+        append: bool,
+        progress: Callable[[IngestProgress], None] | None,
+    ) -> None:
         self.store = store
         self.options = options
         self.append = append
         self.progress = progress
         self.writer: StoreWriter | LiveWriter | None = None
-        self.commit_every: float | None = None  # a live stream's commit interval (chunkfit.ingest.live)
+        self.commit_every: float | None = (
+            None  # a live stream's commit interval (chunkfit.ingest.live)
+        )
         self.current: Source | None = None
         self.anchors: list[Anchor] = []
         self.segments = 0
@@ -111,7 +125,9 @@ class _Ingest:
         self.marks: list[np.ndarray] = []  # annotations the sources carried, as absolute samples
 
     def _live_status(self) -> tuple[float | None, list[dict[str, Any]]]:
-        return self.rate, self.records + ([self.current.record()] if self.current is not None else [])
+        return self.rate, self.records + (
+            [self.current.record()] if self.current is not None else []
+        )
 
     def _open_writer(self, first: Source) -> StoreWriter | LiveWriter:
         channels = first.channels
@@ -124,15 +140,27 @@ class _Ingest:
                         "append only recordings with the same channels (choose them with --columns)"
                     )
                 if existing.has_labels != first.has_labels:
-                    need = "needs --label-column" if existing.has_labels else "has no labels: drop --label-column"
+                    need = (
+                        "needs --label-column"
+                        if existing.has_labels
+                        else "has no labels: drop --label-column"
+                    )
                     raise IncompatibleError(f"{first.name}: the store {need}")
                 self.store_rate = existing.sample_rate
             if self.rate is not None:
                 self._agree_rate(self.rate, "--rate")
         if self.commit_every is not None:
-            return LiveWriter(self.store, channels=channels, sample_rate=self.rate, has_labels=first.has_labels,
-                              append=self.append, chunk_samples=self.options.chunk_samples, codec=self.options.codec,
-                              commit_every=self.commit_every, status=self._live_status)
+            return LiveWriter(
+                self.store,
+                channels=channels,
+                sample_rate=self.rate,
+                has_labels=first.has_labels,
+                append=self.append,
+                chunk_samples=self.options.chunk_samples,
+                codec=self.options.codec,
+                commit_every=self.commit_every,
+                status=self._live_status,
+            )
         return StoreWriter(
             self.store,
             channels=channels,
@@ -159,7 +187,9 @@ class _Ingest:
                             f"{source.name}: channels {source.channels} differ from {w.channels} of {specs[0]}"
                         )
                     if source.has_labels != first.has_labels:
-                        raise IncompatibleError(f"{source.name}: every source needs the same --label-column")
+                        raise IncompatibleError(
+                            f"{source.name}: every source needs the same --label-column"
+                        )
                 before = w.total
                 self._one(source, w)
                 if w.total == before and not self.interrupted:
@@ -173,7 +203,15 @@ class _Ingest:
             w.attrs["sample_rate"] = w.attrs.get("sample_rate") or self.rate
             found = list(self.marks)
             if self.options.events is not None:
-                found.append(read_events(self.options.events, offset=w.start, added=added, anchors=self.anchors, rate=self.rate))
+                found.append(
+                    read_events(
+                        self.options.events,
+                        offset=w.start,
+                        added=added,
+                        anchors=self.anchors,
+                        rate=self.rate,
+                    )
+                )
             n_events = 0
             if found:
                 ev = np.unique(np.concatenate(found))
@@ -256,7 +294,11 @@ class _Ingest:
                 self._close_segment(w, seg_start, at, seg_t0)
                 seg_start, seg_t0 = at, float(times[row]) + block.time_origin
             if self.progress is not None:
-                self.progress(IngestProgress(source.name, source.rows, getattr(source, "bytes_read", 0), source.size))
+                self.progress(
+                    IngestProgress(
+                        source.name, source.rows, getattr(source, "bytes_read", 0), source.size
+                    )
+                )
             if live is not None:
                 live.commit_if_due()
         if interp is not None:
@@ -270,7 +312,9 @@ class _Ingest:
         if isinstance(source, TextSource) and source.interrupted:
             self.interrupted = True
 
-    def _close_segment(self, w: StoreWriter | LiveWriter, start: int, stop: int, t0: float | None) -> None:
+    def _close_segment(
+        self, w: StoreWriter | LiveWriter, start: int, stop: int, t0: float | None
+    ) -> None:
         if stop > start:
             w.add_segment(start, stop)
             self.segments += 1
@@ -293,7 +337,9 @@ def _check_inputs(specs: Sequence[str], options: IngestOptions) -> None:
     if options.events is not None:
         refuse_url(options.events, "--events")
     if options.events is not None and os.path.isdir(options.events):
-        raise SourceFormatError(f"{options.events}: is a directory; --events takes a file of markers, one per line")
+        raise SourceFormatError(
+            f"{options.events}: is a directory; --events takes a file of markers, one per line"
+        )
     if options.events is not None and not os.path.isfile(options.events):
         raise SourceNotFoundError(f"{options.events}: events file not found; check --events")
 
@@ -319,7 +365,9 @@ def ingest(
         raise UsageError("standard input (-) can be given only once")
     store = os.fspath(store)
     if not append and os.path.exists(store):
-        raise UsageError(f"{store}: already exists; pass --append to add recordings, or choose a new path")
+        raise UsageError(
+            f"{store}: already exists; pass --append to add recordings, or choose a new path"
+        )
     check_store_path(store)
     job = _Ingest(store, options, append, progress)
     job.commit_every = commit_interval(store, specs, options)

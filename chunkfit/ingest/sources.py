@@ -63,10 +63,14 @@ class Source:
 
 
 class TextSource(Source):
-    def __init__(self, name: str, stream: BinaryIO, size: int | None, options: IngestOptions, live: bool) -> None:
+    def __init__(
+        self, name: str, stream: BinaryIO, size: int | None, options: IngestOptions, live: bool
+    ) -> None:
         self.name = name
         self.size = size
-        self._lines = LineBlocks(stream, options.block_bytes, live=live, max_wait=options.commit_every)
+        self._lines = LineBlocks(
+            stream, options.block_bytes, live=live, max_wait=options.commit_every
+        )
         self._stream = stream
         self.layout, self._blocks = parse_blocks(self._lines, name, options)
         self.channels = list(self.layout.channels)
@@ -97,10 +101,18 @@ class TextSource(Source):
 class ArraySource(Source):
     """A 1-D or 2-D numeric array read in pieces: rows are samples, columns channels."""
 
-    def __init__(self, name: str, array: Any, options: IngestOptions, size: int, closer: Any = None) -> None:
+    def __init__(
+        self, name: str, array: Any, options: IngestOptions, size: int, closer: Any = None
+    ) -> None:
         if options.time_column is not None or options.label_column is not None:
-            raise UsageError(f"{name}: --time-column and --label-column apply to CSV sources only; use --rate")
-        if array.ndim not in (1, 2) or not np.issubdtype(array.dtype, np.number) or np.issubdtype(array.dtype, np.complexfloating):
+            raise UsageError(
+                f"{name}: --time-column and --label-column apply to CSV sources only; use --rate"
+            )
+        if (
+            array.ndim not in (1, 2)
+            or not np.issubdtype(array.dtype, np.number)
+            or np.issubdtype(array.dtype, np.complexfloating)
+        ):
             raise SourceFormatError(
                 f"{name}: expected a 1-D or 2-D real numeric array [time, channel], found shape "
                 f"{array.shape} dtype {array.dtype}"
@@ -110,7 +122,9 @@ class ArraySource(Source):
         self.size = size
         self._closer = closer
         n_ch = 1 if array.ndim == 1 else int(array.shape[1])
-        names = list(options.names) if options.names is not None else [f"ch{i}" for i in range(n_ch)]
+        names = (
+            list(options.names) if options.names is not None else [f"ch{i}" for i in range(n_ch)]
+        )
         if len(names) != n_ch:
             raise UsageError(f"{name}: --names gives {len(names)} name(s) for {n_ch} channel(s)")
         if options.columns is not None:
@@ -121,10 +135,14 @@ class ArraySource(Source):
                 elif c.isdigit() and int(c) < n_ch:
                     idx.append(int(c))
                 else:
-                    raise UsageError(f"{name}: --columns {c!r} is not a channel (channels: {', '.join(names)})")
+                    raise UsageError(
+                        f"{name}: --columns {c!r} is not a channel (channels: {', '.join(names)})"
+                    )
             twice = sorted({names[i] for i in idx if idx.count(i) > 1})
             if twice:
-                raise UsageError(f"{name}: --columns names channel {twice[0]!r} twice; name each channel once")
+                raise UsageError(
+                    f"{name}: --columns names channel {twice[0]!r} twice; name each channel once"
+                )
             self._cols = idx
         else:
             self._cols = list(range(n_ch))
@@ -229,8 +247,12 @@ def open_source(spec: str, options: IngestOptions) -> Source:
     lower = path.name.lower()
     if lower.endswith(".npy"):
         return ArraySource(spec, _open_npy(spec, path), options, path.stat().st_size)
-    text_named = lower.endswith(TEXT_SUFFIXES) or (lower.endswith(".gz") and lower[:-3].endswith(TEXT_SUFFIXES))
-    recording = open_recording(spec, path, options, by_content=not text_named and options.delimiter is None)
+    text_named = lower.endswith(TEXT_SUFFIXES) or (
+        lower.endswith(".gz") and lower[:-3].endswith(TEXT_SUFFIXES)
+    )
+    recording = open_recording(
+        spec, path, options, by_content=not text_named and options.delimiter is None
+    )
     if recording is not None:
         return recording
     if lower.endswith(HDF5_SUFFIXES):
@@ -240,7 +262,9 @@ def open_source(spec: str, options: IngestOptions) -> Source:
         return TextSource(spec, stream, path.stat().st_size, options, live=False)  # type: ignore[arg-type]
     if lower.endswith(TEXT_SUFFIXES) or options.delimiter is not None:
         return TextSource(spec, open(path, "rb"), path.stat().st_size, options, live=False)
-    raise SourceFormatError(f"{spec}: unknown format {path.suffix or '(no suffix)'!r}; chunkfit reads {SUPPORTED}")
+    raise SourceFormatError(
+        f"{spec}: unknown format {path.suffix or '(no suffix)'!r}; chunkfit reads {SUPPORTED}"
+    )
 
 
 def _open_npy(spec: str, path: Path) -> np.ndarray:
@@ -248,14 +272,20 @@ def _open_npy(spec: str, path: Path) -> np.ndarray:
     fmt = np.lib.format
     with open(path, "rb") as f:
         if f.read(6) != b"\x93NUMPY":
-            raise SourceFormatError(f"{spec}: not a .npy file (no NumPy header); save the array with numpy.save")
+            raise SourceFormatError(
+                f"{spec}: not a .npy file (no NumPy header); save the array with numpy.save"
+            )
         f.seek(0)
         try:
             version = fmt.read_magic(f)
-            read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            read_header = (
+                fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            )
             shape, _fortran, dtype = read_header(f)
         except (ValueError, EOFError, SyntaxError, TypeError) as err:
-            raise SourceFormatError(f"{spec}: damaged .npy header ({err}); save the array again with numpy.save") from None
+            raise SourceFormatError(
+                f"{spec}: damaged .npy header ({err}); save the array again with numpy.save"
+            ) from None
         data_at = f.tell()
     if dtype.hasobject:
         raise SourceFormatError(

@@ -19,7 +19,9 @@ from typing import Any, BinaryIO
 import numpy as np
 
 POLL_SECONDS = 0.2
-MAX_WAIT_SECONDS = 1.0  # a steady trickle still yields a block (and a progress update) twice this often
+MAX_WAIT_SECONDS = (
+    1.0  # a steady trickle still yields a block (and a progress update) twice this often
+)
 
 
 def count_lines(block: bytes) -> int:
@@ -34,13 +36,17 @@ class LineBlocks:
     arrived are kept, a half-written last line is dropped. A second Ctrl-C aborts as usual.
     """
 
-    def __init__(self, stream: BinaryIO, block_bytes: int, live: bool = False, max_wait: float | None = None) -> None:
+    def __init__(
+        self, stream: BinaryIO, block_bytes: int, live: bool = False, max_wait: float | None = None
+    ) -> None:
         self.stream = stream
         self.block_bytes = block_bytes
         self.live = live
         # Half the commit interval of a live stream (chunkfit.ingest.live), so each commit finds
         # what arrived up to half an interval before it.
-        self.max_wait = min(MAX_WAIT_SECONDS, max_wait if max_wait is not None else MAX_WAIT_SECONDS) / 2
+        self.max_wait = (
+            min(MAX_WAIT_SECONDS, max_wait if max_wait is not None else MAX_WAIT_SECONDS) / 2
+        )
         self.on_idle: Callable[[], None] | None = None  # called while a live stream is quiet
         self.sha256 = hashlib.sha256()
         self.bytes_read = 0

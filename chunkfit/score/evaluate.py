@@ -45,7 +45,9 @@ class EventLevel:
             hi = np.searchsorted(self.events, pos[-1] + self.window, "left")
             ev = self.events[lo:hi]
             # a positive start s covers event e when s <= e < s + window
-            n_in = np.searchsorted(pos, ev, "right") - np.searchsorted(pos, ev - self.window + 1, "left")
+            n_in = np.searchsorted(pos, ev, "right") - np.searchsorted(
+                pos, ev - self.window + 1, "left"
+            )
             self.covered[lo:hi] |= n_in > 0
         self._count(self.merger.push(starts, score, segment))
 
@@ -86,7 +88,9 @@ class _Sketch:
     def update(self, sb: ScoredBlock, score: np.ndarray) -> None:
         lo, hi = max(self.a, sb.block.start), min(self.b, sb.block.stop)
         if lo < hi:
-            self.x[lo - self.a : hi - self.a] = sb.samples[lo - sb.block.start : hi - sb.block.start, 0]
+            self.x[lo - self.a : hi - self.a] = sb.samples[
+                lo - sb.block.start : hi - sb.block.start, 0
+            ]
             # Each score holds until the next window start, so strided scores draw as a line
             # (NaN between them would hide it); the tail of a segment stays NaN and shows as a gap.
             for k in range(sb.block.stride):
@@ -113,7 +117,9 @@ def evaluate(
     threshold is ``threshold``, else the one the run chose on its validation split, else 0.5.
     """
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
-    locate_run(run, unsafe=unsafe)  # a wrong run, plot path or store is refused before TensorFlow loads
+    locate_run(
+        run, unsafe=unsafe
+    )  # a wrong run, plot path or store is refused before TensorFlow loads
     if plot is not None:
         check_output_folder(Path(plot), "--plot")
     own = not isinstance(store, Store)
@@ -129,9 +135,15 @@ def evaluate(
         metrics = BinaryMetrics(threshold=threshold)
         k = len(spec.classes)
         confusion = np.zeros((k, k), dtype=np.int64)
-        events = EventLevel(events_in(s, ranges), w.window, w.stride, threshold) if s.has_events else None
+        events = (
+            EventLevel(events_in(s, ranges), w.window, w.stride, threshold)
+            if s.has_events
+            else None
+        )
         sketch = _Sketch(s, w.window, ranges)
-        for sb in score_store(model, s, spec, chunk=chunk, batch_size=batch_size, labeller=labeller, ranges=ranges):
+        for sb in score_store(
+            model, s, spec, chunk=chunk, batch_size=batch_size, labeller=labeller, ranges=ranges
+        ):
             assert sb.labels is not None
             score = sb.probs[:, spec.positive]
             p_true = sb.probs[np.arange(sb.labels.size), sb.labels]
@@ -146,7 +158,11 @@ def evaluate(
         out["positive_class"] = spec.classes[spec.positive]
         out["class_accuracy"] = float(np.trace(confusion) / max(confusion.sum(), 1))
         out["confusion_matrix"] = confusion.tolist()
-        hours = float((ranges[:, 1] - ranges[:, 0]).sum()) / s.sample_rate / 3600 if s.sample_rate else None
+        hours = (
+            float((ranges[:, 1] - ranges[:, 0]).sum()) / s.sample_rate / 3600
+            if s.sample_rate
+            else None
+        )
         out["scored"] = scored
         out["threshold_source"] = source
         if events is not None:
@@ -171,7 +187,9 @@ def evaluate(
             s.close()
 
 
-def _plot(path: Path, sketch: _Sketch, metrics: BinaryMetrics, threshold: float, rate: float | None) -> None:
+def _plot(
+    path: Path, sketch: _Sketch, metrics: BinaryMetrics, threshold: float, rate: float | None
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -86,7 +86,11 @@ def _stamp(path: Path | str) -> tuple[int, ...] | None:
 
         remote = Remote(path)
         return commit_stamp(guarded(path, "the outputs were not written", lambda: remote.get(ROOT)))
-    files = [path / "zarr.json", path / "signal" / "zarr.json"] if suffix_backend(str(path)) == "zarr" else [path]
+    files = (
+        [path / "zarr.json", path / "signal" / "zarr.json"]
+        if suffix_backend(str(path)) == "zarr"
+        else [path]
+    )
     out: list[int] = []
     for f in files:
         try:
@@ -147,7 +151,9 @@ def _open(path: Path | str, poll: float) -> Store:
 class _Follower:
     """Scores the windows of a store that only grows, segment after segment, in start order."""
 
-    def __init__(self, spec: RunSpec, predictor: Predictor, merger: RunMerger, writer: ScoreWriter) -> None:
+    def __init__(
+        self, spec: RunSpec, predictor: Predictor, merger: RunMerger, writer: ScoreWriter
+    ) -> None:
         self.spec = spec
         self.predictor = predictor
         self.merger = merger
@@ -156,7 +162,9 @@ class _Follower:
         self.next = 0  # its next window to score (counted from the segment's first)
         self.windows = 0
         self.samples = 0
-        self._starts: list[int] = []  # starts of the segments seen, to notice a store that was replaced
+        self._starts: list[
+            int
+        ] = []  # starts of the segments seen, to notice a store that was replaced
 
     def check(self, s: Store) -> None:
         seen = len(self._starts)
@@ -247,11 +255,18 @@ def follow(
 
     remote = [str(p) for p in (out, events_out) if is_remote(p)]
     if remote:
-        raise UsageError(f"{remote[0]}: predict --follow writes local outputs only (it grows them in place); "
-                         "write them to a local path, or drop --follow to score the store as it is now")
+        raise UsageError(
+            f"{remote[0]}: predict --follow writes local outputs only (it grows them in place); "
+            "write them to a local path, or drop --follow to score the store as it is now"
+        )
     store_path: Path | str = Path(store)
-    if is_remote(store):  # each poll is a request: once a second (a stream into s3 commits every 10 s)
-        store_path, options = str(store), dataclasses.replace(options, poll=max(options.poll, REMOTE_POLL))
+    if is_remote(
+        store
+    ):  # each poll is a request: once a second (a stream into s3 commits every 10 s)
+        store_path, options = (
+            str(store),
+            dataclasses.replace(options, poll=max(options.poll, REMOTE_POLL)),
+        )
     out_path = Path(out)
     ev_path = Path(events_out) if events_out is not None else None
     with _Stop() as stop:
@@ -261,13 +276,24 @@ def follow(
             check_outputs(out_path, ev_path, store_path, overwrite)
             locate_run(run, unsafe=unsafe)  # a wrong run is refused before TensorFlow loads
             locks.claim()
-            return _follow(run, store_path, out_path, ev_path, threshold, batch_size, unsafe, options, stop)
+            return _follow(
+                run, store_path, out_path, ev_path, threshold, batch_size, unsafe, options, stop
+            )
         finally:
             locks.release()
 
 
-def _follow(run: str | os.PathLike[str], path: Path | str, out_path: Path, ev_path: Path | None, given: float | None,
-            batch_size: int, unsafe: bool, options: FollowOptions, stop: _Stop) -> FollowReport:
+def _follow(
+    run: str | os.PathLike[str],
+    path: Path | str,
+    out_path: Path,
+    ev_path: Path | None,
+    given: float | None,
+    batch_size: int,
+    unsafe: bool,
+    options: FollowOptions,
+    stop: _Stop,
+) -> FollowReport:
     watch = _Watch(path, options)
     writer: ScoreWriter | None = None
     try:
@@ -276,19 +302,33 @@ def _follow(run: str | os.PathLike[str], path: Path | str, out_path: Path, ev_pa
         check_store(spec, s)
         thresh, source = run_threshold(spec, given)
         w = spec.windows
-        writer = ScoreWriter(out_path, s.n_samples, score_attrs(run, spec, thresh, s), growable=True)
+        writer = ScoreWriter(
+            out_path, s.n_samples, score_attrs(run, spec, thresh, s), growable=True
+        )
         if ev_path is not None and ev_path.exists():
             ev_path.unlink()  # --overwrite: the old detections must not pass for new ones
-        follower = _Follower(spec, make_predictor(model, w.window, spec.n_channels, batch_size),
-                             RunMerger(w.window, w.stride, thresh), writer)
+        follower = _Follower(
+            spec,
+            make_predictor(model, w.window, spec.n_channels, batch_size),
+            RunMerger(w.window, w.stride, thresh),
+            writer,
+        )
         detections = _LazyCsv(ev_path)
         ended = watch.run(follower, detections, stop)
         detections.write(follower.merger.flush(), watch.store.sample_rate)
         detections.close(watch.store.sample_rate)
         writer.commit(out_path)
         writer = None
-        return FollowReport(str(out_path), follower.windows, detections.count, str(ev_path) if ev_path else None,
-                            thresh, source, ended, follower.samples)
+        return FollowReport(
+            str(out_path),
+            follower.windows,
+            detections.count,
+            str(ev_path) if ev_path else None,
+            thresh,
+            source,
+            ended,
+            follower.samples,
+        )
     except BaseException as err:
         if writer is not None:
             writer.abort()

@@ -103,8 +103,12 @@ class BinaryMetrics:
         else:
             ok = np.flatnonzero((precision >= float(target)) & (predicted > 0))
             i = int(ok[-1]) if ok.size else int(np.argmax(precision))
-        return {"value": (self.bins - 1 - i) / self.bins, "precision": float(precision[i]),
-                "recall": float(recall[i]), "f1": float(f1[i])}
+        return {
+            "value": (self.bins - 1 - i) / self.bins,
+            "precision": float(precision[i]),
+            "recall": float(recall[i]),
+            "f1": float(f1[i]),
+        }
 
     def result(self) -> dict[str, Any]:
         (tn, fp), (fn, tp) = self.confusion.tolist()

@@ -40,7 +40,9 @@ class OutputLocks:
 
     def __init__(self, *outputs: Path | None) -> None:
         self.locks: list[FileLock] = []
-        paths = {str(p.resolve()): p for p in outputs if p is not None}  # one lock for a path named twice
+        paths = {
+            str(p.resolve()): p for p in outputs if p is not None
+        }  # one lock for a path named twice
         try:
             for path in paths.values():
                 lock = FileLock(path.parent / f".{path.name}.chunkfit.lock")
@@ -88,12 +90,16 @@ def _claim(path: Path, overwrite: bool, flag: str) -> None:
     check_output_folder(path, flag)
 
 
-def check_outputs(out: Path, events_out: Path | None, store: str | os.PathLike[str] | Store, overwrite: bool) -> None:
+def check_outputs(
+    out: Path, events_out: Path | None, store: str | os.PathLike[str] | Store, overwrite: bool
+) -> None:
     refuse_url(out, "--out")
     if events_out is not None:
         refuse_url(events_out, "--events-out")
     if not str(out).rstrip("/").lower().endswith((".zarr", ".h5", ".hdf5")):
-        raise UsageError(f"{out}: the scores path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 file); rename it")
+        raise UsageError(
+            f"{out}: the scores path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 file); rename it"
+        )
     store_path = Path(store.path if isinstance(store, Store) else store).resolve()
     taken = [p for p in (out, events_out) if p is not None and p.resolve() == store_path]
     if taken:
@@ -130,8 +136,12 @@ class ScoreWriter:
             group = zarr.open_group(str(self.tmp), mode="w", zarr_format=3)
             group.attrs["chunkfit_scores"] = attrs
             self.arr: Any = group.create_array(
-                "scores", shape=(n,), chunks=(rows,), dtype="float32",
-                fill_value=float("nan"), dimension_names=["time"],
+                "scores",
+                shape=(n,),
+                chunks=(rows,),
+                dtype="float32",
+                fill_value=float("nan"),
+                dimension_names=["time"],
             )
         else:
             import json
@@ -143,8 +153,13 @@ class ScoreWriter:
             self.file = h5py.File(self.guard, "w")
             self.file.attrs["chunkfit_scores"] = json.dumps(attrs)
             self.arr = self.file.create_dataset(
-                "scores", shape=(n,), dtype="float32", chunks=(rows,),
-                fillvalue=np.nan, compression="lzf", maxshape=(None,) if self.growable else (n,),
+                "scores",
+                shape=(n,),
+                dtype="float32",
+                chunks=(rows,),
+                fillvalue=np.nan,
+                compression="lzf",
+                maxshape=(None,) if self.growable else (n,),
             )
 
     def grow(self, n: int) -> None:
@@ -195,14 +210,19 @@ class DetectionCsv:
         self.handle = path.open("w", newline="") if path is not None else None
         self.rows = csv.writer(self.handle) if self.handle is not None else None
         if self.rows is not None:
-            self.rows.writerow(["start", "end", "peak_score", "peak_sample"] + (["start_s", "end_s"] if rate else []))
+            self.rows.writerow(
+                ["start", "end", "peak_score", "peak_sample"]
+                + (["start_s", "end_s"] if rate else [])
+            )
 
     def write(self, detections: list[Detection]) -> None:
         self.count += len(detections)
         if self.rows is None:
             return
         for d in detections:
-            seconds = [f"{d.start / self.rate:.6f}", f"{d.end / self.rate:.6f}"] if self.rate else []
+            seconds = (
+                [f"{d.start / self.rate:.6f}", f"{d.end / self.rate:.6f}"] if self.rate else []
+            )
             self.rows.writerow([d.start, d.end, f"{d.peak_score:.6f}", d.peak_start, *seconds])
             if self.flush and self.handle is not None:
                 self.handle.flush()

@@ -59,8 +59,17 @@ def predict(
     """
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
     if is_remote(out):
-        return _predict_to_remote(run, store, str(out), events_out=events_out, threshold=threshold,
-                                  overwrite=overwrite, chunk=chunk, batch_size=batch_size, unsafe=unsafe)
+        return _predict_to_remote(
+            run,
+            store,
+            str(out),
+            events_out=events_out,
+            threshold=threshold,
+            overwrite=overwrite,
+            chunk=chunk,
+            batch_size=batch_size,
+            unsafe=unsafe,
+        )
     out_path = Path(out)
     ev_path = Path(events_out) if events_out is not None else None
     locks = OutputLocks(out_path, ev_path)
@@ -76,8 +85,15 @@ def predict(
         locks.release()
 
 
-def _predict_to_remote(run: str | os.PathLike[str], store: str | os.PathLike[str] | Store, out: str, *,
-                       events_out: str | os.PathLike[str] | None, overwrite: bool, **settings: Any) -> PredictReport:
+def _predict_to_remote(
+    run: str | os.PathLike[str],
+    store: str | os.PathLike[str] | Store,
+    out: str,
+    *,
+    events_out: str | os.PathLike[str] | None,
+    overwrite: bool,
+    **settings: Any,
+) -> PredictReport:
     """Scores written to object storage: made in a local staging folder, then uploaded with the root
     ``zarr.json`` last, so a reader sees the old scores, none, or the new ones whole (never a mix)."""
     if events_out is not None:
@@ -110,8 +126,16 @@ def _remove_scores(remote: Remote) -> None:
     remote.clear(keep=LEASE)
 
 
-def _predict(run: str | os.PathLike[str], s: Store, out_path: Path, ev_path: Path | None, given: float | None,
-             chunk: int, batch_size: int, unsafe: bool) -> PredictReport:
+def _predict(
+    run: str | os.PathLike[str],
+    s: Store,
+    out_path: Path,
+    ev_path: Path | None,
+    given: float | None,
+    chunk: int,
+    batch_size: int,
+    unsafe: bool,
+) -> PredictReport:
     writer: ScoreWriter | None = None
     tmp_events = ev_path.parent / f".{ev_path.name}.chunkfit-tmp-{os.getpid()}" if ev_path else None
     try:
@@ -139,8 +163,14 @@ def _predict(run: str | os.PathLike[str], s: Store, out_path: Path, ev_path: Pat
         writer = None
         if tmp_events is not None and ev_path is not None:
             os.replace(tmp_events, ev_path)
-        return PredictReport(str(out_path), n_windows, detections.count, str(ev_path) if ev_path else None,
-                             threshold, source)
+        return PredictReport(
+            str(out_path),
+            n_windows,
+            detections.count,
+            str(ev_path) if ev_path else None,
+            threshold,
+            source,
+        )
     except BaseException as err:
         if writer is not None:
             writer.abort()

@@ -43,7 +43,9 @@ class RunSpec:
     n_channels: int
     config: dict[str, Any]
     loaded: str  # how the model was loaded, for reports
-    meta: dict[str, Any] = dataclasses.field(default_factory=dict)  # run.json ({} for a bare .keras file)
+    meta: dict[str, Any] = dataclasses.field(
+        default_factory=dict
+    )  # run.json ({} for a bare .keras file)
 
     @property
     def positive(self) -> int:
@@ -77,7 +79,9 @@ def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles
     if path.is_dir():
         model_path, meta_path = path / MODEL_FILE, path / RUN_FILE
         if not model_path.is_file():
-            raise RunError(f"{path}: the run folder has no {MODEL_FILE} (training did not finish?); pass a finished run")
+            raise RunError(
+                f"{path}: the run folder has no {MODEL_FILE} (training did not finish?); pass a finished run"
+            )
         meta = _read_meta(meta_path) if meta_path.is_file() else {}
         config, classes, channels, model_spec = _meta_parts(meta, meta_path)
     elif path.suffix == ".keras" or path.is_file():
@@ -89,7 +93,9 @@ def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles
     check_model_file(model_path, unsafe=unsafe)
     windows = config.get("windows", {})
     if not isinstance(windows, dict):
-        raise RunError(f"{path / RUN_FILE}: not a valid run.json (config.windows is not an object); pass the .keras file instead")
+        raise RunError(
+            f"{path / RUN_FILE}: not a valid run.json (config.windows is not an object); pass the .keras file instead"
+        )
     return RunFiles(path, model_path, dict(windows), config, classes, channels, model_spec, meta)
 
 
@@ -100,9 +106,15 @@ def fetch_run(url: str) -> Path:
     folder = Path(tempfile.mkdtemp(prefix="chunkfit-run-"))
     atexit.register(shutil.rmtree, folder, True)
     local = folder / remote.url.name
-    got = guarded(remote.url, "nothing was written", lambda: fetch_files(remote, [MODEL_FILE, RUN_FILE], local))
+    got = guarded(
+        remote.url,
+        "nothing was written",
+        lambda: fetch_files(remote, [MODEL_FILE, RUN_FILE], local),
+    )
     if MODEL_FILE not in got:
-        raise RunError(f"{url}: the run folder has no {MODEL_FILE} (training did not finish?); pass a finished run")
+        raise RunError(
+            f"{url}: the run folder has no {MODEL_FILE} (training did not finish?); pass a finished run"
+        )
     return local
 
 
@@ -110,14 +122,19 @@ def _read_meta(meta_path: Path) -> dict[str, Any]:
     try:
         meta = json.loads(meta_path.read_text())
     except (ValueError, UnicodeDecodeError) as err:
-        raise RunError(f"{meta_path}: not a valid run.json ({err}); pass the .keras file instead") from None
+        raise RunError(
+            f"{meta_path}: not a valid run.json ({err}); pass the .keras file instead"
+        ) from None
     if not isinstance(meta, dict):
-        raise RunError(f"{meta_path}: not a valid run.json (not an object); pass the .keras file instead")
+        raise RunError(
+            f"{meta_path}: not a valid run.json (not an object); pass the .keras file instead"
+        )
     return meta
 
 
-def _meta_parts(meta: dict[str, Any], meta_path: Path) -> tuple[dict[str, Any], list[int] | None, list[str] | None,
-                                                                  str | None]:
+def _meta_parts(
+    meta: dict[str, Any], meta_path: Path
+) -> tuple[dict[str, Any], list[int] | None, list[str] | None, str | None]:
     bad = f"{meta_path}: not a valid run.json"
     try:
         config = meta.get("config", {})
@@ -128,8 +145,12 @@ def _meta_parts(meta: dict[str, Any], meta_path: Path) -> tuple[dict[str, Any], 
         raise RunError(f"{bad} ({err}); pass the .keras file instead") from None
     if not isinstance(config, dict):
         raise RunError(f"{bad} (config is not an object); pass the .keras file instead")
-    if channels is not None and (not isinstance(channels, list) or not all(isinstance(c, str) for c in channels)):
-        raise RunError(f"{bad} (store channels are not a list of names); pass the .keras file instead")
+    if channels is not None and (
+        not isinstance(channels, list) or not all(isinstance(c, str) for c in channels)
+    ):
+        raise RunError(
+            f"{bad} (store channels are not a list of names); pass the .keras file instead"
+        )
     if model_spec is not None and not isinstance(model_spec, str):
         raise RunError(f"{bad} (model is not a name); pass the .keras file instead")
     return config, classes, channels, model_spec
@@ -143,10 +164,16 @@ def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[kera
     # Scoring needs no loss or optimizer: loaded uncompiled, a run with a custom loss loads too. A
     # module:function model's custom layers and functions come from its module, imported as train did.
     custom, loaded = None, "uncompiled (the loss reported is the cross-entropy of the scores)"
-    if files.model_spec is not None and ":" in files.model_spec and files.model_spec not in BUILTINS:
+    if (
+        files.model_spec is not None
+        and ":" in files.model_spec
+        and files.model_spec not in BUILTINS
+    ):
         custom = factory_objects(files.model_spec)
-        loaded = (f"uncompiled, with the custom objects of {files.model_spec.partition(':')[0]} (imported: your "
-                  "own code, as train ran it; the loss reported is the cross-entropy of the scores)")
+        loaded = (
+            f"uncompiled, with the custom objects of {files.model_spec.partition(':')[0]} (imported: your "
+            "own code, as train ran it; the loss reported is the cross-entropy of the scores)"
+        )
     model = load_model_file(files.model, unsafe=unsafe, compile=False, custom_objects=custom)
     shape = tuple(model.inputs[0].shape[1:]) if getattr(model, "inputs", None) else ()
     if len(shape) != 2 or shape[0] is None or shape[1] is None:
@@ -156,7 +183,9 @@ def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[kera
     try:
         windows = WindowSpec.from_dict(wcfg)
     except (UsageError, WindowError, TypeError) as err:
-        raise RunError(f"{path / RUN_FILE}: not a valid run.json ({err}); pass the .keras file instead") from None
+        raise RunError(
+            f"{path / RUN_FILE}: not a valid run.json ({err}); pass the .keras file instead"
+        ) from None
     n_out = int(model.outputs[0].shape[-1])
     if classes is None:
         classes = list(range(n_out))
@@ -165,7 +194,9 @@ def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[kera
             f"{path}: run.json describes windows of {windows.window} samples and {len(classes)} classes, but the "
             f"model takes {shape[0]} samples and gives {n_out} outputs; the run folder is inconsistent"
         )
-    return model, RunSpec(str(path), windows, classes, channels, int(shape[1]), config, loaded, files.meta)
+    return model, RunSpec(
+        str(path), windows, classes, channels, int(shape[1]), config, loaded, files.meta
+    )
 
 
 SPLITS = ("validation", "train", "all")
@@ -180,12 +211,18 @@ def scored_ranges(spec: RunSpec, store: Store, split: str | None) -> tuple[np.nd
     """
     if split is not None and split not in SPLITS:
         raise UsageError(f"--split must be one of {', '.join(SPLITS)} (received {split!r})")
-    identity = spec.meta.get("store", {}).get("identity") if isinstance(spec.meta.get("store"), dict) else None
+    identity = (
+        spec.meta.get("store", {}).get("identity")
+        if isinstance(spec.meta.get("store"), dict)
+        else None
+    )
     trained_on = identity is not None and identity == json.loads(json.dumps(store.identity))
     parts = spec.meta.get("split", {}) if isinstance(spec.meta.get("split"), dict) else {}
     held = np.asarray(parts.get("validation_ranges", []), dtype=np.int64).reshape(-1, 2)
     if split is None:
-        split = "validation" if trained_on and int(parts.get("validation_windows", 0)) > 0 else "all"
+        split = (
+            "validation" if trained_on and int(parts.get("validation_windows", 0)) > 0 else "all"
+        )
     if split == "all":
         what = "the run's training store" if trained_on else "a store the run was not trained on"
         return store.segments, f"all of {store.path} ({what})"
@@ -194,13 +231,22 @@ def scored_ranges(spec: RunSpec, store: Store, split: str | None) -> tuple[np.nd
             f"{store.path}: --split {split} names part of the run's training store, and this is another store; "
             "leave out --split to score all of it"
         )
-    ranges = held if split == "validation" else np.asarray(parts.get("train_ranges", []), dtype=np.int64).reshape(-1, 2)
+    ranges = (
+        held
+        if split == "validation"
+        else np.asarray(parts.get("train_ranges", []), dtype=np.int64).reshape(-1, 2)
+    )
     ranges = ranges[ranges[:, 1] > ranges[:, 0]]
     w = spec.windows
     if not any(count_windows(int(b - a), w.window, w.stride) for a, b in ranges):
-        raise WindowError(f"{store.path}: the run's {split} split holds no window; pass --split all")
-    what = ("the run's validation split: windows it never trained on" if split == "validation"
-            else "the run's training split: windows it trained on, so the figures flatter it")
+        raise WindowError(
+            f"{store.path}: the run's {split} split holds no window; pass --split all"
+        )
+    what = (
+        "the run's validation split: windows it never trained on"
+        if split == "validation"
+        else "the run's training split: windows it trained on, so the figures flatter it"
+    )
     return ranges, f"{split} split of {store.path} ({what})"
 
 
@@ -210,7 +256,9 @@ def run_threshold(spec: RunSpec, given: float | None) -> tuple[float, str]:
         return given, "--threshold"
     chosen = spec.meta.get("threshold")
     if isinstance(chosen, dict) and isinstance(chosen.get("value"), (int, float)):
-        return float(chosen["value"]), f"chosen on the run's validation split ({chosen.get('rule', 'f1')})"
+        return float(
+            chosen["value"]
+        ), f"chosen on the run's validation split ({chosen.get('rule', 'f1')})"
     return 0.5, "the default: the run chose none"
 
 
@@ -237,11 +285,19 @@ def check_output_folder(path: Path, flag: str | None = None) -> None:
         raise RunError(f"{path.parent}: the output folder is not writable{hint}")
 
 
-def score_attrs(run: str | os.PathLike[str], spec: RunSpec, threshold: float, store: Store) -> dict[str, Any]:
+def score_attrs(
+    run: str | os.PathLike[str], spec: RunSpec, threshold: float, store: Store
+) -> dict[str, Any]:
     """The attributes of a scores array: which run scored which store, how, at what threshold."""
     w = spec.windows
-    return {"run": str(run), "window": w.window, "stride": w.stride, "class": spec.classes[spec.positive],
-            "threshold": threshold, "store": str(store.path)}
+    return {
+        "run": str(run),
+        "window": w.window,
+        "stride": w.stride,
+        "class": spec.classes[spec.positive],
+        "threshold": threshold,
+        "store": str(store.path),
+    }
 
 
 def check_store(spec: RunSpec, store: Store) -> None:
@@ -257,9 +313,13 @@ def check_store(spec: RunSpec, store: Store) -> None:
         )
     w = spec.windows
     if not store.n_samples:
-        raise WindowError(f"{store.path}: the store holds no samples, so there is no window to score")
+        raise WindowError(
+            f"{store.path}: the store holds no samples, so there is no window to score"
+        )
     if not any(count_windows(int(b - a), w.window, w.stride) for a, b in store.segments):
-        longest = int((store.segments[:, 1] - store.segments[:, 0]).max()) if store.segments.size else 0
+        longest = (
+            int((store.segments[:, 1] - store.segments[:, 0]).max()) if store.segments.size else 0
+        )
         raise WindowError(
             f"{store.path}: window {w.window} is longer than every segment (longest {longest} samples); "
             "no window fits"
@@ -279,7 +339,9 @@ class RunLabeller(Labeller):
         rule = spec.windows.label
         later = "; evaluate needs a labelled store (chunkfit predict scores one without labels)"
         if rule == "any-event" and not store.has_events:
-            raise WindowError(f"{store.path}: the run labels windows by event markers, but the store has none{later}")
+            raise WindowError(
+                f"{store.path}: the run labels windows by event markers, but the store has none{later}"
+            )
         if rule != "any-event":
             if not store.has_labels:
                 raise WindowError(

@@ -43,7 +43,9 @@ def scoring_chunk(chunk: int, batch_size: int) -> int:
     return max(batch_size, chunk // batch_size * batch_size)
 
 
-def range_blocks(ranges: np.ndarray, window: int, stride: int, chunk: int) -> list[tuple[int, Block]]:
+def range_blocks(
+    ranges: np.ndarray, window: int, stride: int, chunk: int
+) -> list[tuple[int, Block]]:
     """(range index, block) of every block of every range (a segment, or part of one), blocks of
     ``chunk`` windows from the range's start."""
     out: list[tuple[int, Block]] = []
@@ -53,7 +55,9 @@ def range_blocks(ranges: np.ndarray, window: int, stride: int, chunk: int) -> li
     return out
 
 
-def make_predictor(model: keras.Model, window: int, n_channels: int, batch_size: int = 1024) -> Predictor:
+def make_predictor(
+    model: keras.Model, window: int, n_channels: int, batch_size: int = 1024
+) -> Predictor:
     """The compiled scoring function of ``model`` for windows of ``window`` samples, ``batch_size`` at a
     time, on the engine of Keras's backend (chunkfit.train.backend)."""
     from ..train.backend import keras_backend

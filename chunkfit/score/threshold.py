@@ -41,12 +41,21 @@ def check_rule(rule: str) -> str:
     except ValueError:
         ok = False
     if not ok:
-        raise UsageError(f"--threshold-for must be f1, recall=R or precision=P with R, P in (0, 1] (received {rule!r})")
+        raise UsageError(
+            f"--threshold-for must be f1, recall=R or precision=P with R, P in (0, 1] (received {rule!r})"
+        )
     return rule
 
 
-def choose_threshold(model: keras.Model, store: Store, labeller: Labeller, windows: WindowSpec,
-                     ranges: np.ndarray, rule: str, predictor: Predictor | None = None) -> dict[str, Any] | None:
+def choose_threshold(
+    model: keras.Model,
+    store: Store,
+    labeller: Labeller,
+    windows: WindowSpec,
+    ranges: np.ndarray,
+    rule: str,
+    predictor: Predictor | None = None,
+) -> dict[str, Any] | None:
     """Score the windows of ``ranges`` (the validation split) and pick the threshold by ``rule``;
     None when there is no validation window or no event among them. ``predictor``: a compiled
     scorer of ``model`` to reuse (chunkfit.score.scorer.make_predictor)."""
@@ -54,10 +63,20 @@ def choose_threshold(model: keras.Model, store: Store, labeller: Labeller, windo
     ranges = ranges[ranges[:, 1] > ranges[:, 0]]
     if ranges.size == 0:
         return None
-    spec = RunSpec("training", windows, list(labeller.classes), list(store.channels), store.n_channels, {}, "in training")
+    spec = RunSpec(
+        "training",
+        windows,
+        list(labeller.classes),
+        list(store.channels),
+        store.n_channels,
+        {},
+        "in training",
+    )
     metrics = BinaryMetrics()
     kept: list[tuple[np.ndarray, int, np.ndarray]] | None = [] if store.has_events else None
-    for sb in score_store(model, store, spec, labeller=labeller, ranges=ranges, predictor=predictor):
+    for sb in score_store(
+        model, store, spec, labeller=labeller, ranges=ranges, predictor=predictor
+    ):
         assert sb.labels is not None
         score = sb.probs[:, spec.positive]
         metrics.update(sb.labels == spec.positive, score)
@@ -67,20 +86,35 @@ def choose_threshold(model: keras.Model, store: Store, labeller: Labeller, windo
                 kept = None
     if metrics.n == 0 or not metrics.pos_hist.any():
         return None
-    chosen = {**metrics.choose_threshold(rule), "rule": rule, "split": "validation", "pr_auc": metrics.pr_auc(),
-              "positive_windows": int(metrics.pos_hist.sum()), "windows": metrics.n}
+    chosen = {
+        **metrics.choose_threshold(rule),
+        "rule": rule,
+        "split": "validation",
+        "pr_auc": metrics.pr_auc(),
+        "positive_windows": int(metrics.pos_hist.sum()),
+        "windows": metrics.n,
+    }
     if store.has_events:
         if kept is None:
-            again = ((sb.starts, sb.segment, sb.probs[:, spec.positive])  # streamed: bounded memory
-                     for sb in score_store(model, store, spec, labeller=labeller, ranges=ranges, predictor=predictor))
+            again = (
+                (sb.starts, sb.segment, sb.probs[:, spec.positive])  # streamed: bounded memory
+                for sb in score_store(
+                    model, store, spec, labeller=labeller, ranges=ranges, predictor=predictor
+                )
+            )
             chosen.update(_event_level(store, spec, ranges, chosen["value"], again))
         else:
             chosen.update(_event_level(store, spec, ranges, chosen["value"], kept))
     return chosen
 
 
-def _event_level(store: Store, spec: RunSpec, ranges: np.ndarray, threshold: float,
-                 scored: Iterable[tuple[np.ndarray, int, np.ndarray]]) -> dict[str, Any]:
+def _event_level(
+    store: Store,
+    spec: RunSpec,
+    ranges: np.ndarray,
+    threshold: float,
+    scored: Iterable[tuple[np.ndarray, int, np.ndarray]],
+) -> dict[str, Any]:
     """Events covered and false alarms at ``threshold``, from the validation windows' ``scored``
     (starts, segment, score) blocks in order."""
     from .evaluate import EventLevel, events_in
@@ -90,7 +124,14 @@ def _event_level(store: Store, spec: RunSpec, ranges: np.ndarray, threshold: flo
     for starts, segment, score in scored:
         events.update(starts, segment, score)
     events.finish()
-    hours = float((ranges[:, 1] - ranges[:, 0]).sum()) / store.sample_rate / 3600 if store.sample_rate else None
-    return {"events": int(events.events.size), "events_covered": int(events.covered.sum()),
-            "false_alarms": events.false_alarms,
-            "false_alarms_per_hour": events.false_alarms / hours if hours else None}
+    hours = (
+        float((ranges[:, 1] - ranges[:, 0]).sum()) / store.sample_rate / 3600
+        if store.sample_rate
+        else None
+    )
+    return {
+        "events": int(events.events.size),
+        "events_covered": int(events.covered.sum()),
+        "false_alarms": events.false_alarms,
+        "false_alarms_per_hour": events.false_alarms / hours if hours else None,
+    }

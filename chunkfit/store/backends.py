@@ -45,7 +45,9 @@ class Backend:
     def set_attrs(self, attrs: dict[str, Any]) -> None:
         raise NotImplementedError
 
-    def create(self, name: str, shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...], codec: str) -> Any:
+    def create(
+        self, name: str, shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...], codec: str
+    ) -> Any:
         raise NotImplementedError
 
     def codec_name(self) -> str:
@@ -92,7 +94,9 @@ class Backend:
 class ZarrBackend(Backend):
     kind = "zarr"
 
-    def __init__(self, path: Path, writable: bool, remote: Remote | None = None, root: bytes | None = None) -> None:
+    def __init__(
+        self, path: Path, writable: bool, remote: Remote | None = None, root: bytes | None = None
+    ) -> None:
         """``root``: on object storage, the root ``zarr.json`` as the caller just read it, so the group
         is made from it rather than fetched again (a round trip), and is the very commit it read."""
         super().__init__(path, writable)
@@ -109,8 +113,12 @@ class ZarrBackend(Backend):
             if remote is not None and root is not None:
                 self.group = _group_from_root(where, root, consolidated=not writable)
             else:
-                self.group = zarr.open_group(store=where, mode=mode, zarr_format=3,
-                                             use_consolidated=False if writable else None)
+                self.group = zarr.open_group(
+                    store=where,
+                    mode=mode,
+                    zarr_format=3,
+                    use_consolidated=False if writable else None,
+                )
         except PermissionError:
             raise  # the writer names the folder that cannot be written
         except (FileNotFoundError, zarr.errors.GroupNotFoundError) as err:  # type: ignore[attr-defined]
@@ -122,7 +130,9 @@ class ZarrBackend(Backend):
         self._arrays: dict[str, Any] = {}
         self._names: list[str] | None = None
         self._encoders: dict[str, Any] = {}
-        self._lengths: dict[str, int] = {}  # on object storage: each array's length as written so far
+        self._lengths: dict[
+            str, int
+        ] = {}  # on object storage: each array's length as written so far
         self._tails: dict[str, np.ndarray] = {}  # and the rows of its last, partial chunk
 
     def names(self) -> list[str]:
@@ -180,7 +190,9 @@ class ZarrBackend(Backend):
             return await arr.getitem(slice((n // step) * step, n))
 
         async def both() -> tuple[list[Any], list[Any]]:
-            return await asyncio.gather(self._lookup(), asyncio.gather(*(tail(n) for n in DIMENSIONS)))
+            return await asyncio.gather(
+                self._lookup(), asyncio.gather(*(tail(n) for n in DIMENSIONS))
+            )
 
         nodes, tails = sync(both())
         self._found(nodes)
@@ -257,17 +269,23 @@ class ZarrBackend(Backend):
         arr = self.array(name)
         length = self.length(name)
         if start > length:
-            raise ValueError(f"{name}: an append writes from the array's end ({length}) or before it, not at {start}")
+            raise ValueError(
+                f"{name}: an append writes from the array's end ({length}) or before it, not at {start}"
+            )
         step = int(arr.chunks[0])
         first, tail = self._tail(name)
         begin = (start // step) * step
         if begin < first and name in self._lengths:
-            raise ValueError(f"{name}: rows this transaction wrote before {first} cannot be rewritten")
+            raise ValueError(
+                f"{name}: rows this transaction wrote before {first} cannot be rewritten"
+            )
         if tail is not None and begin == first:
             head = tail[: start - first]
         else:  # the committed rows of that chunk before ``start``
             head = np.asarray(arr[begin:start])
-        rows = np.concatenate([head, rows.astype(head.dtype, copy=False)]) if head.shape[0] else rows
+        rows = (
+            np.concatenate([head, rows.astype(head.dtype, copy=False)]) if head.shape[0] else rows
+        )
         chunks = encode_chunks(begin // step, rows, step, encoder)
         assert self.remote is not None
         self.remote.put_behind({f"{name}/{k}": v for k, v in chunks.items()})
@@ -281,7 +299,9 @@ class ZarrBackend(Backend):
         metas, docs = {}, {}
         for name in self.names():
             arr = self.array(name)
-            meta = json.loads(arr.metadata.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes())
+            meta = json.loads(
+                arr.metadata.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes()
+            )
             meta["shape"][0] = self.length(name)
             metas[name] = meta
             if self.length(name) != int(arr.shape[0]):
@@ -337,17 +357,23 @@ class Hdf5Backend(Backend):
         try:
             return json.loads(raw if isinstance(raw, str) else bytes(raw).decode())
         except (ValueError, UnicodeDecodeError, TypeError):
-            raise StoreFormatError(f"{self.path}: attribute '{ATTR_KEY}' is not valid JSON") from None
+            raise StoreFormatError(
+                f"{self.path}: attribute '{ATTR_KEY}' is not valid JSON"
+            ) from None
 
     def set_attrs(self, attrs: dict[str, Any]) -> None:
         self.file.attrs[ATTR_KEY] = json.dumps(attrs)
 
-    def create(self, name: str, shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...], codec: str) -> Any:
+    def create(
+        self, name: str, shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...], codec: str
+    ) -> Any:
         maxshape = (None,) + tuple(shape[1:])
         kwargs: dict[str, Any] = {}
         if codec != "none":
             kwargs = {"compression": "lzf", "shuffle": True}
-        ds = self.file.create_dataset(name, shape=shape, maxshape=maxshape, dtype=dtype, chunks=chunks, **kwargs)
+        ds = self.file.create_dataset(
+            name, shape=shape, maxshape=maxshape, dtype=dtype, chunks=chunks, **kwargs
+        )
         ds.attrs["dimension_names"] = json.dumps(list(DIMENSIONS[name]))
         return ds
 
@@ -402,7 +428,9 @@ class GuardedFile(io.RawIOBase):
         if self.error is None:
             try:
                 done = 0
-                while done < len(view):  # a write may stop short at a size limit; the next one fails
+                while done < len(
+                    view
+                ):  # a write may stop short at a size limit; the next one fails
                     done += self._raw.write(view[done:]) or 0
             except OSError as err:
                 self.error = err
@@ -473,7 +501,9 @@ class NewZarrBackend(Backend):
     def set_attrs(self, attrs: dict[str, Any]) -> None:
         self._attrs = {ATTR_KEY: attrs}
 
-    def create(self, name: str, shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...], codec: str) -> Any:
+    def create(
+        self, name: str, shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...], codec: str
+    ) -> Any:
         if shape[0] != 0:
             raise ValueError("a new array starts empty")
         meta = array_metadata(shape, dtype, chunks, codec, DIMENSIONS[name])
@@ -486,11 +516,15 @@ class NewZarrBackend(Backend):
     def write_rows(self, name: str, start: int, rows: np.ndarray) -> None:
         meta = self._meta[name]
         if start != meta["shape"][0]:
-            raise ValueError(f"{name}: a new array grows at its end ({meta['shape'][0]}), not at {start}")
+            raise ValueError(
+                f"{name}: a new array grows at its end ({meta['shape'][0]}), not at {start}"
+            )
         step = int(meta["chunk_grid"]["configuration"]["chunk_shape"][0])
         tail = self._tails[name]
         first = (start - tail.shape[0]) // step
-        rows = np.concatenate([tail, rows.astype(tail.dtype, copy=False)]) if tail.shape[0] else rows
+        rows = (
+            np.concatenate([tail, rows.astype(tail.dtype, copy=False)]) if tail.shape[0] else rows
+        )
         if self.remote is not None:
             chunks = encode_chunks(first, rows, step, self._encoders[name])
             self.remote.put_behind({f"{name}/{k}": v for k, v in chunks.items()})
@@ -535,8 +569,14 @@ def _group_from_root(where: Any, root: bytes, consolidated: bool) -> Any:
     return zarr.Group(AsyncGroup.from_dict(where, doc))
 
 
-def open_backend(path: Path, kind: str, writable: bool = False, create: bool = False, remote: Remote | None = None,
-                 root: bytes | None = None) -> Backend:
+def open_backend(
+    path: Path,
+    kind: str,
+    writable: bool = False,
+    create: bool = False,
+    remote: Remote | None = None,
+    root: bytes | None = None,
+) -> Backend:
     if kind == "hdf5":
         return Hdf5Backend(path, writable, create)
     if create:

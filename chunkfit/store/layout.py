@@ -45,7 +45,8 @@ def check_store_path(path: str) -> None:
 
 def empty_stats(channels: list[str]) -> dict[str, dict[str, float]]:
     return {
-        c: {"count": 0, "mean": 0.0, "std": 0.0, "min": math.inf, "max": -math.inf} for c in channels
+        c: {"count": 0, "mean": 0.0, "std": 0.0, "min": math.inf, "max": -math.inf}
+        for c in channels
     }
 
 
@@ -75,7 +76,9 @@ def merge_stats(stats: dict[str, dict[str, float]], channels: list[str], block: 
         _fold(stats[name], n_b, mean_b, m2_b, low, high)
 
 
-def _fold(s: dict[str, float], n_b: int, mean_b: float, m2_b: float, low: float, high: float) -> None:
+def _fold(
+    s: dict[str, float], n_b: int, mean_b: float, m2_b: float, low: float, high: float
+) -> None:
     n_a = int(s["count"])
     m2_a = float(s["std"]) ** 2 * n_a
     n = n_a + n_b
@@ -108,7 +111,9 @@ def restore_stats(stats: dict[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
-def validate(where: str, attrs: Any, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, str]) -> None:
+def validate(
+    where: str, attrs: Any, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, str]
+) -> None:
     """Refuse a store whose attributes and arrays disagree; ``where`` names the store in messages."""
 
     def bad(what: str) -> StoreFormatError:
@@ -120,7 +125,11 @@ def validate(where: str, attrs: Any, shapes: dict[str, tuple[int, ...]], dtypes:
     if version != FORMAT_VERSION:
         raise bad(f"format_version is {version!r}, this chunkfit reads {FORMAT_VERSION}")
     channels = attrs.get("channels")
-    if not isinstance(channels, list) or not channels or not all(isinstance(c, str) for c in channels):
+    if (
+        not isinstance(channels, list)
+        or not channels
+        or not all(isinstance(c, str) for c in channels)
+    ):
         raise bad(f"attribute channels must be a non-empty list of names (found {channels!r})")
     rate = attrs.get("sample_rate")
     if rate is not None and (not _is_number(rate) or not rate > 0 or not math.isfinite(rate)):
@@ -146,7 +155,9 @@ def validate(where: str, attrs: Any, shapes: dict[str, tuple[int, ...]], dtypes:
         raise bad(f"labels must be integers of shape ({sig[0]},) (found {lab}, {dtypes['labels']})")
 
 
-def committed_lengths(where: str, attrs: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, int] | None:
+def committed_lengths(
+    where: str, attrs: Any, shapes: dict[str, tuple[int, ...]]
+) -> dict[str, int] | None:
     """The committed length of each array (stores on object storage), or None for a local store.
 
     Arrays may hold rows past it (an append cut short); never fewer.
@@ -155,7 +166,9 @@ def committed_lengths(where: str, attrs: Any, shapes: dict[str, tuple[int, ...]]
     if committed is None:
         return None
     if not isinstance(committed, dict) or not all(_is_count(committed.get(n)) for n in shapes):
-        raise StoreFormatError(f"{where}: not a valid chunkfit store: attribute committed must give every array's length")
+        raise StoreFormatError(
+            f"{where}: not a valid chunkfit store: attribute committed must give every array's length"
+        )
     for name, shape in shapes.items():
         if shape[0] < committed[name]:
             raise StoreFormatError(
@@ -177,9 +190,16 @@ def committed_last_segment(where: str, attrs: Any) -> tuple[int, int] | None:
     last = committed.get("last_segment") if isinstance(committed, dict) else None
     if last is None:
         return None
-    if not (isinstance(last, list) and len(last) == 2 and all(_is_count(v) for v in last) and last[0] < last[1]):
-        raise StoreFormatError(f"{where}: not a valid chunkfit store: attribute committed.last_segment must be "
-                               f"[start, stop], not {_short(last)}")
+    if not (
+        isinstance(last, list)
+        and len(last) == 2
+        and all(_is_count(v) for v in last)
+        and last[0] < last[1]
+    ):
+        raise StoreFormatError(
+            f"{where}: not a valid chunkfit store: attribute committed.last_segment must be "
+            f"[start, stop], not {_short(last)}"
+        )
     return int(last[0]), int(last[1])
 
 
@@ -200,11 +220,16 @@ def _validate_extras(bad: Any, attrs: dict[str, Any]) -> None:
     """The attributes ``info``, appends and evaluation read besides channels and rate."""
     stats = attrs.get("stats", {})
     if not isinstance(stats, dict):
-        raise bad(f"attribute stats must map channel names to their statistics (found {_short(stats)})")
+        raise bad(
+            f"attribute stats must map channel names to their statistics (found {_short(stats)})"
+        )
     for name, st in stats.items():
-        ok = isinstance(st, dict) and _is_count(st.get("count")) and all(
-            _is_number(st.get(k)) for k in ("mean", "std")
-        ) and all(st.get(k) is None or _is_number(st.get(k)) for k in ("min", "max"))
+        ok = (
+            isinstance(st, dict)
+            and _is_count(st.get("count"))
+            and all(_is_number(st.get(k)) for k in ("mean", "std"))
+            and all(st.get(k) is None or _is_number(st.get(k)) for k in ("min", "max"))
+        )
         if not ok:
             raise bad(
                 f"stats of channel {name!r} must hold a count and numbers mean, std, min, max (found {_short(st)})"
@@ -213,12 +238,16 @@ def _validate_extras(bad: Any, attrs: dict[str, Any]) -> None:
     if not isinstance(sources, list) or not all(
         isinstance(r, dict) and isinstance(r.get("name"), str) for r in sources
     ):
-        raise bad(f"attribute sources must be a list of records with a name (found {_short(sources)})")
+        raise bad(
+            f"attribute sources must be a list of records with a name (found {_short(sources)})"
+        )
     has_events = attrs.get("has_events", False)
     if not isinstance(has_events, bool):
         raise bad(f"has_events must be true or false (found {_short(has_events)})")
     classes = attrs.get("label_classes", [])
-    if not isinstance(classes, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in classes):
+    if not isinstance(classes, list) or not all(
+        isinstance(c, int) and not isinstance(c, bool) for c in classes
+    ):
         raise bad(f"label_classes must be a list of integers (found {_short(classes)})")
     counts = attrs.get("label_counts", {})
     if not isinstance(counts, dict) or not all(
@@ -231,7 +260,9 @@ def validate_segments(where: str, segments: np.ndarray, n_samples: int) -> None:
     """Segments must be sorted, non-empty, non-overlapping and inside [0, n_samples)."""
     if segments.size == 0:
         if n_samples:
-            raise StoreFormatError(f"{where}: not a valid chunkfit store: no segments but {n_samples} samples")
+            raise StoreFormatError(
+                f"{where}: not a valid chunkfit store: no segments but {n_samples} samples"
+            )
         return
     starts, stops = segments[:, 0], segments[:, 1]
     if (starts < 0).any() or (stops > n_samples).any() or (stops <= starts).any():
@@ -239,7 +270,9 @@ def validate_segments(where: str, segments: np.ndarray, n_samples: int) -> None:
             f"{where}: not a valid chunkfit store: segments out of range [0, {n_samples}) or empty"
         )
     if (starts[1:] < stops[:-1]).any():
-        raise StoreFormatError(f"{where}: not a valid chunkfit store: segments overlap or are unsorted")
+        raise StoreFormatError(
+            f"{where}: not a valid chunkfit store: segments overlap or are unsorted"
+        )
 
 
 def validate_events(where: str, events: np.ndarray, n_samples: int) -> None:

@@ -16,7 +16,14 @@ from .._fs import refuse_url
 from ..errors import StoreBusyError, StoreFormatError, StoreNotFoundError, UsageError
 from . import journal
 from .backends import Backend, open_backend
-from .layout import committed_last_segment, committed_lengths, suffix_backend, validate, validate_events, validate_segments
+from .layout import (
+    committed_last_segment,
+    committed_lengths,
+    suffix_backend,
+    validate,
+    validate_events,
+    validate_segments,
+)
 from .remote import ROOT, Remote, commit_stamp, guarded, is_remote, translate
 
 OPEN_TRIES = 20  # loads of a local zarr store that raced a commit, before giving up
@@ -129,7 +136,9 @@ class Store:
         remote = self.remote = Remote(url)
         self.path = remote.url
         if self.backend_kind != "zarr":
-            raise UsageError(f"{url}: HDF5 stores are not supported on object storage; ingest into a .zarr store instead")
+            raise UsageError(
+                f"{url}: HDF5 stores are not supported on object storage; ingest into a .zarr store instead"
+            )
         kept = "nothing was read"
         root = self._root = guarded(url, kept, lambda: remote.get(ROOT))
         if root is None:
@@ -138,10 +147,14 @@ class Store:
                     f"{url}: store not found: it holds objects of an unfinished ingest, but no committed store; "
                     f"remove them with `chunkfit ingest --repair {url}`"
                 )
-            raise StoreNotFoundError(f"{url}: store not found; create it with `chunkfit ingest {url} SOURCE`")
+            raise StoreNotFoundError(
+                f"{url}: store not found; create it with `chunkfit ingest {url} SOURCE`"
+            )
         # The arrays come from this one read of the root (its consolidated metadata), so what is
         # loaded and the stamp that ``changed`` compares with are the same commit.
-        self._backend = guarded(url, kept, lambda: open_backend(Path("."), "zarr", remote=remote, root=root))
+        self._backend = guarded(
+            url, kept, lambda: open_backend(Path("."), "zarr", remote=remote, root=root)
+        )
         try:
             guarded(url, kept, self._load)
         except BaseException:
@@ -167,7 +180,9 @@ class Store:
                 shapes[name] = tuple(int(n) for n in arr.shape)
                 dtypes[name] = str(np.dtype(arr.dtype))
             except (KeyError, ValueError, TypeError, OSError) as err:
-                raise StoreFormatError(f"{where}: not a valid chunkfit store: array '{name}' is unreadable ({err})") from None
+                raise StoreFormatError(
+                    f"{where}: not a valid chunkfit store: array '{name}' is unreadable ({err})"
+                ) from None
         self.committed: dict[str, int] | None = committed_lengths(where, attrs, shapes)
         if self.committed is not None:
             shapes = {n: (self.committed.get(n, s[0]), *s[1:]) for n, s in shapes.items()}
@@ -180,7 +195,9 @@ class Store:
         self.has_labels: bool = "labels" in shapes
         self._signal = b.array("signal")
         if self.backend_kind == "zarr" and self.chunk_samples < 1:
-            raise StoreFormatError(f"{where}: not a valid chunkfit store: signal chunks of {self.chunk_samples} samples")
+            raise StoreFormatError(
+                f"{where}: not a valid chunkfit store: signal chunks of {self.chunk_samples} samples"
+            )
         self._labels = b.array("labels") if self.has_labels else None
         self._events_arr = b.array("events") if "events" in shapes else None
         self.has_events: bool = bool(attrs.get("has_events")) and self._events_arr is not None
@@ -189,7 +206,9 @@ class Store:
             return
         self.segments: np.ndarray = self._read_all("segments").astype(np.int64).reshape(-1, 2)
         if last is not None and self.segments.shape[0]:
-            self.segments[-1] = last  # the row as committed, whatever a commit under way wrote since
+            self.segments[-1] = (
+                last  # the row as committed, whatever a commit under way wrote since
+            )
         validate_segments(where, self.segments, self.n_samples)
         self._events: np.ndarray | None = None
         if self._events_arr is not None:
@@ -218,7 +237,9 @@ class Store:
             self._unreachable(err)
             raise self._damaged("signal", a, b, err) from None
         if out.shape != (b - a, self.n_channels):
-            raise StoreFormatError(f"{self.path}: signal read [{a}, {b}) returned shape {out.shape}")
+            raise StoreFormatError(
+                f"{self.path}: signal read [{a}, {b}) returned shape {out.shape}"
+            )
         return out
 
     def _check_chunks(self, name: str, a: int, b: int) -> None:
@@ -228,7 +249,9 @@ class Store:
         arr: Any = self._labels if name == "labels" else self._signal
         step = int(arr.chunks[0])
         # Every chunk along the other axes too: a 2-D signal's chunk keys are c/<time>/<channel>.
-        across = [range(-(-int(n) // int(c))) for n, c in zip(arr.shape[1:], arr.chunks[1:], strict=True)]
+        across = [
+            range(-(-int(n) // int(c))) for n, c in zip(arr.shape[1:], arr.chunks[1:], strict=True)
+        ]
         for i in range(a // step, (b - 1) // step + 1):
             for rest in itertools.product(*across):
                 key = arr.metadata.encode_chunk_key((i, *rest))
@@ -245,7 +268,9 @@ class Store:
         listed = self._listed.get(name)
         if listed is None or full not in listed:  # listed once, again only for a chunk not seen yet
             remote = self.remote
-            listed = self._listed[name] = set(guarded(remote.url, "the store is unchanged", lambda: remote.keys(name)))
+            listed = self._listed[name] = set(
+                guarded(remote.url, "the store is unchanged", lambda: remote.keys(name))
+            )
         return full in listed
 
     def check_chunks(self) -> None:
@@ -284,7 +309,11 @@ class Store:
                 arr[lo:hi]
             except Exception as first:  # noqa: BLE001 - the same many types as above
                 err = first
-                key = arr.metadata.encode_chunk_key((i,) + (0,) * (arr.ndim - 1)) if self.backend_kind == "zarr" else None
+                key = (
+                    arr.metadata.encode_chunk_key((i,) + (0,) * (arr.ndim - 1))
+                    if self.backend_kind == "zarr"
+                    else None
+                )
                 span = f"samples [{i * step}, {min((i + 1) * step, self.n_samples)})"
                 what = f"chunk {name}/{key} ({span})" if key is not None else f"{name} {span}"
                 break
@@ -332,7 +361,11 @@ class Store:
         if self.remote is not None:
             raw = self._root_document()
             return commit_stamp(raw) or (-1,)
-        files = [self.path / "zarr.json", self.path / "signal" / "zarr.json"] if self.backend_kind == "zarr" else [self.path]
+        files = (
+            [self.path / "zarr.json", self.path / "signal" / "zarr.json"]
+            if self.backend_kind == "zarr"
+            else [self.path]
+        )
         out: list[int] = []
         for f in files:
             try:

@@ -95,7 +95,9 @@ def translate(url: str, err: BaseException, kept: str) -> BaseException:
     bucket = url[len(SCHEME) :].split("/", 1)[0]
     meaning = s3client.kind(err)
     if s3client.no_bucket(err):
-        return StoreNotFoundError(f"{url}: bucket {bucket!r} does not exist at {_endpoint()}; create it or check the URL")
+        return StoreNotFoundError(
+            f"{url}: bucket {bucket!r} does not exist at {_endpoint()}; create it or check the URL"
+        )
     if type(err).__name__ in {"NoCredentialsError", "PartialCredentialsError"}:
         return ReadOnlyError(
             f"{url}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
@@ -108,11 +110,15 @@ def translate(url: str, err: BaseException, kept: str) -> BaseException:
         )
     if meaning == "unreachable":
         why = s3client.cause(err)
-    elif isinstance(err, (ConnectionError, TimeoutError)) or (isinstance(err, OSError) and "connect" in text.lower()):
+    elif isinstance(err, (ConnectionError, TimeoutError)) or (
+        isinstance(err, OSError) and "connect" in text.lower()
+    ):
         why = type(err).__name__  # the conditional DELETE, sent by urllib
     else:
         return err
-    return RemoteError(f"{url}: the endpoint {_endpoint()} cannot be reached after retries ({why}); {kept}")
+    return RemoteError(
+        f"{url}: the endpoint {_endpoint()} cannot be reached after retries ({why}); {kept}"
+    )
 
 
 def guarded(url: str, kept: str, call: Callable[[], T]) -> T:
@@ -143,7 +149,9 @@ class Remote:
         self.bucket, _, self.prefix = self.root.partition("/")
         self._pool: Any = None
         self._inflight: list[Any] = []
-        self.gate: Any = None  # a Future: batches sent by ``put_behind`` wait for it (the writer's lease)
+        self.gate: Any = (
+            None  # a Future: batches sent by ``put_behind`` wait for it (the writer's lease)
+        )
         self.bounded = True  # ``put_behind`` keeps at most ``DEPTH`` batches in flight
 
     @property
@@ -175,10 +183,14 @@ class Remote:
             if _senders is None:
                 from concurrent.futures import ThreadPoolExecutor
 
-                _senders = ThreadPoolExecutor(max_workers=SENDERS, thread_name_prefix="chunkfit-send")
+                _senders = ThreadPoolExecutor(
+                    max_workers=SENDERS, thread_name_prefix="chunkfit-send"
+                )
         sent = [_senders.submit(self.put, k, v) for k, v in objects.items()]
         failures = [err for err in (done.exception() for done in sent) if err is not None]
-        if failures:  # raised once none is still in flight, so what a failure's cleanup deletes stays deleted
+        if (
+            failures
+        ):  # raised once none is still in flight, so what a failure's cleanup deletes stays deleted
             raise failures[0]
 
     def put_behind(self, objects: dict[str, bytes]) -> None:
@@ -190,9 +202,13 @@ class Remote:
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            self._pool = ThreadPoolExecutor(max_workers=BACKLOG + 1, thread_name_prefix="chunkfit-upload")
+            self._pool = ThreadPoolExecutor(
+                max_workers=BACKLOG + 1, thread_name_prefix="chunkfit-upload"
+            )
             self._inflight = []
-        while self.bounded and len(self._inflight) >= (BACKLOG if self.gate is not None and not self.gate.done() else DEPTH):
+        while self.bounded and len(self._inflight) >= (
+            BACKLOG if self.gate is not None and not self.gate.done() else DEPTH
+        ):
             self._inflight.pop(0).result()
         self._inflight.append(self._pool.submit(self._put_after_gate, objects))
 
@@ -246,7 +262,11 @@ class Remote:
         import obstore
 
         base = self.key(rel).rstrip("/")
-        return [meta for batch in obstore.list(self.store, base + "/" if base else None) for meta in batch]
+        return [
+            meta
+            for batch in obstore.list(self.store, base + "/" if base else None)
+            for meta in batch
+        ]
 
     def keys(self, rel: str = "") -> list[str]:
         """Keys under ``rel`` (relative to the prefix), listed fresh."""
@@ -306,11 +326,18 @@ class Lease:
     refuses to let it commit.
     """
 
-    def __init__(self, remote: Remote, seconds: float | None = None, doing: str = "writing this store",
-                 busy: type[Exception] = StoreBusyError) -> None:
+    def __init__(
+        self,
+        remote: Remote,
+        seconds: float | None = None,
+        doing: str = "writing this store",
+        busy: type[Exception] = StoreBusyError,
+    ) -> None:
         self.remote = remote
         self.doing, self.busy = doing, busy
-        self.seconds = float(seconds if seconds is not None else os.environ.get("CHUNKFIT_LEASE_SECONDS", "60"))
+        self.seconds = float(
+            seconds if seconds is not None else os.environ.get("CHUNKFIT_LEASE_SECONDS", "60")
+        )
         self.owner = uuid.uuid4().hex
         self.etag: str | None = None  # of this holder's last write of the lease
         self.lost = False  # another process took the lease over
@@ -319,8 +346,14 @@ class Lease:
         self._writing = threading.Lock()
 
     def _body(self) -> bytes:
-        return json.dumps({"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(),
-                           "expires": time.time() + self.seconds}).encode()
+        return json.dumps(
+            {
+                "owner": self.owner,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "expires": time.time() + self.seconds,
+            }
+        ).encode()
 
     def holder(self) -> dict[str, Any] | None:
         """The live lease's record, or None when there is none or it is stale."""
@@ -352,10 +385,14 @@ class Lease:
                         f"{self.remote.url}: another process (pid {rec.get('pid')} on {rec.get('host')}) is "
                         f"{self.doing}; run the command again when it has finished (its lease expires in {left} s)"
                     )
-                tag = self.remote.put_if(LEASE, self._body(), etag=etag)  # stale: of its takers, one wins
+                tag = self.remote.put_if(
+                    LEASE, self._body(), etag=etag
+                )  # stale: of its takers, one wins
             if tag is not None:
                 self.etag = tag
-                self._thread = threading.Thread(target=self._renew, name="chunkfit-lease", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._renew, name="chunkfit-lease", daemon=True
+                )
                 self._thread.start()
                 return
         raise self.busy(f"{self.remote.url}: the lease keeps changing hands; run the command again")

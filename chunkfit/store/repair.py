@@ -28,7 +28,9 @@ def _repair_remote(remote: Remote) -> str:
         if remote.get(ROOT) is None:
             left = [k for k in remote.keys() if k != LEASE]
             if not left:
-                raise StoreNotFoundError(f"{remote.url}: no store and no objects there; nothing to repair")
+                raise StoreNotFoundError(
+                    f"{remote.url}: no store and no objects there; nothing to repair"
+                )
             remote.delete(left)
             return f"{remote.url}: removed {len(left)} object(s) of an unfinished ingest; no store was there"
         with Store(remote.url) as s:

@@ -55,8 +55,18 @@ def bucket_store(bucket: str) -> Any:
         return store
 
 
-_SETTINGS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "CHUNKFIT_S3_ANON", "CHUNKFIT_S3_RETRIES", "AWS_REGION",
-             "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+_SETTINGS = (
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ENDPOINT_URL",
+    "CHUNKFIT_S3_ANON",
+    "CHUNKFIT_S3_RETRIES",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+)
 
 
 def _make(bucket: str) -> Any:
@@ -65,7 +75,9 @@ def _make(bucket: str) -> Any:
     except ImportError:
         from ..errors import RemoteError
 
-        raise RemoteError(f"s3://{bucket}: s3:// stores need obstore; install it with `pip install 'chunkfit[s3]'`") from None
+        raise RemoteError(
+            f"s3://{bucket}: s3:// stores need obstore; install it with `pip install 'chunkfit[s3]'`"
+        ) from None
     url = endpoint()
     config: dict[str, Any] = {}
     provider = None
@@ -81,12 +93,25 @@ def _make(bucket: str) -> Any:
     config["region"] = region or bucket_region(bucket, url)
     retry = {
         "max_retries": retries(),
-        "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2), "base": 2},
+        "backoff": {
+            "init_backoff": timedelta(milliseconds=100),
+            "max_backoff": timedelta(seconds=2),
+            "base": 2,
+        },
         "retry_timeout": timedelta(seconds=60),
     }
-    client = {"connect_timeout": timedelta(seconds=3), "timeout": timedelta(seconds=30),
-              "allow_http": bool(url and url.startswith("http://"))}
-    return S3Store(bucket, config=config, client_options=client, retry_config=retry, credential_provider=provider)
+    client = {
+        "connect_timeout": timedelta(seconds=3),
+        "timeout": timedelta(seconds=30),
+        "allow_http": bool(url and url.startswith("http://")),
+    }
+    return S3Store(
+        bucket,
+        config=config,
+        client_options=client,
+        retry_config=retry,
+        credential_provider=provider,
+    )
 
 
 def bucket_region(bucket: str, url: str | None) -> str:
@@ -96,7 +121,9 @@ def bucket_region(bucket: str, url: str | None) -> str:
     where = f"{url.rstrip('/')}/{bucket}" if url else f"https://{bucket}.s3.amazonaws.com"
     region = None
     try:
-        with urllib.request.urlopen(urllib.request.Request(where, method="HEAD"), timeout=10) as reply:
+        with urllib.request.urlopen(
+            urllib.request.Request(where, method="HEAD"), timeout=10
+        ) as reply:
             region = reply.headers.get("x-amz-bucket-region")
     except urllib.error.HTTPError as err:
         region = err.headers.get("x-amz-bucket-region")
@@ -146,7 +173,10 @@ def kind(err: BaseException) -> str | None:
         return None
     found = re.search(r"status code: (\d{3})", str(err))
     status = int(found.group(1)) if found else None
-    if type(err).__name__ in {"PermissionDeniedError", "UnauthenticatedError"} or status in (401, 403):
+    if type(err).__name__ in {"PermissionDeniedError", "UnauthenticatedError"} or status in (
+        401,
+        403,
+    ):
         return "denied"
     if type(err).__name__ == "GenericError" and (status is None or status >= 500):
         return "unreachable"  # no answer (refused, cut short, timed out) or a failing server, after the retries

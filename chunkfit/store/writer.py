@@ -128,13 +128,19 @@ class StoreWriter:
         self._failed = False
         self._queued = 0
         self._journal_begun = False
-        self._begun = False  # on object storage: this writer holds the lease and may delete what it wrote
+        self._begun = (
+            False  # on object storage: this writer holds the lease and may delete what it wrote
+        )
         try:
             if self.remote is not None and not append:
                 self._refuse_hdf5_remote()
                 self._new_attrs(sample_rate)
             elif self.remote is not None:
-                guarded(self.remote.url, "nothing was written", lambda: self._begin_remote(append, sample_rate))
+                guarded(
+                    self.remote.url,
+                    "nothing was written",
+                    lambda: self._begin_remote(append, sample_rate),
+                )
             elif append:
                 self._begin_append()
             else:
@@ -165,11 +171,15 @@ class StoreWriter:
     def _prepare_new(self, rate: float | None) -> None:
         """Check the target path and name the temporary; the store itself is made by ``_create_new``."""
         if self.path.exists():
-            raise StoreExistsError(f"{self.path}: already exists; use --append to add to it or pick a new name")
+            raise StoreExistsError(
+                f"{self.path}: already exists; use --append to add to it or pick a new name"
+            )
         for folder in self.path.parents:
             if folder.exists() or folder.is_symlink():
                 if not folder.is_dir():
-                    raise UsageError(f"{self.path}: {folder} is a file, not a folder; choose another path")
+                    raise UsageError(
+                        f"{self.path}: {folder} is a file, not a folder; choose another path"
+                    )
                 break
         parent = self.path.parent.absolute()
         while not parent.exists():
@@ -218,7 +228,9 @@ class StoreWriter:
 
     def _refuse_hdf5_remote(self) -> None:
         if self.kind != "zarr":
-            raise UsageError(f"{self.path}: HDF5 stores are not supported on object storage; ingest into a .zarr store instead")
+            raise UsageError(
+                f"{self.path}: HDF5 stores are not supported on object storage; ingest into a .zarr store instead"
+            )
 
     def _begin_remote(self, append: bool, rate: float | None) -> None:
         """Take the store's lease; a new store's leftovers (a killed ingest's objects) are removed, an
@@ -244,7 +256,9 @@ class StoreWriter:
             self.attrs = dict(existing.attrs)
             committed = dict(existing.committed or {})
         self._begun = True
-        backend = open_backend(Path("."), "zarr", writable=True, remote=self.remote, root=existing.root_document)
+        backend = open_backend(
+            Path("."), "zarr", writable=True, remote=self.remote, root=existing.root_document
+        )
         assert isinstance(backend, ZarrBackend)
         self.b = backend
         backend.open_for_append()
@@ -263,7 +277,9 @@ class StoreWriter:
     def _create_new(self, has_labels: bool, chunk: int, codec: str) -> None:
         assert self._tmp is not None or self.remote is not None
         try:
-            self.b = open_backend(self._tmp or Path("."), self.kind, writable=True, create=True, remote=self.remote)
+            self.b = open_backend(
+                self._tmp or Path("."), self.kind, writable=True, create=True, remote=self.remote
+            )
             c = len(self.channels)
             self.b.create("signal", (0, c), "float32", (chunk, c), codec)
             if has_labels:
@@ -314,7 +330,9 @@ class StoreWriter:
             else:
                 assert self._tmp is not None
                 if not self.append and self.path.exists():
-                    raise StoreExistsError(f"{self.path}: appeared while ingesting; nothing was written")
+                    raise StoreExistsError(
+                        f"{self.path}: appeared while ingesting; nothing was written"
+                    )
                 os.replace(self._tmp, self.path)
         except OSError as err:
             self.abort()
@@ -397,7 +415,9 @@ class StoreWriter:
         """Undo a transaction that failed to begin: nothing of it may remain."""
         backend = getattr(self, "b", None)
         if backend is not None:
-            with contextlib.suppress(Exception):  # a half-opened store fails to close in many ways; it is dropped
+            with contextlib.suppress(
+                Exception
+            ):  # a half-opened store fails to close in many ways; it is dropped
                 backend.close()
         self._closed = True
         if self.remote is not None:
@@ -408,7 +428,9 @@ class StoreWriter:
         if self._journal_begun and journal.pending(self.path):
             journal.rollback(self.path)
         if self._tmp is not None and self._tmp.exists():
-            shutil.rmtree(self._tmp, ignore_errors=True) if self._tmp.is_dir() else self._tmp.unlink()
+            shutil.rmtree(
+                self._tmp, ignore_errors=True
+            ) if self._tmp.is_dir() else self._tmp.unlink()
         for made in self._made_dirs:
             try:
                 made.rmdir()
@@ -439,7 +461,9 @@ class StoreWriter:
             if journal.pending(self.path):
                 journal.rollback(self.path)
         elif self._tmp is not None and self._tmp.exists():
-            shutil.rmtree(self._tmp, ignore_errors=True) if self._tmp.is_dir() else self._tmp.unlink()
+            shutil.rmtree(
+                self._tmp, ignore_errors=True
+            ) if self._tmp.is_dir() else self._tmp.unlink()
         for made in self._made_dirs:  # deepest first; a failed ingest leaves no empty folders
             try:
                 made.rmdir()
@@ -470,7 +494,9 @@ class StoreWriter:
         block meanwhile; an error there is raised by a later ``write`` or by ``commit``.
         """
         if signal.ndim != 2 or signal.shape[1] != len(self.channels):
-            raise ValueError(f"signal block of shape {signal.shape} for {len(self.channels)} channels")
+            raise ValueError(
+                f"signal block of shape {signal.shape} for {len(self.channels)} channels"
+            )
         n = signal.shape[0]
         if n == 0:
             return
@@ -502,13 +528,24 @@ class StoreWriter:
 
     def _raise_worker_error(self) -> None:
         gate = self.remote.gate if self.remote is not None else None
-        if self._worker_error is None and gate is not None and gate.done() and gate.exception() is not None:
-            self._worker_error = gate.exception()  # the lease or the check that no store is there failed
+        if (
+            self._worker_error is None
+            and gate is not None
+            and gate.done()
+            and gate.exception() is not None
+        ):
+            self._worker_error = (
+                gate.exception()
+            )  # the lease or the check that no store is there failed
         if self._worker_error is not None:
             err, self._worker_error = self._worker_error, None
             self._failed = True
             if self.remote is not None and isinstance(err, Exception):
-                raise translate(self.remote.url, err, "the store is unchanged" if self.append else "no store was created")
+                raise translate(
+                    self.remote.url,
+                    err,
+                    "the store is unchanged" if self.append else "no store was created",
+                )
             raise err
 
     def _drain(self) -> None:
@@ -545,7 +582,11 @@ class StoreWriter:
         sig = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0]
         lab = None
         if self._pending_labels:
-            lab = np.concatenate(self._pending_labels) if len(self._pending_labels) > 1 else self._pending_labels[0]
+            lab = (
+                np.concatenate(self._pending_labels)
+                if len(self._pending_labels) > 1
+                else self._pending_labels[0]
+            )
         try:
             self.b.write_rows("signal", self.length, sig[:take])
             if lab is not None:
@@ -583,7 +624,9 @@ class StoreWriter:
             n = self.b.length("segments")
             tail = self.b.rows("segments", n - 1, n).reshape(-1, 2) if n else np.zeros((0, 2))
             if not tail.size or int(tail[0, 0]) != self._extend[0]:
-                raise StoreFormatError(f"{self.path}: the last segment does not start at {self._extend[0]}; cannot extend it")
+                raise StoreFormatError(
+                    f"{self.path}: the last segment does not start at {self._extend[0]}; cannot extend it"
+                )
             self.b.write_rows("segments", n - 1, np.asarray([self._extend], dtype=np.int64))
         if self._segments:
             seg = np.asarray(self._segments, dtype=np.int64)
@@ -594,6 +637,8 @@ class StoreWriter:
             if n0:
                 last = int(self.b.rows("events", n0 - 1, n0)[0])
                 if ev.size and ev[0] <= last:
-                    raise StoreFormatError(f"{self.path}: new events must come after the stored ones")
+                    raise StoreFormatError(
+                        f"{self.path}: new events must come after the stored ones"
+                    )
             if ev.size:
                 self.b.write_rows("events", n0, ev)

@@ -40,7 +40,11 @@ def compressor(codec: str, itemsize: int) -> dict[str, Any] | None:
 
 
 def array_metadata(
-    shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...], codec: str, dimensions: tuple[str, ...]
+    shape: tuple[int, ...],
+    dtype: str,
+    chunks: tuple[int, ...],
+    codec: str,
+    dimensions: tuple[str, ...],
 ) -> dict[str, Any]:
     """The ``zarr.json`` document of one array, with fill value 0 and named dimensions."""
     dt = np.dtype(dtype)
@@ -60,12 +64,18 @@ def array_metadata(
     }
 
 
-def group_metadata(attributes: dict[str, Any], arrays: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def group_metadata(
+    attributes: dict[str, Any], arrays: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """The group's ``zarr.json``; with ``arrays``, their documents inline as zarr's consolidated
     metadata, which zarr and xarray then read instead of each array's own ``zarr.json``."""
     doc: dict[str, Any] = {"attributes": attributes, "zarr_format": 3, "node_type": "group"}
     if arrays is not None:
-        doc["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": arrays}
+        doc["consolidated_metadata"] = {
+            "kind": "inline",
+            "must_understand": False,
+            "metadata": arrays,
+        }
     return doc
 
 
@@ -98,12 +108,23 @@ def chunk_encoder(meta: dict[str, Any]) -> Callable[[np.ndarray], bytes] | None:
         return None
     import numcodecs
 
-    shuffles = {"noshuffle": numcodecs.Blosc.NOSHUFFLE, "shuffle": numcodecs.Blosc.SHUFFLE, "bitshuffle": numcodecs.Blosc.BITSHUFFLE}
-    blosc = numcodecs.Blosc(cname=cfg["cname"], clevel=cfg["clevel"], shuffle=shuffles[cfg["shuffle"]], blocksize=cfg["blocksize"])
+    shuffles = {
+        "noshuffle": numcodecs.Blosc.NOSHUFFLE,
+        "shuffle": numcodecs.Blosc.SHUFFLE,
+        "bitshuffle": numcodecs.Blosc.BITSHUFFLE,
+    }
+    blosc = numcodecs.Blosc(
+        cname=cfg["cname"],
+        clevel=cfg["clevel"],
+        shuffle=shuffles[cfg["shuffle"]],
+        blocksize=cfg["blocksize"],
+    )
     return lambda chunk: blosc.encode(np.ascontiguousarray(chunk, dtype=dtype))
 
 
-def write_chunks(folder: Path, first: int, rows: np.ndarray, step: int, encode: Callable[[np.ndarray], bytes]) -> None:
+def write_chunks(
+    folder: Path, first: int, rows: np.ndarray, step: int, encode: Callable[[np.ndarray], bytes]
+) -> None:
     """Store ``rows`` as the chunks of ``folder`` (an array's folder) from chunk index ``first`` on.
 
     ``rows`` covers whole chunks but for the last one, which is padded with the fill value 0 as
@@ -116,7 +137,9 @@ def write_chunks(folder: Path, first: int, rows: np.ndarray, step: int, encode: 
         key.write_bytes(data)
 
 
-def encode_chunks(first: int, rows: np.ndarray, step: int, encode: Callable[[np.ndarray], bytes]) -> dict[str, bytes]:
+def encode_chunks(
+    first: int, rows: np.ndarray, step: int, encode: Callable[[np.ndarray], bytes]
+) -> dict[str, bytes]:
     """``rows`` as chunk objects from chunk index ``first`` on, keyed ``c/i`` or ``c/i/0`` (as ``write_chunks``)."""
     out: dict[str, bytes] = {}
     for at in range(0, rows.shape[0], step):

@@ -26,11 +26,15 @@ def keras_backend() -> str:
     else:
         name = os.environ.get("KERAS_BACKEND") or _configured() or "tensorflow"
     if name not in BACKENDS:
-        raise UsageError(f"KERAS_BACKEND={name}: chunkfit trains and scores on tensorflow or jax; set "
-                         "KERAS_BACKEND=tensorflow or jax")
+        raise UsageError(
+            f"KERAS_BACKEND={name}: chunkfit trains and scores on tensorflow or jax; set "
+            "KERAS_BACKEND=tensorflow or jax"
+        )
     if name == "jax" and "keras" not in sys.modules and importlib.util.find_spec("jax") is None:
-        raise UsageError("the JAX backend needs the jax package: pip install 'chunkfit[jax]', or train on "
-                         "TensorFlow (unset KERAS_BACKEND)")
+        raise UsageError(
+            "the JAX backend needs the jax package: pip install 'chunkfit[jax]', or train on "
+            "TensorFlow (unset KERAS_BACKEND)"
+        )
     return name
 
 
@@ -41,8 +45,10 @@ def use_backend(name: str | None) -> None:
     if name not in BACKENDS:
         raise UsageError(f"--backend must be tensorflow or jax (received {name!r})")
     if "keras" in sys.modules and sys.modules["keras"].backend.backend() != name:
-        raise UsageError(f"--backend {name}: Keras already runs on {sys.modules['keras'].backend.backend()} in this "
-                         "process; set KERAS_BACKEND before Keras is imported")
+        raise UsageError(
+            f"--backend {name}: Keras already runs on {sys.modules['keras'].backend.backend()} in this "
+            "process; set KERAS_BACKEND before Keras is imported"
+        )
     os.environ["KERAS_BACKEND"] = name
 
 

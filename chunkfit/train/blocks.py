@@ -49,7 +49,9 @@ def plan_blocks(ranges: np.ndarray, window: int, stride: int, chunk: int) -> lis
     for a, b in np.asarray(ranges, dtype=np.int64).reshape(-1, 2):
         n = count_windows(int(b - a), window, stride)
         for first in range(0, n, chunk):
-            blocks.append(Block(len(blocks), int(a) + first * stride, min(chunk, n - first), window, stride))
+            blocks.append(
+                Block(len(blocks), int(a) + first * stride, min(chunk, n - first), window, stride)
+            )
     return blocks
 
 
@@ -60,7 +62,9 @@ def block_order(n_blocks: int, seed: int, epoch: int, shuffle: bool = True) -> n
     return np.random.default_rng([seed, epoch, 0]).permutation(n_blocks)
 
 
-def window_order(n_windows: int, seed: int, epoch: int, group: int, shuffle: bool = True) -> np.ndarray:
+def window_order(
+    n_windows: int, seed: int, epoch: int, group: int, shuffle: bool = True
+) -> np.ndarray:
     """Order of the windows of group (or block) ``group`` in epoch ``epoch`` (indices 0 .. n - 1)."""
     if not shuffle:
         return np.arange(n_windows, dtype=np.int64)
@@ -113,7 +117,11 @@ class Labeller:
         self.rule = rule
         if rule == "any-event":
             if not store.has_events:
-                hint = "; it has per-sample labels: use --label last or --label majority" if store.has_labels else ""
+                hint = (
+                    "; it has per-sample labels: use --label last or --label majority"
+                    if store.has_labels
+                    else ""
+                )
                 raise WindowError(
                     f"{store.path}: label rule any-event needs event markers, but the store has none{hint}"
                 )
@@ -144,7 +152,9 @@ class Labeller:
         return majority_labels(cls, starts, window, self.n_classes)
 
 
-def read_block(store: Store, labeller: Labeller, block: Block, order: np.ndarray | None) -> BlockData:
+def read_block(
+    store: Store, labeller: Labeller, block: Block, order: np.ndarray | None
+) -> BlockData:
     """Read one block with one contiguous read and label its windows in ``order``."""
     samples = store.read(block.start, block.stop)
     k = np.arange(block.n_windows, dtype=np.int64) if order is None else order
@@ -153,7 +163,9 @@ def read_block(store: Store, labeller: Labeller, block: Block, order: np.ndarray
     return BlockData((block,), samples, offsets.astype(np.int32), labels)
 
 
-def read_group(store: Store, labeller: Labeller, blocks: Sequence[Block], order: np.ndarray | None) -> BlockData:
+def read_group(
+    store: Store, labeller: Labeller, blocks: Sequence[Block], order: np.ndarray | None
+) -> BlockData:
     """Read ``blocks`` (one contiguous read each) as one unit whose windows come in ``order``.
 
     Example: blocks of 3 and 2 windows (window 4, stride 1) hold 6 and 5 samples; the group's
@@ -163,7 +175,9 @@ def read_group(store: Store, labeller: Labeller, blocks: Sequence[Block], order:
     round trip rather than one per block (each block's chunks are fetched together already).
     """
     if store.remote is not None and len(blocks) > 1:
-        with ThreadPoolExecutor(max_workers=min(len(blocks), 8), thread_name_prefix="chunkfit-read") as pool:
+        with ThreadPoolExecutor(
+            max_workers=min(len(blocks), 8), thread_name_prefix="chunkfit-read"
+        ) as pool:
             parts = list(pool.map(lambda b: read_block(store, labeller, b, None), blocks))
     else:
         parts = [read_block(store, labeller, b, None) for b in blocks]
@@ -173,7 +187,9 @@ def read_group(store: Store, labeller: Labeller, blocks: Sequence[Block], order:
     else:
         bases = np.cumsum([0] + [p.samples.shape[0] for p in parts[:-1]])
         samples = np.concatenate([p.samples for p in parts])
-        offsets = np.concatenate([p.offsets.astype(np.int64) + base for p, base in zip(parts, bases, strict=True)])
+        offsets = np.concatenate(
+            [p.offsets.astype(np.int64) + base for p, base in zip(parts, bases, strict=True)]
+        )
         labels = np.concatenate([p.labels for p in parts])
     if order is not None:
         offsets, labels = offsets[order], labels[order]

@@ -12,7 +12,16 @@ from ..errors import UsageError, WindowError
 # once the model is built; measured on the built-in models (see benchmarks/train.py).
 TRACE_ALLOWANCE = 200 << 20
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+}
 
 
 def parse_bytes(text: str | int) -> int:
@@ -34,7 +43,9 @@ def bytes_per_window(windows: WindowSpec, n_channels: int) -> int:
     return 3 * (windows.stride * n_channels * 4 + 8 + 8)
 
 
-def chunk_for_budget(budget: int, in_use: int, windows: WindowSpec, n_channels: int, mix: int = 1) -> int:
+def chunk_for_budget(
+    budget: int, in_use: int, windows: WindowSpec, n_channels: int, mix: int = 1
+) -> int:
     """Largest chunk whose groups of ``mix`` blocks fit in ``budget`` bytes beside ``in_use`` bytes."""
     free = budget - in_use
     chunk = free // (mix * bytes_per_window(windows, n_channels)) if free > 0 else 0
@@ -46,8 +57,9 @@ def chunk_for_budget(budget: int, in_use: int, windows: WindowSpec, n_channels: 
     return int(chunk)
 
 
-def chunk_in_budget(budget: int, windows: WindowSpec, n_channels: int, mix: int, batch_size: int,
-                    in_flight: int) -> int:
+def chunk_in_budget(
+    budget: int, windows: WindowSpec, n_channels: int, mix: int, batch_size: int, in_flight: int
+) -> int:
     """The chunk for a run whose process is resident now (model built), with ``in_flight`` bytes of
     training elements still to come; refuses a budget that leaves blocks smaller than a batch."""
     import psutil

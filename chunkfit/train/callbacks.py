@@ -42,8 +42,12 @@ BatchHook = Callable[[int, dict[str, Any]], None]
 class BlockBridge(keras.callbacks.Callback):
     """The one callback each block's fit/evaluate call gets; see the module docstring."""
 
-    def __init__(self, run_callbacks: keras.callbacks.CallbackList, on_batch: BatchHook | None = None,
-                 fitting: keras.Model | None = None) -> None:
+    def __init__(
+        self,
+        run_callbacks: keras.callbacks.CallbackList,
+        on_batch: BatchHook | None = None,
+        fitting: keras.Model | None = None,
+    ) -> None:
         super().__init__()
         self.run_callbacks = run_callbacks
         self.on_batch = on_batch
@@ -57,7 +61,9 @@ class BlockBridge(keras.callbacks.Callback):
         self.offset = 0
         self._carry = None
 
-    def start_block(self, carried: list[np.ndarray] | None, step_batches: list[int] | None = None) -> None:
+    def start_block(
+        self, carried: list[np.ndarray] | None, step_batches: list[int] | None = None
+    ) -> None:
         """Before a block's fit/evaluate call: restore ``carried`` metric state at its first step.
 
         ``step_batches`` is how many batches each step of the call runs (None: one each).
@@ -66,7 +72,9 @@ class BlockBridge(keras.callbacks.Callback):
         self._ends = np.cumsum(step_batches) if step_batches is not None else None
 
     def _first(self, step: int) -> int:
-        return self.offset + (step if self._ends is None else int(self._ends[step - 1]) if step else 0)
+        return self.offset + (
+            step if self._ends is None else int(self._ends[step - 1]) if step else 0
+        )
 
     def _last(self, step: int) -> int:
         return self.offset + (step if self._ends is None else int(self._ends[step]) - 1)
@@ -123,9 +131,15 @@ class HistoryCsv(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         logs = dict(logs or {})
         if self.keys is None:
-            header = self.path.read_text().partition("\n")[0] if self.append and self.path.exists() else ""
+            header = (
+                self.path.read_text().partition("\n")[0]
+                if self.append and self.path.exists()
+                else ""
+            )
             self.keys = header.split(",")[1:] if header else list(ordered(logs))
             if not header:
                 self.path.write_text(",".join(["epoch", *self.keys]) + "\n")
         with self.path.open("a", newline="") as f:
-            csv.writer(f, lineterminator="\n").writerow([epoch, *(logs.get(k, "NA") for k in self.keys)])
+            csv.writer(f, lineterminator="\n").writerow(
+                [epoch, *(logs.get(k, "NA") for k in self.keys)]
+            )

@@ -96,7 +96,9 @@ def settle(run: Path) -> Checkpoint | None:
     return best
 
 
-def write(run: Path, state: dict[str, Any], arrays: dict[str, np.ndarray], history: Path | None) -> None:
+def write(
+    run: Path, state: dict[str, Any], arrays: dict[str, np.ndarray], history: Path | None
+) -> None:
     """Write a new checkpoint into ``run`` and make it the current one; see the module docstring.
 
     On an error (a full disk, say) the temporary folder is removed and the previous checkpoint stays.

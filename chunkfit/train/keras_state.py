@@ -82,7 +82,9 @@ def metrics_from(arrays: dict[str, np.ndarray]) -> list[np.ndarray] | None:
     return _numbered(arrays, "metrics") or None
 
 
-def callback_state(callbacks: Sequence[keras.callbacks.Callback]) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+def callback_state(
+    callbacks: Sequence[keras.callbacks.Callback],
+) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
     """JSON state and arrays (EarlyStopping's best weights) of the callbacks that keep state."""
     states: list[dict[str, Any]] = []
     arrays: dict[str, np.ndarray] = {}
@@ -97,12 +99,23 @@ def callback_state(callbacks: Sequence[keras.callbacks.Callback]) -> tuple[list[
         best_weights = getattr(cb, "best_weights", None)
         if best_weights is not None:
             arrays.update({f"callback{i}.{j}": np.asarray(w) for j, w in enumerate(best_weights)})
-        states.append({"index": i, "class": type(cb).__name__, "attrs": attrs, "best_weights": best_weights is not None})
+        states.append(
+            {
+                "index": i,
+                "class": type(cb).__name__,
+                "attrs": attrs,
+                "best_weights": best_weights is not None,
+            }
+        )
     return states, arrays
 
 
-def set_callback_state(callbacks: Sequence[keras.callbacks.Callback], states: list[dict[str, Any]],
-                       arrays: dict[str, np.ndarray], where: str) -> None:
+def set_callback_state(
+    callbacks: Sequence[keras.callbacks.Callback],
+    states: list[dict[str, Any]],
+    arrays: dict[str, np.ndarray],
+    where: str,
+) -> None:
     """Put back ``callback_state``; refuse callbacks other than those the run was made with."""
     stateful = [(i, type(cb).__name__) for i, cb in enumerate(callbacks) if _kind(cb) is not None]
     saved = [(s["index"], s["class"]) for s in states]
@@ -126,7 +139,10 @@ def rng_state() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Python's and numpy's global random states and Keras's global SeedGenerator, if one was made."""
     version, mt, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = np.random.get_state()
-    state = {"python": [version, list(mt), gauss], "numpy": [kind, int(pos), int(has_gauss), float(cached)]}
+    state = {
+        "python": [version, list(mt), gauss],
+        "numpy": [kind, int(pos), int(has_gauss), float(cached)],
+    }
     arrays = {"rng.numpy": np.asarray(keys)}
     generator = _keras_global_generator()
     if generator is not None:

@@ -36,14 +36,23 @@ def launch(workers: int, args: Sequence[str], grace: float = 60.0) -> int:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 2:
         raise UsageError(f"--workers must be 2 or more (received {workers!r})")
     if not args or args[0] != "train":
-        raise UsageError("chunkfit launch runs chunkfit train: chunkfit launch --workers 2 -- train STORE --out RUN ...")
+        raise UsageError(
+            "chunkfit launch runs chunkfit train: chunkfit launch --workers 2 -- train STORE --out RUN ..."
+        )
     hosts = loopback_cluster(workers)
     procs = []
     try:
         for i in range(workers):
-            config = json.dumps({"cluster": {"worker": hosts}, "task": {"type": "worker", "index": i}})
-            procs.append(subprocess.Popen([sys.executable, "-m", "chunkfit", *args], env={**os.environ, "TF_CONFIG": config},
-                                          stdout=None if i == 0 else subprocess.DEVNULL))
+            config = json.dumps(
+                {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": i}}
+            )
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "chunkfit", *args],
+                    env={**os.environ, "TF_CONFIG": config},
+                    stdout=None if i == 0 else subprocess.DEVNULL,
+                )
+            )
         codes: dict[int, int] = {}
         deadline: float | None = None
         while len(codes) < workers:
@@ -55,7 +64,9 @@ def launch(workers: int, args: Sequence[str], grace: float = 60.0) -> int:
             if deadline is not None and time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        return next((c for _, c in sorted(codes.items()) if c != 0), 0 if len(codes) == workers else 1)
+        return next(
+            (c for _, c in sorted(codes.items()) if c != 0), 0 if len(codes) == workers else 1
+        )
     finally:
         for p in procs:
             if p.poll() is None:

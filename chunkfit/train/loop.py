@@ -147,9 +147,14 @@ def fit(
         class_weight=class_weight,
         threshold_for=threshold_for,
     )
-    if checkpoint_every is not None and (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
-                                         or checkpoint_every < 1):
-        raise UsageError(f"--checkpoint-every must be a positive number of blocks (received {checkpoint_every!r})")
+    if checkpoint_every is not None and (
+        isinstance(checkpoint_every, bool)
+        or not isinstance(checkpoint_every, int)
+        or checkpoint_every < 1
+    ):
+        raise UsageError(
+            f"--checkpoint-every must be a positive number of blocks (received {checkpoint_every!r})"
+        )
     if out is None and resume != "auto":
         raise UsageError(f"resume={resume!r} needs a run folder: pass out=RUN")
     cap_arenas()  # before the run's threads allocate: memory flat at 20M samples (chunkfit.train.malloc)
@@ -157,19 +162,38 @@ def fit(
     if keras_backend() == "jax":
         check_jax_options(opts)
     elif opts.jax_loop != "auto":
-        raise UsageError(f"--jax-loop {opts.jax_loop} is for the JAX engine (TensorFlow loops its batches in its "
-                         "own compiled call); leave it out, or train on JAX (--backend jax)")
+        raise UsageError(
+            f"--jax-loop {opts.jax_loop} is for the JAX engine (TensorFlow loops its batches in its "
+            "own compiled call); leave it out, or train on JAX (--backend jax)"
+        )
     with contextlib.ExitStack() as stack:
         if not isinstance(store, Store):
             store = stack.enter_context(open_store(store))
         split = SplitPlan.of(store, opts)  # most mistakes are refused here, before TensorFlow loads
         identity = run_identity(opts, model, store)
-        is_peer = distribution is not None and distribution[0] is not None and not distribution[0].chief
+        is_peer = (
+            distribution is not None and distribution[0] is not None and not distribution[0].chief
+        )
         folder = open_run_folder(out, resume, identity) if out is not None and not is_peer else None
-        peer = stack.enter_context(contextlib.closing(open_peer_folder(out))) if out is not None and is_peer else None
+        peer = (
+            stack.enter_context(contextlib.closing(open_peer_folder(out)))
+            if out is not None and is_peer
+            else None
+        )
         try:
-            trainer = Trainer(model, store, opts, split, list(callbacks or []), folder, progress,
-                              checkpoint_every, identity, distribution, peer)
+            trainer = Trainer(
+                model,
+                store,
+                opts,
+                split,
+                list(callbacks or []),
+                folder,
+                progress,
+                checkpoint_every,
+                identity,
+                distribution,
+                peer,
+            )
             history = trainer.train(tensorboard)
         except BaseException:
             if folder is not None:
@@ -187,30 +211,69 @@ class Trainer:
     ``SplitPlan.of`` and ``RunFolder`` already.
     """
 
-    def __init__(self, model: keras.Model | str, store: Store, opts: FitOptions, split: SplitPlan,
-                 callbacks: list[keras.callbacks.Callback], folder: RunFolder | None,
-                 progress: Callable[[TrainProgress], None] | None, checkpoint_every: int | None,
-                 identity: dict[str, Any], distribution: tuple[Any, str | None] | None = None,
-                 peer: PeerFolder | None = None) -> None:
-        self.store, self.opts, self.user_callbacks, self.progress, self.folder = store, opts, callbacks, progress, folder
+    def __init__(
+        self,
+        model: keras.Model | str,
+        store: Store,
+        opts: FitOptions,
+        split: SplitPlan,
+        callbacks: list[keras.callbacks.Callback],
+        folder: RunFolder | None,
+        progress: Callable[[TrainProgress], None] | None,
+        checkpoint_every: int | None,
+        identity: dict[str, Any],
+        distribution: tuple[Any, str | None] | None = None,
+        peer: PeerFolder | None = None,
+    ) -> None:
+        self.store, self.opts, self.user_callbacks, self.progress, self.folder = (
+            store,
+            opts,
+            callbacks,
+            progress,
+            folder,
+        )
         self.model_spec = identity["model"]
         resumed = folder.checkpoint if folder is not None else None
         shapes = Shapes(opts.windows.window, store.n_channels, split.labeller.n_classes)
         self.normalizer = normalizer_for(opts.normalize, store, split.split.train)
         w = opts.windows
-        self.weights = class_weights(opts.class_weight, split.labeller, split.split.train, w.window, w.stride)
+        self.weights = class_weights(
+            opts.class_weight, split.labeller, split.split.train, w.window, w.stride
+        )
         if self.weights.notice is not None and progress is not None:
-            progress(TrainProgress("notice", 0, opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0, message=self.weights.notice))
+            progress(
+                TrainProgress(
+                    "notice",
+                    0,
+                    opts.epochs,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0.0,
+                    None,
+                    0.0,
+                    message=self.weights.notice,
+                )
+            )
         if distribution is None:
             engine = JaxEngine if keras_backend() == "jax" else TensorFlowEngine
-            self.engine = engine.start(model, opts, shapes, self.normalizer, self.weights.weights,
-                                       opts.epochs * split.split.train_windows(),
-                                       split.blocks(opts, opts.blocks.chunk).group_samples(), say=self._notice)
+            self.engine = engine.start(
+                model,
+                opts,
+                shapes,
+                self.normalizer,
+                self.weights.weights,
+                opts.epochs * split.split.train_windows(),
+                split.blocks(opts, opts.blocks.chunk).group_samples(),
+                say=self._notice,
+            )
         else:
             from .tensorflow.distributed import DistributedEngine
 
-            self.engine = DistributedEngine.start_distributed(model, opts, shapes, self.normalizer,
-                                                              self.weights.weights, *distribution)
+            self.engine = DistributedEngine.start_distributed(
+                model, opts, shapes, self.normalizer, self.weights.weights, *distribution
+            )
             if folder is not None:
                 folder.create()  # before the workers meet: a resumed checkpoint has its settled name
             resumed = self._meet(identity, folder, peer)
@@ -219,25 +282,40 @@ class Trainer:
         if resumed is not None:
             chunk = int(resumed.state["chunk"])
         elif opts.memory_budget is not None:
-            chunk = chunk_in_budget(opts.memory_budget, opts.windows, store.n_channels, opts.blocks.mix,
-                                    opts.batch_size, self.engine.in_flight_bytes())
+            chunk = chunk_in_budget(
+                opts.memory_budget,
+                opts.windows,
+                store.n_channels,
+                opts.blocks.mix,
+                opts.batch_size,
+                self.engine.in_flight_bytes(),
+            )
         else:
             chunk = opts.blocks.chunk
         self.plan: TrainPlan = split.blocks(opts, chunk)
         self.engine.sized(self.plan.group_samples())
-        batches = sum(-(-b.n_windows // opts.batch_size) for b in self.plan.train_blocks) * opts.epochs
+        batches = (
+            sum(-(-b.n_windows // opts.batch_size) for b in self.plan.train_blocks) * opts.epochs
+        )
         self.engine.choose_compile(batches)
         self._said_compile = False
         self._scoring: tuple[keras.Model, Any] | None = None
-        self._last_chosen: tuple[dict[str, Any] | None, list[Any]] | None = None  # last epoch's, and its weights
+        self._last_chosen: tuple[dict[str, Any] | None, list[Any]] | None = (
+            None  # last epoch's, and its weights
+        )
         self.log = RunLog(self._about(), opts.blocks.seed)
         self.checkpoints: Checkpointer | None = None
         self.resumed = resumed
         if folder is not None and not folder.ready:
             folder.create()
         if folder is not None or resumed is not None:  # a peer worker only restores from one
-            self.checkpoints = Checkpointer(folder if folder is not None else peer, identity, chunk,
-                                            checkpoint_every, (opts.epochs, len(self.plan.train_blocks)))
+            self.checkpoints = Checkpointer(
+                folder if folder is not None else peer,
+                identity,
+                chunk,
+                checkpoint_every,
+                (opts.epochs, len(self.plan.train_blocks)),
+            )
         self.blocks_done: list[int] = []  # train blocks of the current epoch, in the order trained
         # Between epochs: the stream whose one item left is the next epoch's first group, read in its
         # loader thread while this epoch validates (about a group's read, 1-2% of an epoch of the 1M
@@ -249,11 +327,19 @@ class Trainer:
         plan = self.plan
         return {
             "model": self.model_spec,
-            "config": {**self.opts.to_dict(), "chunk_used": plan.chunk, "steps_per_execution_used": self.engine.steps},
+            "config": {
+                **self.opts.to_dict(),
+                "chunk_used": plan.chunk,
+                "steps_per_execution_used": self.engine.steps,
+            },
             "classes": plan.labeller.classes,
             "store": {"path": str(self.store.path.resolve()), "identity": self.store.identity},
             "split": plan.split.to_dict(),
-            "blocks": {"train": len(plan.train_blocks), "validation": len(plan.val_blocks), "mix": plan.mix},
+            "blocks": {
+                "train": len(plan.train_blocks),
+                "validation": len(plan.val_blocks),
+                "mix": plan.mix,
+            },
             "normalization": self.normalizer.to_dict(),
             "class_weight": self.weights.to_dict(plan.labeller.classes),
             "engine": self.engine.name,
@@ -261,7 +347,9 @@ class Trainer:
             **({"distribution": about} if (about := self.engine.about()) is not None else {}),
         }
 
-    def _meet(self, identity: dict[str, Any], folder: RunFolder | None, peer: PeerFolder | None) -> Any:
+    def _meet(
+        self, identity: dict[str, Any], folder: RunFolder | None, peer: PeerFolder | None
+    ) -> Any:
         """The workers check each other (chunkfit.train.tensorflow.distributed); returns the checkpoint
         this worker resumes from: the chief's, read by every other worker (from a shared file system, or
         through an s3 run's pointer) after the chief settled it and before it can write another."""
@@ -277,8 +365,10 @@ class Trainer:
         if engine.cluster is not None:
             sequence = engine.exchange([resumed.sequence if resumed is not None else -1])
             if int(sequence[engine.cluster.rank][0]) != int(sequence[0][0]):
-                raise RunError(f"{where}: this worker found another checkpoint in the run folder than the chief; "
-                               "give every worker the same --out on storage they all reach")
+                raise RunError(
+                    f"{where}: this worker found another checkpoint in the run folder than the chief; "
+                    "give every worker the same --out on storage they all reach"
+                )
         return resumed
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -291,7 +381,11 @@ class Trainer:
         except WorkerLostError as err:
             raise WorkerLostError(f"{err}{self._kept()}") from None
         except OSError as err:
-            if isinstance(err, ChunkfitError) or self.folder is None or err.errno not in WRITE_ERRORS:
+            if (
+                isinstance(err, ChunkfitError)
+                or self.folder is None
+                or err.errno not in WRITE_ERRORS
+            ):
                 raise
             what = Path(err.filename).name if err.filename else "a file of the run"
             raise self.folder.write_error(err, what, self._kept()) from None
@@ -314,10 +408,17 @@ class Trainer:
             extra.append(keras.callbacks.TensorBoard(log_dir=str(tensorboard)))
         steps = sum(-(-b.n_windows // opts.batch_size) for b in self.plan.train_blocks)
         run_callbacks = keras.callbacks.CallbackList(
-            [*self.user_callbacks, *extra, history], model=model, epochs=opts.epochs, steps=steps, verbose=0
+            [*self.user_callbacks, *extra, history],
+            model=model,
+            epochs=opts.epochs,
+            steps=steps,
+            verbose=0,
         )
-        self.bridge = BlockBridge(run_callbacks, on_batch=self._on_batch if self.progress else None,
-                                  fitting=self.engine.fitting)
+        self.bridge = BlockBridge(
+            run_callbacks,
+            on_batch=self._on_batch if self.progress else None,
+            fitting=self.engine.fitting,
+        )
         self.inner = keras.callbacks.CallbackList([self.bridge], model=model)
         model.stop_training = False
         run_callbacks.on_train_begin()
@@ -342,43 +443,66 @@ class Trainer:
         self.engine.finish()
         return history
 
-    def _epochs(self, run_callbacks: keras.callbacks.CallbackList, start: Position,
-                logs: dict[str, Any]) -> dict[str, Any]:
+    def _epochs(
+        self, run_callbacks: keras.callbacks.CallbackList, start: Position, logs: dict[str, Any]
+    ) -> dict[str, Any]:
         """The epochs from ``start`` on; returns the last epoch's logs."""
         model, opts = self.model, self.opts
         for epoch in range(start.epoch, opts.epochs):
             if model.stop_training:  # a checkpoint taken after a callback stopped the run
                 break
             run_callbacks.on_epoch_begin(epoch)
-            logs, record = self._epoch(epoch, run_callbacks, start if epoch == start.epoch else Position(epoch))
+            logs, record = self._epoch(
+                epoch, run_callbacks, start if epoch == start.epoch else Position(epoch)
+            )
             run_callbacks.on_epoch_end(epoch, logs)
             self.log.epochs.append(record)
             self._say_compile()
             if self.progress is not None:
-                self.progress(TrainProgress("epoch", epoch, opts.epochs, 0, 0, record["train_windows"],
-                                            record["train_windows"], record["windows_per_s"] or 0.0,
-                                            logs.get("loss"), (epoch + 1) / opts.epochs, dict(logs)))
+                self.progress(
+                    TrainProgress(
+                        "epoch",
+                        epoch,
+                        opts.epochs,
+                        0,
+                        0,
+                        record["train_windows"],
+                        record["train_windows"],
+                        record["windows_per_s"] or 0.0,
+                        logs.get("loss"),
+                        (epoch + 1) / opts.epochs,
+                        dict(logs),
+                    )
+                )
             self._checkpoint(Position(epoch + 1))
             self._write_record(finished=False)
             if model.stop_training:
                 break
         return logs
 
-    def _epoch(self, epoch: int, run_callbacks: keras.callbacks.CallbackList,
-               start: Position) -> tuple[dict[str, float], dict[str, Any]]:
+    def _epoch(
+        self, epoch: int, run_callbacks: keras.callbacks.CallbackList, start: Position
+    ) -> tuple[dict[str, float], dict[str, Any]]:
         opts, plan = self.opts, self.plan
         train_groups = plan.train_groups(epoch)
-        first = -(-start.position // plan.mix)  # groups trained before a checkpoint (only whole ones)
+        first = -(
+            -start.position // plan.mix
+        )  # groups trained before a checkpoint (only whole ones)
         val_groups = plan.val_groups()
         train_jobs = [partial(self._load, g, epoch, k) for k, g in enumerate(train_groups)][first:]
         val_jobs = [partial(self._load, g, None, k) for k, g in enumerate(val_groups)]
         ahead, self._ahead = self._ahead, None
-        if ahead is not None and train_jobs:  # this epoch's first group, read while the previous one validated
+        if (
+            ahead is not None and train_jobs
+        ):  # this epoch's first group, read while the previous one validated
             train_jobs[0] = partial(next, ahead)
         # The next epoch's first group is read after this epoch's last, while validation, the epoch's
         # callbacks and its checkpoint run (``_ahead``).
-        following = [partial(self._load, plan.train_groups(epoch + 1)[0], epoch + 1, 0)] \
-            if opts.prefetch and epoch + 1 < opts.epochs else []
+        following = (
+            [partial(self._load, plan.train_groups(epoch + 1)[0], epoch + 1, 0)]
+            if opts.prefetch and epoch + 1 < opts.epochs
+            else []
+        )
         self.blocks_done = list(start.blocks)
         self._clock = (time.perf_counter(), start.train_seconds)
         stream, kept = prefetched(train_jobs + val_jobs + following, ahead=opts.prefetch), False
@@ -400,7 +524,9 @@ class Trainer:
             if following:
                 self._ahead, kept = stream, True
         finally:
-            if not kept:  # first: its thread may still be taking this epoch's first group from ``ahead``
+            if (
+                not kept
+            ):  # first: its thread may still be taking this epoch's first group from ``ahead``
                 stream.close()
             if ahead is not None:
                 ahead.close()
@@ -428,8 +554,14 @@ class Trainer:
                 out.append([b.index for b in group])
         return out
 
-    def _phase(self, phase: str, epoch: int, stream: Generator[BlockTensors, None, None], todo: list[list[Block]],
-               start: Position | None) -> int:
+    def _phase(
+        self,
+        phase: str,
+        epoch: int,
+        stream: Generator[BlockTensors, None, None],
+        todo: list[list[Block]],
+        start: Position | None,
+    ) -> int:
         """Train (or evaluate) the groups ``todo`` from ``stream``; returns how many ran.
 
         ``start`` (training only) is where the epoch resumes: its metric totals and batch count.
@@ -438,8 +570,15 @@ class Trainer:
         self.bridge.start_phase()
         carried = None
         blocks = plan.train_blocks if training else plan.val_blocks
-        self._tick = Tick(phase, epoch, opts.epochs, len(blocks), sum(b.n_windows for b in blocks), opts.batch_size,
-                          plan.share(epoch, opts.epochs, phase))
+        self._tick = Tick(
+            phase,
+            epoch,
+            opts.epochs,
+            len(blocks),
+            sum(b.n_windows for b in blocks),
+            opts.batch_size,
+            plan.share(epoch, opts.epochs, phase),
+        )
         if start is not None and start.position:
             carried, self.bridge.offset = start.metrics, start.batches
             self._tick.skip(start.position, plan.windows_of(start.blocks))
@@ -450,9 +589,15 @@ class Trainer:
                 tensors = next(stream)
             except StoreChangedError as err:
                 kept = self._kept()
-                hint = "; resume on the store as it was, or pass --restart to train on it as it is now" if kept else ""
-                raise StoreChangedError(f"{self.store.path}: the store changed while training ({err}); training "
-                                        f"stopped{kept}{hint}") from None
+                hint = (
+                    "; resume on the store as it was, or pass --restart to train on it as it is now"
+                    if kept
+                    else ""
+                )
+                raise StoreChangedError(
+                    f"{self.store.path}: the store changed while training ({err}); training "
+                    f"stopped{kept}{hint}"
+                ) from None
             self._tick.begin_group(tensors.n_blocks, tensors.n_windows, self.bridge.offset)
             if training:
                 self.bridge.start_block(carried, engine.step_batches(tensors.n_windows))
@@ -466,9 +611,21 @@ class Trainer:
                 if self.model.stop_training:
                     return k + 1
                 # The epoch's last group is followed by the epoch's checkpoint.
-                if k + 1 < len(todo) and self.checkpoints is not None and self.checkpoints.due(len(group)):
-                    self._checkpoint(Position(epoch, len(self.blocks_done), carried, self.bridge.offset,
-                                              list(self.blocks_done), self._train_seconds()))
+                if (
+                    k + 1 < len(todo)
+                    and self.checkpoints is not None
+                    and self.checkpoints.due(len(group))
+                ):
+                    self._checkpoint(
+                        Position(
+                            epoch,
+                            len(self.blocks_done),
+                            carried,
+                            self.bridge.offset,
+                            list(self.blocks_done),
+                            self._train_seconds(),
+                        )
+                    )
         return len(todo)
 
     def _load(self, group: list[Block], epoch: int | None, k: int) -> BlockTensors:
@@ -480,7 +637,9 @@ class Trainer:
         spec = self.opts.blocks
         order = None
         if epoch is not None:
-            order = window_order(sum(b.n_windows for b in group), spec.seed, epoch, k, spec.shuffle_windows)
+            order = window_order(
+                sum(b.n_windows for b in group), spec.seed, epoch, k, spec.shuffle_windows
+            )
         self._check_store()
         data = read_group(self.store, self.plan.labeller, group, order)
         self._check_store()
@@ -494,20 +653,44 @@ class Trainer:
     # -- checkpoints ------------------------------------------------------------------------------
     def _checkpoint(self, at: Position) -> None:
         if self.checkpoints is not None and self.folder is not None:
-            self.checkpoints.save(at, seed=self.opts.blocks.seed, model=self.model, callbacks=self.user_callbacks,
-                                  history=self.history, log=self.log)
+            self.checkpoints.save(
+                at,
+                seed=self.opts.blocks.seed,
+                model=self.model,
+                callbacks=self.user_callbacks,
+                history=self.history,
+                log=self.log,
+            )
 
     def _restore(self, resumed: Any) -> Position:
         assert self.checkpoints is not None
         s = self.engine.shapes
         with self.engine.scope():
-            at = self.checkpoints.restore(resumed, model=self.model, callbacks=self.user_callbacks,
-                                          history=self.history, log=self.log, shapes=(s.window, s.channels, s.classes))
+            at = self.checkpoints.restore(
+                resumed,
+                model=self.model,
+                callbacks=self.user_callbacks,
+                history=self.history,
+                log=self.log,
+                shapes=(s.window, s.channels, s.classes),
+            )
         if self.progress is not None:
             blocks = max(len(self.plan.train_blocks), 1)
             share = (at.epoch + at.position / blocks) / max(self.opts.epochs, 1)
-            self.progress(TrainProgress("resume", at.epoch, self.opts.epochs, at.position,
-                                        len(self.plan.train_blocks), 0, 0, 0.0, None, min(share, 1.0)))
+            self.progress(
+                TrainProgress(
+                    "resume",
+                    at.epoch,
+                    self.opts.epochs,
+                    at.position,
+                    len(self.plan.train_blocks),
+                    0,
+                    0,
+                    0.0,
+                    None,
+                    min(share, 1.0),
+                )
+            )
         return at
 
     def _kept(self) -> str:
@@ -528,7 +711,10 @@ class Trainer:
 
         if self._scoring is None:
             exported = self.engine.exported()
-            self._scoring = exported, make_predictor(exported, self.opts.windows.window, self.store.n_channels)
+            self._scoring = (
+                exported,
+                make_predictor(exported, self.opts.windows.window, self.store.n_channels),
+            )
         return self._scoring
 
     def _event_logs(self) -> dict[str, float]:
@@ -542,14 +728,23 @@ class Trainer:
             return {}
         model, predictor = self._scorer()
         plan = self.plan
-        chosen = choose_threshold(model, self.store, plan.labeller, self.opts.windows, plan.split.validation,
-                                  self.opts.threshold_for, predictor)
+        chosen = choose_threshold(
+            model,
+            self.store,
+            plan.labeller,
+            self.opts.windows,
+            plan.split.validation,
+            self.opts.threshold_for,
+            predictor,
+        )
         self._last_chosen = chosen, [w.numpy() for w in self.model.weights]
         if chosen is None or "events" not in chosen:
             return {}
         events = chosen["events"]
-        out = {"val_threshold": float(chosen["value"]),
-               "val_events_covered": chosen["events_covered"] / events if events else float("nan")}
+        out = {
+            "val_threshold": float(chosen["value"]),
+            "val_events_covered": chosen["events_covered"] / events if events else float("nan"),
+        }
         per_hour = chosen["false_alarms_per_hour"]
         if per_hour is None:
             out["val_false_alarms"] = float(chosen["false_alarms"])
@@ -563,27 +758,56 @@ class Trainer:
 
         plan = self.plan
         if self._last_chosen is not None and _same(self._last_chosen[1], self.model.weights):
-            chosen = self._last_chosen[0]  # the last epoch's, on these weights (no callback restored others)
+            chosen = self._last_chosen[
+                0
+            ]  # the last epoch's, on these weights (no callback restored others)
         else:
             model, predictor = self._scorer()
-            chosen = choose_threshold(model, self.store, plan.labeller, self.opts.windows, plan.split.validation,
-                                      self.opts.threshold_for, predictor)
+            chosen = choose_threshold(
+                model,
+                self.store,
+                plan.labeller,
+                self.opts.windows,
+                plan.split.validation,
+                self.opts.threshold_for,
+                predictor,
+            )
         if chosen is not None and self.progress is not None:
             events = ""
             if "events" in chosen:
                 per_hour = chosen["false_alarms_per_hour"]
-                alarms = f"{chosen['false_alarms']}" + ("" if per_hour is None else f" ({per_hour:.3g}/h)")
+                alarms = f"{chosen['false_alarms']}" + (
+                    "" if per_hour is None else f" ({per_hour:.3g}/h)"
+                )
                 events = f", events covered {chosen['events_covered']}/{chosen['events']}, false alarms {alarms}"
-            self.progress(TrainProgress(
-                "notice", self.opts.epochs - 1, self.opts.epochs, 0, 0, 0, 0, 0.0, None, 1.0,
-                message=(f"threshold {chosen['value']:.4g} chosen on the validation split ({chosen['rule']}): "
-                         f"PR-AUC {chosen['pr_auc']:.3f}, precision {chosen['precision']:.3f}, "
-                         f"recall {chosen['recall']:.3f}, F1 {chosen['f1']:.3f}{events}")))
+            self.progress(
+                TrainProgress(
+                    "notice",
+                    self.opts.epochs - 1,
+                    self.opts.epochs,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0.0,
+                    None,
+                    1.0,
+                    message=(
+                        f"threshold {chosen['value']:.4g} chosen on the validation split ({chosen['rule']}): "
+                        f"PR-AUC {chosen['pr_auc']:.3f}, precision {chosen['precision']:.3f}, "
+                        f"recall {chosen['recall']:.3f}, F1 {chosen['f1']:.3f}{events}"
+                    ),
+                )
+            )
         return chosen
 
     def _notice(self, message: str) -> None:
         if self.progress is not None:
-            self.progress(TrainProgress("notice", 0, self.opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0, message=message))
+            self.progress(
+                TrainProgress(
+                    "notice", 0, self.opts.epochs, 0, 0, 0, 0, 0.0, None, 0.0, message=message
+                )
+            )
 
     def _say_compile(self) -> None:
         """The one line saying how the train step is compiled and threaded, once that is decided."""
@@ -605,15 +829,26 @@ def _same(saved: list[Any], weights: list[Any]) -> bool:
     """Whether ``weights`` still hold the ``saved`` values."""
     import numpy as np
 
-    return len(saved) == len(weights) and all(np.array_equal(a, w.numpy()) for a, w in zip(saved, weights, strict=True))
+    return len(saved) == len(weights) and all(
+        np.array_equal(a, w.numpy()) for a, w in zip(saved, weights, strict=True)
+    )
 
 
 def run_identity(opts: FitOptions, model: keras.Model | str, store: Store) -> dict[str, Any]:
     """What a checkpoint must share with the run resuming it: settings, model and store."""
     config = opts.to_dict()
-    for speed in ("compute_threads", "steps_per_execution", "jit", "jax_loop"):  # how fast, not what, is trained
+    for speed in (
+        "compute_threads",
+        "steps_per_execution",
+        "jit",
+        "jax_loop",
+    ):  # how fast, not what, is trained
         config.pop(speed)
-    return {"config": config, "model": model if isinstance(model, str) else model.name, "store": store.identity}
+    return {
+        "config": config,
+        "model": model if isinstance(model, str) else model.name,
+        "store": store.identity,
+    }
 
 
 def _restore_copy(source: Path | None, target: Path) -> None:
@@ -636,11 +871,15 @@ def _distribution(devices: str | None) -> tuple[Any, str | None] | None:
     if cluster is None and devices is None:
         return None
     if keras_backend() == "jax":
-        raise UsageError(f"{'TF_CONFIG' if devices is None else '--devices ' + devices}: several devices or workers "
-                         "train on the TensorFlow engine; unset KERAS_BACKEND=jax (or pass --backend tensorflow)")
+        raise UsageError(
+            f"{'TF_CONFIG' if devices is None else '--devices ' + devices}: several devices or workers "
+            "train on the TensorFlow engine; unset KERAS_BACKEND=jax (or pass --backend tensorflow)"
+        )
     if cluster is not None and logical:
-        raise UsageError(f"--devices {devices} is for one machine; with TF_CONFIG each worker trains on its GPUs "
-                         "(or its CPU): leave out --devices, or pass --devices all")
+        raise UsageError(
+            f"--devices {devices} is for one machine; with TF_CONFIG each worker trains on its GPUs "
+            "(or its CPU): leave out --devices, or pass --devices all"
+        )
     # TensorFlow's collective errors become one line
     if cluster is not None and os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2") == "2":
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"

@@ -20,8 +20,17 @@ from __future__ import annotations
 
 from typing import Any
 
-LEAD = ("pr_auc", "precision", "recall", "f1", "threshold", "events_covered", "false_alarms_per_hour", "false_alarms",
-        "loss")
+LEAD = (
+    "pr_auc",
+    "precision",
+    "recall",
+    "f1",
+    "threshold",
+    "events_covered",
+    "false_alarms_per_hour",
+    "false_alarms",
+    "loss",
+)
 LAST = ("accuracy",)
 
 
@@ -31,7 +40,9 @@ def compiled_metrics(classes: int) -> list[Any]:
 
     if classes != 2:
         return ["accuracy"]
-    pr_auc = keras.metrics.AUC(curve="PR", multi_label=True, label_weights=[0.0, 1.0], name="pr_auc")
+    pr_auc = keras.metrics.AUC(
+        curve="PR", multi_label=True, label_weights=[0.0, 1.0], name="pr_auc"
+    )
     # Keras 3.15's AUC keeps label_weights as a tensor and its get_config returns that tensor, which
     # from_config cannot read back: a model.keras saved compiled with it fails to load. A list
     # gives the same result() and round-trips.
@@ -56,6 +67,7 @@ def with_f1(logs: dict[str, float]) -> dict[str, float]:
 def ordered(logs: dict[str, Any]) -> dict[str, Any]:
     """The event class's figures first, then the loss, other metrics, and accuracy last; training
     before validation (``val_``). Keras hands callbacks its logs sorted by name: this undoes that."""
+
     def rank(key: str) -> tuple[bool, int, int]:
         val = key.startswith("val_")
         base = key[4:] if val else key

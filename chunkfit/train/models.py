@@ -61,7 +61,9 @@ def dilated_resnet(window: int, n_channels: int, n_classes: int, filters: int = 
         r = layers.Conv1D(filters, 3, dilation_rate=d, padding="same", activation="relu")(h)
         r = layers.Conv1D(filters, 3, dilation_rate=d, padding="same")(r)
         h = layers.Activation("relu")(layers.Add()([h, r]))
-    pooled = layers.Concatenate()([layers.GlobalMaxPooling1D()(h), layers.GlobalAveragePooling1D()(h)])
+    pooled = layers.Concatenate()(
+        [layers.GlobalMaxPooling1D()(h), layers.GlobalAveragePooling1D()(h)]
+    )
     y = layers.Dense(n_classes, activation="softmax")(pooled)
     return keras.Model(x, y, name="dilated_resnet")
 
@@ -75,7 +77,9 @@ BUILTINS: dict[str, Callable[[int, int, int], keras.Model]] = {
 SMALL_BUILTINS = frozenset({"baseline-cnn"})
 
 
-_UNSAFE_FILES: contextvars.ContextVar[bool] = contextvars.ContextVar("chunkfit_unsafe_model_files", default=False)
+_UNSAFE_FILES: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "chunkfit_unsafe_model_files", default=False
+)
 
 
 @contextlib.contextmanager
@@ -96,7 +100,9 @@ def unsafe_files_allowed() -> bool:
     return _UNSAFE_FILES.get()
 
 
-def build_model(spec: str, window: int, n_channels: int, n_classes: int, *, unsafe: bool | None = None) -> keras.Model:
+def build_model(
+    spec: str, window: int, n_channels: int, n_classes: int, *, unsafe: bool | None = None
+) -> keras.Model:
     """A built-in name, a ``.keras`` file, or ``module:function``, as a Keras model.
 
     A ``.keras`` file loads in Keras safe mode unless ``unsafe`` (default: inside
@@ -137,7 +143,9 @@ def check_model_file(path: Path, *, unsafe: bool = True) -> None:
         raise ModelError(f"{path}: model file not found")
     if not zipfile.is_zipfile(path):
         # Keras would report "File not found" for a file that exists but is not a zip archive
-        raise ModelError(f"{path}: not a .keras model (a .keras file is a zip archive, this file is not)")
+        raise ModelError(
+            f"{path}: not a .keras model (a .keras file is a zip archive, this file is not)"
+        )
     if not unsafe and _holds_lambdas(path):
         raise _safe_mode_error(path)
 
@@ -159,8 +167,13 @@ def _safe_mode_error(path: Path) -> ModelError:
     )
 
 
-def load_model_file(path: Path, *, unsafe: bool = False, compile: bool = True,
-                    custom_objects: dict[str, Any] | None = None) -> keras.Model:
+def load_model_file(
+    path: Path,
+    *,
+    unsafe: bool = False,
+    compile: bool = True,
+    custom_objects: dict[str, Any] | None = None,
+) -> keras.Model:
     """Load a ``.keras`` file in Keras safe mode (no deserialised lambdas) unless ``unsafe``.
 
     ``compile`` False skips the loss, metrics and optimizer (what scoring needs: a custom loss then
@@ -170,17 +183,24 @@ def load_model_file(path: Path, *, unsafe: bool = False, compile: bool = True,
     import keras
 
     try:
-        return keras.saving.load_model(path, safe_mode=not unsafe, compile=compile, custom_objects=custom_objects)
+        return keras.saving.load_model(
+            path, safe_mode=not unsafe, compile=compile, custom_objects=custom_objects
+        )
     except Exception as err:  # noqa: BLE001 - Keras raises many types for files that are not models
         first = str(err).splitlines()[0] if str(err) else ""
         if "safe_mode" in str(err):
             raise _safe_mode_error(path) from None
-        raise ModelError(f"{path}: not a loadable .keras model ({type(err).__name__}: {first[:200]})") from None
+        raise ModelError(
+            f"{path}: not a loadable .keras model ({type(err).__name__}: {first[:200]})"
+        ) from None
 
 
 def _split_factory(spec: str) -> tuple[str, str]:
     module_name, _, func_name = spec.partition(":")
-    if not all(part.isidentifier() for part in module_name.split(".")) or not func_name.isidentifier():
+    if (
+        not all(part.isidentifier() for part in module_name.split("."))
+        or not func_name.isidentifier()
+    ):
         raise ModelError(
             f"model {spec!r} is not module:function; name a Python module and a function in it, e.g. my_models:build"
         )
@@ -193,7 +213,12 @@ def factory_objects(spec: str) -> dict[str, Any]:
     import keras
 
     module = _import_factory_module(spec)
-    kinds = (keras.layers.Layer, keras.losses.Loss, keras.metrics.Metric, keras.optimizers.Optimizer)
+    kinds = (
+        keras.layers.Layer,
+        keras.losses.Loss,
+        keras.metrics.Metric,
+        keras.optimizers.Optimizer,
+    )
     out: dict[str, Any] = {}
     for name, obj in vars(module).items():
         if inspect.isclass(obj) and issubclass(obj, kinds):
@@ -207,13 +232,18 @@ def _import_factory_module(spec: str) -> Any:
     module_name, _ = _split_factory(spec)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # so a model file beside the data can be named
-    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ beside the data
+    writes_bytecode, sys.dont_write_bytecode = (
+        sys.dont_write_bytecode,
+        True,
+    )  # no __pycache__ beside the data
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
         raise ModelError(f"model {spec!r} cannot be imported: {err}") from None
     except Exception as err:  # noqa: BLE001 - the user's module failed while importing: their code
-        raise ModelError(f"model factory {spec}: importing {module_name} raised {_one_line(err)}") from None
+        raise ModelError(
+            f"model factory {spec}: importing {module_name} raised {_one_line(err)}"
+        ) from None
     finally:
         sys.dont_write_bytecode = writes_bytecode
     return module
@@ -227,17 +257,28 @@ def _call_factory(spec: str, window: int, n_channels: int, n_classes: int) -> ke
     module = _import_factory_module(spec)
     func = getattr(module, func_name, None)
     if func is None:
-        raise ModelError(f"model {spec!r} cannot be imported: module {module_name!r} has no attribute {func_name!r}")
+        raise ModelError(
+            f"model {spec!r} cannot be imported: module {module_name!r} has no attribute {func_name!r}"
+        )
     if not callable(func):
         raise ModelError(f"model {spec!r}: {func_name} is a {type(func).__name__}, not a function")
-    offered = {"window": window, "n_channels": n_channels, "n_classes": n_classes,
-               "input_shape": (window, n_channels)}
+    offered = {
+        "window": window,
+        "n_channels": n_channels,
+        "n_classes": n_classes,
+        "input_shape": (window, n_channels),
+    }
     try:
         params: Mapping[str, Any] = inspect.signature(func).parameters
     except (TypeError, ValueError):
         params = {}
-    needed = [n for n, p in params.items() if p.default is p.empty and n not in offered
-              and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    needed = [
+        n
+        for n, p in params.items()
+        if p.default is p.empty
+        and n not in offered
+        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
     if needed:
         raise ModelError(
             f"model factory {spec} needs argument(s) {', '.join(needed)}, but chunkfit passes only "
@@ -264,7 +305,9 @@ def check_model(model: keras.Model, window: int, n_channels: int, n_classes: int
 
     want_in = (window, n_channels)
     shape = _declared_input_shape(model)
-    if shape is not None and any(d is not None and d != w for d, w in zip(shape, want_in, strict=True)):
+    if shape is not None and any(
+        d is not None and d != w for d, w in zip(shape, want_in, strict=True)
+    ):
         raise IncompatibleError(
             f"model {model.name!r} takes inputs shaped {_fmt(shape)}, but the windows are "
             f"{_fmt(want_in)} (window, channels); build it for --window {window} and {n_channels} channel(s)"
@@ -321,17 +364,25 @@ def compile_model(
     if not getattr(model, "compiled", False) or any(v is not None for v in (optimizer, lr, loss)):
         name = optimizer or DEFAULT_OPTIMIZER
         try:
-            opt = keras.optimizers.get({"class_name": name, "config": {"learning_rate": lr or DEFAULT_LR}})
+            opt = keras.optimizers.get(
+                {"class_name": name, "config": {"learning_rate": lr or DEFAULT_LR}}
+            )
         except ValueError:
-            raise ModelError(f"unknown optimizer {name!r}; use e.g. adam, sgd, rmsprop, adamw") from None
+            raise ModelError(
+                f"unknown optimizer {name!r}; use e.g. adam, sgd, rmsprop, adamw"
+            ) from None
         try:
             keras.losses.get(loss or DEFAULT_LOSS)
         except ValueError:
             raise ModelError(
                 f"unknown loss {loss!r}; use e.g. categorical_crossentropy, categorical_focal_crossentropy"
             ) from None
-        model.compile(optimizer=opt, loss=loss or DEFAULT_LOSS, metrics=compiled_metrics(classes),
-                      steps_per_execution=steps_per_execution)
+        model.compile(
+            optimizer=opt,
+            loss=loss or DEFAULT_LOSS,
+            metrics=compiled_metrics(classes),
+            steps_per_execution=steps_per_execution,
+        )
     elif model.steps_per_execution != steps_per_execution:
         # The cached train function bakes the step count in; drop it so the new one is used.
         model.steps_per_execution = steps_per_execution

@@ -47,7 +47,11 @@ class Normalizer:
     def epsilon(self) -> float:
         """Added to a window's variance (``window``) or the smallest std allowed (``global``)."""
         smallest = min((s for s in self.std if s > 0), default=1.0)
-        return float(max((_TINY * smallest) ** 2, 1e-12)) if self.mode == "window" else float(max(_TINY * smallest, 1e-12))
+        return (
+            float(max((_TINY * smallest) ** 2, 1e-12))
+            if self.mode == "window"
+            else float(max(_TINY * smallest, 1e-12))
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "mean": list(self.mean), "std": list(self.std)}
@@ -71,15 +75,23 @@ class Normalizer:
 
         if self.mode == "none":
             return model
-        window, channels = model.inputs[0].shape[1:] if getattr(model, "inputs", None) else (None, len(self.mean))
+        window, channels = (
+            model.inputs[0].shape[1:] if getattr(model, "inputs", None) else (None, len(self.mean))
+        )
         inputs = keras.Input((window, channels), name="raw_signal")
         if self.mode == "global":
             std = np.maximum(np.asarray(self.std, dtype=np.float64), self.epsilon)
-            layer = keras.layers.Normalization(axis=-1, mean=list(self.mean), variance=list(std**2),
-                                               name="chunkfit_standardize")
+            layer = keras.layers.Normalization(
+                axis=-1, mean=list(self.mean), variance=list(std**2), name="chunkfit_standardize"
+            )
         else:
-            layer = keras.layers.LayerNormalization(axis=1, center=False, scale=False, epsilon=self.epsilon,
-                                                    name="chunkfit_window_standardize")
+            layer = keras.layers.LayerNormalization(
+                axis=1,
+                center=False,
+                scale=False,
+                epsilon=self.epsilon,
+                name="chunkfit_window_standardize",
+            )
         return keras.Model(inputs, model(layer(inputs)), name=model.name)
 
 
@@ -100,8 +112,11 @@ def normalizer_for(mode: str, store: Store, train_ranges: np.ndarray) -> Normali
     if mode == "none":
         return Normalizer("none")
     mean, std = training_stats(store, train_ranges)
-    bad = [store.channels[j] for j, (m, s) in enumerate(zip(mean, std, strict=True))
-           if not (np.isfinite(m) and np.isfinite(s))]
+    bad = [
+        store.channels[j]
+        for j, (m, s) in enumerate(zip(mean, std, strict=True))
+        if not (np.isfinite(m) and np.isfinite(s))
+    ]
     if bad:
         raise WindowError(
             f"{store.path}: channel(s) {', '.join(bad)} hold no finite value in the training split, so they "

@@ -23,18 +23,29 @@ class SplitPlan:
     def of(cls, store: Store, opts: FitOptions) -> SplitPlan:
         w = opts.windows
         labeller = Labeller(store, w.label)
-        split = plan_split(store.segments, w, opts.split, where=str(store.path), seed=opts.blocks.seed)
+        split = plan_split(
+            store.segments, w, opts.split, where=str(store.path), seed=opts.blocks.seed
+        )
         _check_validation_classes(store, labeller, split, opts)
         return cls(labeller, split)
 
     def blocks(self, opts: FitOptions, chunk: int) -> TrainPlan:
         w = opts.windows
-        return TrainPlan(self.labeller, self.split, chunk, opts.blocks.mix, opts.blocks.seed, opts.blocks.shuffle_blocks,
-                         plan_blocks(self.split.train, w.window, w.stride, chunk),
-                         plan_blocks(self.split.validation, w.window, w.stride, chunk))
+        return TrainPlan(
+            self.labeller,
+            self.split,
+            chunk,
+            opts.blocks.mix,
+            opts.blocks.seed,
+            opts.blocks.shuffle_blocks,
+            plan_blocks(self.split.train, w.window, w.stride, chunk),
+            plan_blocks(self.split.validation, w.window, w.stride, chunk),
+        )
 
 
-def _check_validation_classes(store: Store, labeller: Labeller, split: Split, opts: FitOptions) -> None:
+def _check_validation_classes(
+    store: Store, labeller: Labeller, split: Split, opts: FitOptions
+) -> None:
     """Refuse a validation split that cannot measure a detector: one missing a class (an event-less
     one, for event labels)."""
     from .weights import class_counts
@@ -46,9 +57,16 @@ def _check_validation_classes(store: Store, labeller: Labeller, split: Split, op
     missing = [c for c, n in zip(labeller.classes, counts.tolist(), strict=True) if n == 0]
     if not missing:
         return
-    what = "no window with an event" if labeller.rule == "any-event" else f"no window of class(es) {missing}"
-    how = ("hold out other recordings (--validation-segments, another --seed)" if opts.split.segments is not None
-           else "raise --validation, or hold out whole recordings with --validation-segments")
+    what = (
+        "no window with an event"
+        if labeller.rule == "any-event"
+        else f"no window of class(es) {missing}"
+    )
+    how = (
+        "hold out other recordings (--validation-segments, another --seed)"
+        if opts.split.segments is not None
+        else "raise --validation, or hold out whole recordings with --validation-segments"
+    )
     raise WindowError(
         f"{store.path}: the validation split ({split.validation_windows():,} windows) holds {what}, so it cannot "
         f"measure a detector; {how}, or pass --validation 0 to train without validation"

@@ -38,9 +38,24 @@ class Tick:
     ``share`` is (start, width) of this phase as a share of the whole run, for ``done``.
     """
 
-    def __init__(self, phase: str, epoch: int, epochs: int, blocks: int, total: int, batch: int,
-                 share: tuple[float, float]) -> None:
-        self.phase, self.epoch, self.epochs, self.blocks, self.total, self.batch = phase, epoch, epochs, blocks, total, batch
+    def __init__(
+        self,
+        phase: str,
+        epoch: int,
+        epochs: int,
+        blocks: int,
+        total: int,
+        batch: int,
+        share: tuple[float, float],
+    ) -> None:
+        self.phase, self.epoch, self.epochs, self.blocks, self.total, self.batch = (
+            phase,
+            epoch,
+            epochs,
+            blocks,
+            total,
+            batch,
+        )
         self.share = share
         self.start = time.perf_counter()
         self.block, self.n, self.done_before, self.batches_before = 0, 0, 0, 0
@@ -58,6 +73,15 @@ class Tick:
         done = self.done_before + min((batches - self.batches_before) * self.batch, self.n)
         seconds = time.perf_counter() - self.start
         loss = logs.get("loss")
-        return TrainProgress(self.phase, self.epoch, self.epochs, self.block, self.blocks, done, self.total,
-                             done / seconds if seconds > 0 else 0.0, None if loss is None else float(loss),
-                             self.share[0] + self.share[1] * done / max(self.total, 1))
+        return TrainProgress(
+            self.phase,
+            self.epoch,
+            self.epochs,
+            self.block,
+            self.blocks,
+            done,
+            self.total,
+            done / seconds if seconds > 0 else 0.0,
+            None if loss is None else float(loss),
+            self.share[0] + self.share[1] * done / max(self.total, 1),
+        )

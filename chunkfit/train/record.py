@@ -31,7 +31,9 @@ class RunLog:
     def wall_seconds(self) -> float:
         return time.perf_counter() - self.started
 
-    def restore(self, epochs: list[dict[str, Any]], resumes: list[dict[str, int]], wall_seconds: float) -> None:
+    def restore(
+        self, epochs: list[dict[str, Any]], resumes: list[dict[str, int]], wall_seconds: float
+    ) -> None:
         """Continue the log of a checkpoint's run (``resumes`` already holds this resume)."""
         self.epochs, self.resumes = list(epochs), list(resumes)
         self.started = time.perf_counter() - wall_seconds

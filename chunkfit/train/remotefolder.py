@@ -71,7 +71,9 @@ class RemoteRunFolder(RunFolder):
             if data is not None:
                 (local / name).write_bytes(data)
         if pointer is not None:
-            self._current = fetch_checkpoint(self.remote, pointer, keys, local / checkpoint.CHECKPOINT)
+            self._current = fetch_checkpoint(
+                self.remote, pointer, keys, local / checkpoint.CHECKPOINT
+            )
 
     def _upload(self, names: list[str]) -> None:
         kept = "the run's objects uploaded before it are intact; run the same command to resume"
@@ -88,7 +90,9 @@ class RemoteRunFolder(RunFolder):
         self._call(kept, lambda: self.remote.put_many(objects))
         pointer = json.dumps({"sequence": int(state["sequence"]), "prefix": prefix}).encode()
         self._lease.confirm()  # still the run's one process: no other took its lease over
-        self._call(kept, lambda: self.remote.put(POINTER, pointer))  # the checkpoint is complete: point at it
+        self._call(
+            kept, lambda: self.remote.put(POINTER, pointer)
+        )  # the checkpoint is complete: point at it
         old, self._current = self._current, prefix
         if old is not None and old != prefix:
             self._call("the new checkpoint is intact there", lambda: self._delete_prefix(old))
@@ -162,7 +166,11 @@ class RemotePeerFolder(PeerFolder):
             return None
         self.close()
         self._stage = Path(tempfile.mkdtemp(prefix="chunkfit-peer-"))
-        folder, remote, prefix = self._stage / checkpoint.CHECKPOINT, self.remote, json.loads(pointer)["prefix"]
+        folder, remote, prefix = (
+            self._stage / checkpoint.CHECKPOINT,
+            self.remote,
+            json.loads(pointer)["prefix"],
+        )
         self._call(lambda: fetch_checkpoint(remote, pointer, remote.keys(prefix), folder))
         return checkpoint.read(folder)
 

@@ -53,9 +53,21 @@ class Checkpointer:
     has a ``PeerFolder``: it restores, and writes nothing.
     """
 
-    def __init__(self, folder: RunFolder | PeerFolder, identity: dict[str, Any], chunk: int, every: int | None,
-                 shape: tuple[int, int]) -> None:
-        self.folder, self.identity, self.chunk, self.every, self.shape = folder, identity, chunk, every, shape
+    def __init__(
+        self,
+        folder: RunFolder | PeerFolder,
+        identity: dict[str, Any],
+        chunk: int,
+        every: int | None,
+        shape: tuple[int, int],
+    ) -> None:
+        self.folder, self.identity, self.chunk, self.every, self.shape = (
+            folder,
+            identity,
+            chunk,
+            every,
+            shape,
+        )
         self.sequence = 0  # of the last checkpoint written or resumed from
         self.last: Cursor | None = None
         self.last_time = time.monotonic()
@@ -68,8 +80,16 @@ class Checkpointer:
             return self.since >= self.every
         return time.monotonic() - self.last_time >= CHECKPOINT_SECONDS
 
-    def save(self, at: Position, *, seed: int, model: keras.Model, callbacks: list[keras.callbacks.Callback],
-             history: keras.callbacks.History, log: RunLog) -> None:
+    def save(
+        self,
+        at: Position,
+        *,
+        seed: int,
+        model: keras.Model,
+        callbacks: list[keras.callbacks.Callback],
+        history: keras.callbacks.History,
+        log: RunLog,
+    ) -> None:
         """A checkpoint from which the run continues at ``at``: mid-epoch, or at the start of ``at.epoch``."""
         from . import keras_state
 
@@ -108,8 +128,16 @@ class Checkpointer:
         self.last_time = time.monotonic()
         self.since = 0
 
-    def restore(self, resumed: Checkpoint, *, model: keras.Model, callbacks: list[keras.callbacks.Callback],
-                history: keras.callbacks.History, log: RunLog, shapes: tuple[int, int, int]) -> Position:
+    def restore(
+        self,
+        resumed: Checkpoint,
+        *,
+        model: keras.Model,
+        callbacks: list[keras.callbacks.Callback],
+        history: keras.callbacks.History,
+        log: RunLog,
+        shapes: tuple[int, int, int],
+    ) -> Position:
         """Put the run back as it was when ``resumed`` was written; returns where training continues.
 
         ``shapes`` is (window, channels, classes), for building the model's metrics and optimizer.
@@ -127,7 +155,11 @@ class Checkpointer:
         model.stop_training = bool(state["stopped"])
         self.sequence = resumed.sequence
         self.last = cursor = Cursor.from_dict(state["cursor"])
-        log.restore(state["epoch_records"], [*state["resumes"], cursor.to_dict()], float(state["wall_seconds"]))
+        log.restore(
+            state["epoch_records"],
+            [*state["resumes"], cursor.to_dict()],
+            float(state["wall_seconds"]),
+        )
         metrics = keras_state.metrics_from(arrays)
         if metrics is not None and len(metrics) != len(model.metrics_variables):
             raise IncompatibleError(
@@ -135,15 +167,24 @@ class Checkpointer:
                 f"({len(metrics)} metric variables saved, {len(model.metrics_variables)} now); finish the run with "
                 "that version, or pass --restart"
             )
-        return Position(cursor.epoch, cursor.position, metrics, int(state["batch_offset"]),
-                        [int(i) for i in state["blocks_done"]], float(state["train_seconds"]))
+        return Position(
+            cursor.epoch,
+            cursor.position,
+            metrics,
+            int(state["batch_offset"]),
+            [int(i) for i in state["blocks_done"]],
+            float(state["train_seconds"]),
+        )
 
     def kept(self) -> str:
-        """"; the checkpoint made ... is intact in RUN" when the run has one, for error messages."""
+        """ "; the checkpoint made ... is intact in RUN" when the run has one, for error messages."""
         c = self.last
         if c is None:
             return ""
         epochs, blocks = self.shape
-        where = (f"after epoch {c.epoch}" if c.position == 0 else
-                 f"in epoch {c.epoch + 1}/{epochs} after {c.position} of {blocks} blocks")
+        where = (
+            f"after epoch {c.epoch}"
+            if c.position == 0
+            else f"in epoch {c.epoch + 1}/{epochs} after {c.position} of {blocks} blocks"
+        )
         return f"; the checkpoint made {where} is intact in {self.folder.shown}"

@@ -41,7 +41,7 @@ WRITE_ERRORS = (*DISK_FULL, errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 def busy_message(path: Path | str, what: str, pid: int) -> str:
-    """"PATH: WHAT in use by process PID; wait for it or stop it", for a lock held elsewhere."""
+    """ "PATH: WHAT in use by process PID; wait for it or stop it", for a lock held elsewhere."""
     holder = f"process {pid}" if pid else "another process"
     return f"{path}: {what} in use by {holder}; wait for it or stop it"
 
@@ -58,12 +58,18 @@ class RunFolder:
     saved nothing leaves no folder behind.
     """
 
-    def __init__(self, path: str | os.PathLike[str], resume: str = "auto", run: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], resume: str = "auto", run: dict[str, Any] | None = None
+    ) -> None:
         refuse_url(path, "run folders", s3=True)
         self.path = Path(path)
-        self.shown = getattr(self, "shown", str(self.path))  # the folder in messages (an s3:// run's URL)
+        self.shown = getattr(
+            self, "shown", str(self.path)
+        )  # the folder in messages (an s3:// run's URL)
         if resume not in RESUME_MODES:
-            raise UsageError(f"resume must be one of {', '.join(RESUME_MODES)} (received {resume!r})")
+            raise UsageError(
+                f"resume must be one of {', '.join(RESUME_MODES)} (received {resume!r})"
+            )
         self.restart = resume == "restart"
         self.resume_only = resume == "resume"
         self.saved = False  # a checkpoint or run.json written by this process
@@ -81,7 +87,9 @@ class RunFolder:
             raise BusyError(busy_message(self.shown, "run", held.pid)) from None
         except OSError as err:
             self._remove_if_created()
-            raise RunError(f"{self.shown}: the run folder cannot be written ({err.strerror or err}); use another --out") from None
+            raise RunError(
+                f"{self.shown}: the run folder cannot be written ({err.strerror or err}); use another --out"
+            ) from None
         try:
             self.checkpoint = self._check_state()
             if run is not None:
@@ -99,7 +107,11 @@ class RunFolder:
             parent = parent.parent
         if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
             reason = "Not a directory" if not parent.is_dir() else "Permission denied"
-            hint = "make it writable to resume the run, or use another --out" if found else "use another --out"
+            hint = (
+                "make it writable to resume the run, or use another --out"
+                if found
+                else "use another --out"
+            )
             raise RunError(f"{self.shown}: the run folder cannot be written ({reason}); {hint}")
 
     def _check_state(self) -> checkpoint.Checkpoint | None:
@@ -120,7 +132,9 @@ class RunFolder:
                     "pass --restart to delete it and start over, or use another --out"
                 )
             if self.resume_only:
-                where = "the folder does not exist" if self.created else "no checkpoint in the folder"
+                where = (
+                    "the folder does not exist" if self.created else "no checkpoint in the folder"
+                )
                 raise RunError(
                     f"{self.shown}: there is no run to resume ({where}); leave out --resume to start a new run"
                 )
@@ -140,7 +154,9 @@ class RunFolder:
         fix = "run the command the run was made with to resume it, pass --restart to start over, or use another --out"
         # A setting the run's identity leaves out (how fast, not what, is trained) may still be in the
         # identity of a checkpoint made by an earlier version: it is no reason to refuse.
-        settings = [d for d in _differences(made["config"], run["config"]) if _holds(run["config"], d[0])]
+        settings = [
+            d for d in _differences(made["config"], run["config"]) if _holds(run["config"], d[0])
+        ]
         if settings:
             key, old, new = settings[0]
             raise IncompatibleError(
@@ -148,7 +164,9 @@ class RunFolder:
                 f"not {_shown(new)}; {fix}"
             )
         if made["model"] != run["model"]:
-            raise IncompatibleError(f"{self.shown}: the run was made with --model {made['model']}, not {run['model']}; {fix}")
+            raise IncompatibleError(
+                f"{self.shown}: the run was made with --model {made['model']}, not {run['model']}; {fix}"
+            )
         stores = _differences(made["store"], run["store"])
         if stores:
             key, old, new = stores[0]
@@ -211,9 +229,13 @@ class RunFolder:
         reason = err.strerror or str(err)
         again = "run the same command to resume" if kept else "run the same command to start again"
         if err.errno in DISK_FULL:
-            return DiskFullError(f"{self.shown}: {what} cannot be written ({reason}: the disk is full or a "
-                                 f"file-size limit was hit){kept}; free some space and {again}")
-        return RunError(f"{self.shown}: {what} cannot be written ({reason}){kept}; fix that and {again}")
+            return DiskFullError(
+                f"{self.shown}: {what} cannot be written ({reason}: the disk is full or a "
+                f"file-size limit was hit){kept}; free some space and {again}"
+            )
+        return RunError(
+            f"{self.shown}: {what} cannot be written ({reason}){kept}; fix that and {again}"
+        )
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -273,8 +295,11 @@ def _finished(path: Path) -> bool:
 def _differences(old: Any, new: Any, key: str = "") -> list[tuple[str, Any, Any]]:
     """(dotted key, old, new) of every leaf where two JSON-like dicts differ."""
     if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in sorted(set(old) | set(new))
-                for d in _differences(old.get(k), new.get(k), f"{key}.{k}" if key else k)]
+        return [
+            d
+            for k in sorted(set(old) | set(new))
+            for d in _differences(old.get(k), new.get(k), f"{key}.{k}" if key else k)
+        ]
     return [] if old == new else [(key, old, new)]
 
 
@@ -310,16 +335,24 @@ def plot_curves(history: dict[str, list[float]], path: Path) -> None:
     from .metrics import ordered
 
     # a figure measured on validation alone (the epoch's threshold, events covered) keeps its val_ name
-    names = [k for k in ordered(history) if k not in ("learning_rate", "lr")
-             and not (k.startswith("val_") and k[4:] in history)]
+    names = [
+        k
+        for k in ordered(history)
+        if k not in ("learning_rate", "lr") and not (k.startswith("val_") and k[4:] in history)
+    ]
     cols = min(max(len(names), 1), 3)
     rows = -(-max(len(names), 1) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
-    for ax in axes.flat[len(names):]:
+    for ax in axes.flat[len(names) :]:
         ax.axis("off")
     for ax, name in zip(axes.flat, names, strict=False):
         epochs = range(1, len(history[name]) + 1)
-        ax.plot(epochs, history[name], "o-", label="validation" if name.startswith("val_") else "training")
+        ax.plot(
+            epochs,
+            history[name],
+            "o-",
+            label="validation" if name.startswith("val_") else "training",
+        )
         if f"val_{name}" in history:
             ax.plot(epochs, history[f"val_{name}"], "s--", label="validation")
         ax.set_title(name)
@@ -333,7 +366,9 @@ def plot_curves(history: dict[str, list[float]], path: Path) -> None:
     plt.close(fig)
 
 
-def open_run_folder(path: str | os.PathLike[str], resume: str = "auto", run: dict[str, Any] | None = None) -> RunFolder:
+def open_run_folder(
+    path: str | os.PathLike[str], resume: str = "auto", run: dict[str, Any] | None = None
+) -> RunFolder:
     """A local run folder, or one on object storage (``s3://``, chunkfit.train.remotefolder)."""
     from ..store.remote import is_remote
 

@@ -55,7 +55,9 @@ class ClassWeights:
         return {
             "setting": self.setting,
             "train_windows": {str(c): n for c, n in zip(classes, self.counts, strict=True)},
-            "weights": None if self.weights is None else {str(c): w for c, w in zip(classes, self.weights, strict=True)},
+            "weights": None
+            if self.weights is None
+            else {str(c): w for c, w in zip(classes, self.weights, strict=True)},
         }
 
 
@@ -73,7 +75,9 @@ def class_counts(labeller: Labeller, ranges: np.ndarray, window: int, stride: in
     return counts
 
 
-def class_weights(setting: str, labeller: Labeller, ranges: np.ndarray, window: int, stride: int) -> ClassWeights:
+def class_weights(
+    setting: str, labeller: Labeller, ranges: np.ndarray, window: int, stride: int
+) -> ClassWeights:
     """The run's class weights from its ``--class-weight`` setting and the training split's counts."""
     parsed = parse_class_weight(setting)
     counts = class_counts(labeller, ranges, window, stride)
@@ -81,8 +85,12 @@ def class_weights(setting: str, labeller: Labeller, ranges: np.ndarray, window: 
     if isinstance(parsed, dict):
         unknown = sorted(set(parsed) - set(classes))
         if unknown:
-            raise UsageError(f"--class-weight names class(es) {unknown}, but the run's classes are {classes}")
-        return ClassWeights(setting, tuple(map(int, counts)), tuple(float(parsed.get(c, 1.0)) for c in classes))
+            raise UsageError(
+                f"--class-weight names class(es) {unknown}, but the run's classes are {classes}"
+            )
+        return ClassWeights(
+            setting, tuple(map(int, counts)), tuple(float(parsed.get(c, 1.0)) for c in classes)
+        )
     if parsed == "none":
         return ClassWeights(setting, tuple(map(int, counts)), None)
     total, k = int(counts.sum()), len(classes)
@@ -93,6 +101,8 @@ def class_weights(setting: str, labeller: Labeller, ranges: np.ndarray, window: 
     share = counts[rarest] / max(total, 1)
     if share >= RARE_SHARE:
         return ClassWeights(setting, tuple(map(int, counts)), None)
-    notice = (f"class {classes[rarest]} holds {100 * share:.2f}% of training windows: weighted "
-              f"{balanced[rarest]:.0f}x; --class-weight none to turn off")
+    notice = (
+        f"class {classes[rarest]} holds {100 * share:.2f}% of training windows: weighted "
+        f"{balanced[rarest]:.0f}x; --class-weight none to turn off"
+    )
     return ClassWeights(setting, tuple(map(int, counts)), balanced, notice)

@@ -39,7 +39,9 @@ def window_starts(a: int, b: int, window: int, stride: int = 1) -> np.ndarray:
     return a + stride * np.arange(count_windows(b - a, window, stride), dtype=np.int64)
 
 
-def split_segment(a: int, b: int, window: int, validation: float) -> tuple[tuple[int, int], tuple[int, int]]:
+def split_segment(
+    a: int, b: int, window: int, validation: float
+) -> tuple[tuple[int, int], tuple[int, int]]:
     """Split segment [a, b) into a training range and a validation range.
 
     The validation range is the last ``round(validation * (b - a))`` samples. The ``window`` samples
@@ -87,7 +89,9 @@ def _total(ranges: np.ndarray, window: int, stride: int) -> int:
     return sum(count_windows(int(b - a), window, stride) for a, b in ranges)
 
 
-def held_segments(lengths: np.ndarray, window: int, stride: int, count: float, seed: int) -> list[int]:
+def held_segments(
+    lengths: np.ndarray, window: int, stride: int, count: float, seed: int
+) -> list[int]:
     """Indices (sorted) of the segments held out for validation: ``count`` of those that hold a window
     (a fraction of them, rounded, at least 1, when ``count`` < 1), chosen by ``seed``.
 
@@ -100,8 +104,13 @@ def held_segments(lengths: np.ndarray, window: int, stride: int, count: float, s
     return sorted(int(i) for i in usable[order[:k]])
 
 
-def plan_split(segments: np.ndarray, windows: WindowSpec, split: SplitSpec, where: str | None = None,
-               seed: int = 0) -> Split:
+def plan_split(
+    segments: np.ndarray,
+    windows: WindowSpec,
+    split: SplitSpec,
+    where: str | None = None,
+    seed: int = 0,
+) -> Split:
     """Cut every segment into training and validation ranges; refuse splits that cannot train.
 
     Raises ``WindowError`` when the window is longer than every segment, when no training window
@@ -143,7 +152,9 @@ def plan_split(segments: np.ndarray, windows: WindowSpec, split: SplitSpec, wher
     return out
 
 
-def _hold_out_segments(seg: np.ndarray, windows: WindowSpec, count: float, seed: int, at: str) -> Split:
+def _hold_out_segments(
+    seg: np.ndarray, windows: WindowSpec, count: float, seed: int, at: str
+) -> Split:
     w, stride = windows.window, windows.stride
     usable = sum(count_windows(int(b - a), w, stride) > 0 for a, b in seg)
     if count >= 1 and count >= usable:
@@ -185,7 +196,9 @@ def last_labels(classes: np.ndarray, starts: np.ndarray, window: int) -> np.ndar
     return np.asarray(classes)[np.asarray(starts, dtype=np.int64) + window - 1].astype(np.int32)
 
 
-def majority_labels(classes: np.ndarray, starts: np.ndarray, window: int, n_classes: int) -> np.ndarray:
+def majority_labels(
+    classes: np.ndarray, starts: np.ndarray, window: int, n_classes: int
+) -> np.ndarray:
     """Most frequent class in each window; ties go to the smallest class index (int32).
 
     Example: classes [0, 1, 1, 0, 2], starts [0, 2], window 3 -> [1, 0]: window 1 holds 1, 0, 2

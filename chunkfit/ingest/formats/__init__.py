@@ -55,8 +55,13 @@ def sniff(path: Path) -> Format | None:
         return by_name["parquet"]
     if (head[:4] == b"RIFF" and head[8:12] == b"WAVE") or head[:4] == b"fLaC":
         return by_name["audio"]
-    if head[:3] == b"MS\x03" or (len(head) >= 20 and head[:6].strip(b" 0123456789") == b""
-                                 and head[:6].strip() != b"" and head[6:7] in b"DRQM" and head[7:8] in b" \x00"):
+    if head[:3] == b"MS\x03" or (
+        len(head) >= 20
+        and head[:6].strip(b" 0123456789") == b""
+        and head[:6].strip() != b""
+        and head[6:7] in b"DRQM"
+        and head[7:8] in b" \x00"
+    ):
         return by_name["mseed"]
     return None
 
@@ -72,7 +77,9 @@ def find_format(path: Path, *, by_content: bool) -> Format | None:
     return sniff(path) if by_content and path.is_file() else None
 
 
-def open_recording(spec: str, path: Path, options: IngestOptions, *, by_content: bool = True) -> Source | None:
+def open_recording(
+    spec: str, path: Path, options: IngestOptions, *, by_content: bool = True
+) -> Source | None:
     """A Source for a recording format, or None when ``path`` is none of them."""
     fmt = find_format(path, by_content=by_content)
     if fmt is None:
@@ -84,7 +91,9 @@ def open_recording(spec: str, path: Path, options: IngestOptions, *, by_content:
 def in_time_order(specs: Sequence[str]) -> list[str]:
     """Several MiniSEED files, ordered by their first record's start time; any other list as given."""
     paths = [Path(s) for s in specs]
-    if len(specs) < 2 or not all(p.is_file() and find_format(p, by_content=True) == FORMATS[2] for p in paths):
+    if len(specs) < 2 or not all(
+        p.is_file() and find_format(p, by_content=True) == FORMATS[2] for p in paths
+    ):
         return list(specs)
     from . import mseed
 

@@ -30,12 +30,16 @@ def open_source(spec: str, path: Path, options: IngestOptions) -> AudioSource:
     sf = require("soundfile", "audio", spec, "WAV/FLAC files")
     refuse_text_options(spec, "WAV/FLAC", options)
     if options.annotations is not None:
-        raise UsageError(f"{spec}: --annotations applies to WFDB and EDF+ files; WAV/FLAC files carry none")
+        raise UsageError(
+            f"{spec}: --annotations applies to WFDB and EDF+ files; WAV/FLAC files carry none"
+        )
     _check_wav_length(spec, path)
     try:
         f = sf.SoundFile(str(path))
     except (sf.SoundFileError, RuntimeError) as err:
-        raise SourceFormatError(f"{spec}: not a readable WAV/FLAC file ({_reason(err)}); copy it again") from None
+        raise SourceFormatError(
+            f"{spec}: not a readable WAV/FLAC file ({_reason(err)}); copy it again"
+        ) from None
     try:
         return AudioSource(spec, path, options, f)
     except BaseException:
@@ -86,7 +90,9 @@ class AudioSource(RecordingSource):
     def __init__(self, spec: str, path: Path, options: IngestOptions, f: object) -> None:
         self._file = f
         n_ch, frames = int(f.channels), int(f.frames)  # type: ignore[attr-defined]
-        names = list(options.names) if options.names is not None else [f"ch{i}" for i in range(n_ch)]
+        names = (
+            list(options.names) if options.names is not None else [f"ch{i}" for i in range(n_ch)]
+        )
         if len(names) != n_ch:
             raise UsageError(f"{spec}: --names gives {len(names)} name(s) for {n_ch} channel(s)")
         if frames <= 0:

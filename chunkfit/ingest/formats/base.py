@@ -28,9 +28,13 @@ def pick_columns(spec: str, names: Sequence[str], columns: Sequence[str] | None)
         elif c.isdigit() and int(c) < len(names):
             i = int(c)
         else:
-            raise UsageError(f"{spec}: --columns {c!r} is not a channel (channels: {', '.join(names)})")
+            raise UsageError(
+                f"{spec}: --columns {c!r} is not a channel (channels: {', '.join(names)})"
+            )
         if i in idx:
-            raise UsageError(f"{spec}: --columns names channel {names[i]!r} twice; name each channel once")
+            raise UsageError(
+                f"{spec}: --columns names channel {names[i]!r} twice; name each channel once"
+            )
         idx.append(i)
     return idx
 
@@ -94,8 +98,12 @@ class RecordingSource(Source):
         self._cols = pick_columns(spec, names, options.columns)
         self.channels = [str(names[i]) for i in self._cols]
         self.has_labels = options.label_from_annotations
-        self._events = np.zeros(0, dtype=np.int64) if events is None else np.asarray(events, dtype=np.int64)
-        self._spans = np.zeros((0, 2), dtype=np.int64) if spans is None else np.asarray(spans, dtype=np.int64)
+        self._events = (
+            np.zeros(0, dtype=np.int64) if events is None else np.asarray(events, dtype=np.int64)
+        )
+        self._spans = (
+            np.zeros((0, 2), dtype=np.int64) if spans is None else np.asarray(spans, dtype=np.int64)
+        )
         self._step = max(1, options.block_bytes // (4 * max(1, len(names))))
 
     def _read(self, a: int, b: int) -> np.ndarray:
@@ -104,7 +112,9 @@ class RecordingSource(Source):
     def blocks(self) -> Iterator[ParsedBlock]:
         for a in range(0, self.n_rows, self._step):
             b = min(self.n_rows, a + self._step)
-            values = np.asarray(self._read(a, b), dtype=np.float32).reshape(b - a, -1)[:, self._cols]
+            values = np.asarray(self._read(a, b), dtype=np.float32).reshape(b - a, -1)[
+                :, self._cols
+            ]
             labels = span_labels(self._spans, a, b) if self.has_labels else None
             t0 = self.start_time if a == 0 else None
             self.rows += b - a

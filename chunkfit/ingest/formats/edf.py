@@ -21,7 +21,13 @@ from .base import RecordingSource, pick_columns, refuse_text_options
 
 
 def annotation_marks(
-    onsets: np.ndarray, durations: np.ndarray, texts: list[str], pattern: str, rate: float, n_rows: int, where: str
+    onsets: np.ndarray,
+    durations: np.ndarray,
+    texts: list[str],
+    pattern: str,
+    rate: float,
+    n_rows: int,
+    where: str,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Events (onset samples) and spans [onset, onset + duration) of annotations matching ``pattern``.
 
@@ -40,7 +46,9 @@ def annotation_marks(
                 f"{where}: annotation {k} (counted from 0) {text.strip()!r} at {float(onset):g} s lies outside the "
                 f"recording ({n_rows / rate:g} s)"
             )
-        length = round(float(duration) * rate) if duration is not None and float(duration) > 0 else 1
+        length = (
+            round(float(duration) * rate) if duration is not None and float(duration) > 0 else 1
+        )
         events.append(start)
         spans.append((start, min(n_rows, start + max(1, length))))
     return np.asarray(events, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2)
@@ -84,7 +92,9 @@ class EdfSource(RecordingSource):
             with Silenced(1):  # edflib prints its reasons on stdout as well as raising
                 self.reader = pyedflib.EdfReader(str(path))
         except OSError as err:
-            raise SourceFormatError(f"{spec}: not a readable EDF/EDF+/BDF file ({_reason(err)})") from None
+            raise SourceFormatError(
+                f"{spec}: not a readable EDF/EDF+/BDF file ({_reason(err)})"
+            ) from None
         try:
             self._open(spec, path, options)
         except BaseException:
@@ -97,7 +107,9 @@ class EdfSource(RecordingSource):
         rates = [float(f) for f in r.getSampleFrequencies()]
         counts = [int(n) for n in r.getNSamples()]
         if not labels:
-            raise SourceFormatError(f"{spec}: the file holds no signals (annotations only); nothing to ingest")
+            raise SourceFormatError(
+                f"{spec}: the file holds no signals (annotations only); nothing to ingest"
+            )
         chosen = pick_columns(spec, labels, options.columns)
         picked_rates = {rates[i] for i in chosen}
         if len(picked_rates) > 1:
@@ -113,14 +125,27 @@ class EdfSource(RecordingSource):
         if options.annotations is not None:
             onsets, durations, texts = r.readAnnotations()
             events, spans = annotation_marks(
-                np.asarray(onsets), np.asarray(durations), [str(t) for t in texts], options.annotations, rate, n_rows, spec
+                np.asarray(onsets),
+                np.asarray(durations),
+                [str(t) for t in texts],
+                options.annotations,
+                rate,
+                n_rows,
+                spec,
             )
         start = r.getStartdatetime().replace(tzinfo=dt.UTC).timestamp()
         # The base class picks channels by --columns again; give it only the chosen ones.
         narrowed = dataclasses.replace(options, columns=None)
         super().__init__(
-            spec, [path], narrowed, [labels[i] for i in chosen], n_rows, rate,
-            start_time=start, events=events, spans=spans,
+            spec,
+            [path],
+            narrowed,
+            [labels[i] for i in chosen],
+            n_rows,
+            rate,
+            start_time=start,
+            events=events,
+            spans=spans,
         )
         self.units = [r.getPhysicalDimension(i).strip() for i in chosen]
 

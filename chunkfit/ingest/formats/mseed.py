@@ -113,7 +113,12 @@ def _scan(spec: str, path: Path) -> list[_Track]:
     try:
         with pymseed.MS3RecordReader(str(path), unpack_data=False) as reader:
             while (r := reader.read()) is not None:
-                sid, rate, start, count = r.sourceid, float(r.samprate), int(r.starttime), int(r.samplecnt)
+                sid, rate, start, count = (
+                    r.sourceid,
+                    float(r.samprate),
+                    int(r.starttime),
+                    int(r.samplecnt),
+                )
                 if count > 0 and not rate > 0:
                     raise SourceFormatError(
                         f"{spec}: the record at byte {offset:,} ({channel_name(sid)}) has {count} samples but no "
@@ -132,8 +137,7 @@ def _scan(spec: str, path: Path) -> list[_Track]:
                 offset += int(r.reclen)
     except pymseed.MiniSEEDError as err:
         raise SourceFormatError(
-            f"{spec}: damaged MiniSEED data at byte {offset:,}: "
-            f"{_reason(err)}; copy the file again"
+            f"{spec}: damaged MiniSEED data at byte {offset:,}: {_reason(err)}; copy the file again"
         ) from None
     if not tracks:
         raise SourceFormatError(f"{spec}: empty source: no MiniSEED record with data samples")
@@ -180,7 +184,9 @@ class _Stream:
         pattern = None if any(c in track.sid for c in "*?[") else track.sid
         self.reader = pymseed.MS3RecordReader(str(path), unpack_data=True, sourceid=pattern)
         self.error = pymseed.MiniSEEDError
-        self.pieces: deque[tuple[int, int, np.ndarray]] = deque()  # (run, first sample in run, samples)
+        self.pieces: deque[tuple[int, int, np.ndarray]] = (
+            deque()
+        )  # (run, first sample in run, samples)
         self.last_time = "the start of the file"
 
     def _pull(self) -> None:
@@ -189,7 +195,9 @@ class _Stream:
             while r is not None and r.sourceid != self.sid:
                 r = self.reader.read()
             if r is None:
-                raise SourceFormatError(f"{self.spec}: {channel_name(self.sid)} ended early; was the file changed while it was read?")
+                raise SourceFormatError(
+                    f"{self.spec}: {channel_name(self.sid)} ended early; was the file changed while it was read?"
+                )
             count, start = int(r.samplecnt), int(r.starttime)
             data = np.array(r.np_datasamples) if r.numsamples else np.zeros(0)
             when = r.starttime_str()
@@ -221,7 +229,9 @@ class _Stream:
                 continue
             lo = first - pfirst
             if prun != run or lo < 0:
-                raise RuntimeError(f"MiniSEED replay out of step: run {prun}/{run}, sample {pfirst}/{first}")
+                raise RuntimeError(
+                    f"MiniSEED replay out of step: run {prun}/{run}, sample {pfirst}/{first}"
+                )
             part = samples[lo : lo + n]
             out.append(part)
             first, n = first + part.shape[0], n - part.shape[0]
@@ -237,7 +247,9 @@ def open_source(spec: str, path: Path, options: IngestOptions) -> MiniSEEDSource
     _lib(spec)
     refuse_text_options(spec, "MiniSEED", options)
     if options.annotations is not None:
-        raise UsageError(f"{spec}: --annotations applies to WFDB and EDF+ files; MiniSEED files carry none")
+        raise UsageError(
+            f"{spec}: --annotations applies to WFDB and EDF+ files; MiniSEED files carry none"
+        )
     return MiniSEEDSource(spec, path, options)
 
 
@@ -252,7 +264,9 @@ class MiniSEEDSource(Source):
         names = [channel_name(t.sid) for t in tracks]
         if options.names is not None:
             if len(options.names) != len(names):
-                raise UsageError(f"{spec}: --names gives {len(options.names)} name(s) for {len(names)} channel(s) ({', '.join(names)})")
+                raise UsageError(
+                    f"{spec}: --names gives {len(options.names)} name(s) for {len(names)} channel(s) ({', '.join(names)})"
+                )
             names = list(options.names)
         chosen = [tracks[i] for i in pick_columns(spec, names, options.columns)]
         self.channels = [names[tracks.index(t)] for t in chosen]
@@ -283,7 +297,9 @@ class MiniSEEDSource(Source):
                     for j, (s, (run, first)) in enumerate(zip(streams, seg.at)):
                         values[:, j] = self._float32(s.take(run, first + a, n), j)
                     t0 = seg.start_ns / 1e9 if a == 0 else None
-                    yield ParsedBlock(values, None, None, self.rows, b"", 0, self.name, "row", segment_t0=t0)
+                    yield ParsedBlock(
+                        values, None, None, self.rows, b"", 0, self.name, "row", segment_t0=t0
+                    )
                     self.rows += n
         finally:
             for s in streams:

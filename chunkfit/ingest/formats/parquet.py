@@ -63,12 +63,16 @@ def open_source(spec: str, path: Path, options: IngestOptions) -> ParquetSource:
     import pyarrow.parquet as pq
 
     if options.annotations is not None:
-        raise UsageError(f"{spec}: --annotations applies to WFDB and EDF+ files; use --label-column or --events for Parquet")
+        raise UsageError(
+            f"{spec}: --annotations applies to WFDB and EDF+ files; use --label-column or --events for Parquet"
+        )
     try:
         pf = pq.ParquetFile(str(path))
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError) as err:
-        raise SourceFormatError(f"{spec}: not a readable Parquet file ({_reason(err)}); copy it again") from None
+        raise SourceFormatError(
+            f"{spec}: not a readable Parquet file ({_reason(err)}); copy it again"
+        ) from None
     return ParquetSource(spec, path, options, pf, schema)
 
 
@@ -85,8 +89,16 @@ class ParquetSource(Source):
         self._rate = options.rate
         names = list(schema.names)
         types = [schema.field(i).type for i in range(len(names))]
-        self._time = None if options.time_column is None else _column(spec, names, options.time_column, "--time-column")
-        self._label = None if options.label_column is None else _column(spec, names, options.label_column, "--label-column")
+        self._time = (
+            None
+            if options.time_column is None
+            else _column(spec, names, options.time_column, "--time-column")
+        )
+        self._label = (
+            None
+            if options.label_column is None
+            else _column(spec, names, options.label_column, "--label-column")
+        )
         if self._time is not None:
             t = types[self._time]
             if not (_is_numeric(t) or pa.types.is_timestamp(t)):
@@ -102,9 +114,13 @@ class ParquetSource(Source):
             cols = [_column(spec, names, c, "--columns") for c in options.columns]
             for i in cols:
                 if cols.count(i) > 1:
-                    raise UsageError(f"{spec}: --columns names column {names[i]!r} twice; name each column once")
+                    raise UsageError(
+                        f"{spec}: --columns names column {names[i]!r} twice; name each column once"
+                    )
                 if i in taken:
-                    raise UsageError(f"{spec}: --columns names {names[i]!r}, the time or label column")
+                    raise UsageError(
+                        f"{spec}: --columns names {names[i]!r}, the time or label column"
+                    )
                 if not _is_numeric(types[i]):
                     raise UsageError(
                         f"{spec}: --columns {names[i]!r} has type {types[i]}; channels must be numeric columns"
@@ -112,13 +128,17 @@ class ParquetSource(Source):
         else:
             cols = [i for i, t in enumerate(types) if i not in taken and _is_numeric(t)]
         if not cols:
-            raise SourceFormatError(f"{spec}: no numeric column to use as a channel (columns: {', '.join(names)})")
+            raise SourceFormatError(
+                f"{spec}: no numeric column to use as a channel (columns: {', '.join(names)})"
+            )
         self._cols = cols
         self._names = names
         self.channels = [names[i] for i in cols]
         if options.names is not None:
             if len(options.names) != len(cols):
-                raise UsageError(f"{spec}: --names gives {len(options.names)} name(s) for {len(cols)} channel(s)")
+                raise UsageError(
+                    f"{spec}: --names gives {len(options.names)} name(s) for {len(cols)} channel(s)"
+                )
             self.channels = list(options.names)
         self.has_time = self._time is not None
         self.has_labels = self._label is not None
@@ -136,7 +156,9 @@ class ParquetSource(Source):
         by_name = [self._names[i] for i in wanted]
         row = 0
         for group in range(self._pf.num_row_groups):
-            batches = self._pf.iter_batches(batch_size=self._batch, row_groups=[group], columns=by_name, use_threads=False)
+            batches = self._pf.iter_batches(
+                batch_size=self._batch, row_groups=[group], columns=by_name, use_threads=False
+            )
             while True:
                 try:
                     batch = next(batches)
@@ -173,8 +195,18 @@ class ParquetSource(Source):
                     f"{self.name}: row {first + r} (counted from 0), column {self._names[i]!r}: {float(wide[r]):g} is "
                     f"beyond float32 storage (largest magnitude {FLOAT32_MAX:.4g}); rescale the column"
                 )
-        block = ParquetBlock(values, None, None, first, b"", 0, self.name, "row",
-                             column_names=[self._names[i] for i in self._cols], nulls=nulls)
+        block = ParquetBlock(
+            values,
+            None,
+            None,
+            first,
+            b"",
+            0,
+            self.name,
+            "row",
+            column_names=[self._names[i] for i in self._cols],
+            nulls=nulls,
+        )
         if self._time is not None:
             col = cols[self._names[self._time]]
             if self._time_is_stamp:
@@ -182,7 +214,9 @@ class ParquetSource(Source):
                 per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[unit]
                 ticks = pc.cast(col, pa.int64()).to_numpy(zero_copy_only=False)
                 if self._origin is None:
-                    self._origin = int(ticks[0]) if not col.is_null().to_numpy(zero_copy_only=False)[0] else 0
+                    self._origin = (
+                        int(ticks[0]) if not col.is_null().to_numpy(zero_copy_only=False)[0] else 0
+                    )
                 block.times = (ticks.astype(np.float64) - self._origin) / per_second
                 if col.null_count:
                     block.times[col.is_null().to_numpy(zero_copy_only=False)] = np.nan
@@ -197,7 +231,9 @@ class ParquetSource(Source):
         name = self._names[self._label]  # type: ignore[index]
         if col.null_count:
             r = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-            raise SourceFormatError(f"{self.name}: row {first + r} (counted from 0), column {name!r}: missing label; every row needs a class")
+            raise SourceFormatError(
+                f"{self.name}: row {first + r} (counted from 0), column {name!r}: missing label; every row needs a class"
+            )
         labels = col.to_numpy(zero_copy_only=False)
         bad = (labels < LABEL_MIN) | (labels > LABEL_MAX)
         if bad.any():

@@ -26,11 +26,26 @@ from .base import RecordingSource, refuse_text_options
 WFDB_ERRORS = (ValueError, IndexError, TypeError, KeyError, OSError, EOFError)
 
 # Bytes per sample of each WFDB storage format (format 0 has no file).
-FORMAT_BYTES = {"8": 1, "16": 2, "24": 3, "32": 4, "61": 2, "80": 1, "160": 2, "212": 1.5, "310": 4 / 3, "311": 4 / 3}
+FORMAT_BYTES = {
+    "8": 1,
+    "16": 2,
+    "24": 3,
+    "32": 4,
+    "61": 2,
+    "80": 1,
+    "160": 2,
+    "212": 1.5,
+    "310": 4 / 3,
+    "311": 4 / 3,
+}
 
 
 def kept_annotations(
-    samples: np.ndarray, symbols: Sequence[str], aux: Sequence[str], keep: Sequence[str] | None, n_rows: int
+    samples: np.ndarray,
+    symbols: Sequence[str],
+    aux: Sequence[str],
+    keep: Sequence[str] | None,
+    n_rows: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Event samples and label spans [a, b) of the annotations ``keep`` names (all when None).
 
@@ -81,13 +96,19 @@ class WfdbSource(RecordingSource):
         base = _record_base(spec, path)
         hea = base.with_suffix(".hea")
         if not hea.is_file():
-            raise SourceNotFoundError(f"{spec}: no header {hea.name} beside it; a WFDB record needs its .hea file")
+            raise SourceNotFoundError(
+                f"{spec}: no header {hea.name} beside it; a WFDB record needs its .hea file"
+            )
         try:
             header = self.wfdb.rdheader(str(base))
         except WFDB_ERRORS as err:
-            raise SourceFormatError(f"{hea}: not a readable WFDB header ({_first_line(err)})") from None
+            raise SourceFormatError(
+                f"{hea}: not a readable WFDB header ({_first_line(err)})"
+            ) from None
         if getattr(header, "seg_name", None) is not None:
-            raise SourceFormatError(f"{hea}: a multi-segment WFDB record; ingest each segment's record instead")
+            raise SourceFormatError(
+                f"{hea}: a multi-segment WFDB record; ingest each segment's record instead"
+            )
         if not header.sig_len or not header.n_sig:
             raise SourceFormatError(f"{hea}: the header declares no samples; nothing to ingest")
         self.header = header
@@ -96,8 +117,15 @@ class WfdbSource(RecordingSource):
         self._refuse_other_rates(hea, options)
         events, spans = self._annotations(spec, options)
         super().__init__(
-            spec, [hea, *files], options, header.sig_name, int(header.sig_len), float(header.fs),
-            start_time=_start_time(header), events=events, spans=spans,
+            spec,
+            [hea, *files],
+            options,
+            header.sig_name,
+            int(header.sig_len),
+            float(header.fs),
+            start_time=_start_time(header),
+            events=events,
+            spans=spans,
         )
         self.units = [header.units[i] for i in self._cols]
         self._sums = np.zeros(header.n_sig, dtype=np.int64)
@@ -108,13 +136,19 @@ class WfdbSource(RecordingSource):
         per_file: dict[str, float] = {}
         for i, name in enumerate(h.file_name):
             if h.fmt[i] not in FORMAT_BYTES:
-                raise SourceFormatError(f"{hea}: signal {h.sig_name[i]!r} uses WFDB format {h.fmt[i]}, which chunkfit does not read")
-            per_file[name] = per_file.get(name, 0) + FORMAT_BYTES[h.fmt[i]] * (h.samps_per_frame[i] or 1)
+                raise SourceFormatError(
+                    f"{hea}: signal {h.sig_name[i]!r} uses WFDB format {h.fmt[i]}, which chunkfit does not read"
+                )
+            per_file[name] = per_file.get(name, 0) + FORMAT_BYTES[h.fmt[i]] * (
+                h.samps_per_frame[i] or 1
+            )
         files = []
         for name, frame_bytes in per_file.items():
             f = hea.parent / name
             if not f.is_file():
-                raise SourceNotFoundError(f"{hea}: its signal file {name} is missing; copy it beside the header")
+                raise SourceNotFoundError(
+                    f"{hea}: its signal file {name} is missing; copy it beside the header"
+                )
             offset = next((h.byte_offset[i] or 0) for i, n in enumerate(h.file_name) if n == name)
             need = offset + math.ceil(frame_bytes * h.sig_len)
             have = f.stat().st_size
@@ -128,17 +162,29 @@ class WfdbSource(RecordingSource):
 
     def _refuse_other_rates(self, hea: Path, options: IngestOptions) -> None:
         h = self.header
-        chosen = range(h.n_sig) if options.columns is None else [
-            h.sig_name.index(c) if c in h.sig_name else int(c) for c in options.columns if c in h.sig_name or c.isdigit()
+        chosen = (
+            range(h.n_sig)
+            if options.columns is None
+            else [
+                h.sig_name.index(c) if c in h.sig_name else int(c)
+                for c in options.columns
+                if c in h.sig_name or c.isdigit()
+            ]
+        )
+        fast = [
+            f"{h.sig_name[i]} ({h.fs * h.samps_per_frame[i]:g} Hz)"
+            for i in chosen
+            if (h.samps_per_frame[i] or 1) > 1
         ]
-        fast = [f"{h.sig_name[i]} ({h.fs * h.samps_per_frame[i]:g} Hz)" for i in chosen if (h.samps_per_frame[i] or 1) > 1]
         if fast:
             raise SourceFormatError(
                 f"{hea}: channels at other rates than the record's {h.fs:g} Hz: {', '.join(fast)}; "
                 "chunkfit never resamples: leave them out with --columns"
             )
 
-    def _annotations(self, spec: str, options: IngestOptions) -> tuple[np.ndarray | None, np.ndarray | None]:
+    def _annotations(
+        self, spec: str, options: IngestOptions
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
         if options.annotations is None:
             return None, None
         ann_path = self.base.with_name(f"{self.base.name}.{options.annotations}")
@@ -150,8 +196,12 @@ class WfdbSource(RecordingSource):
         try:
             ann = self.wfdb.rdann(str(self.base), options.annotations)
         except WFDB_ERRORS as err:
-            raise SourceFormatError(f"{ann_path}: not a readable WFDB annotation file ({_first_line(err)})") from None
-        if ann.fs is not None and abs(float(ann.fs) - float(self.header.fs)) > 1e-6 * float(self.header.fs):
+            raise SourceFormatError(
+                f"{ann_path}: not a readable WFDB annotation file ({_first_line(err)})"
+            ) from None
+        if ann.fs is not None and abs(float(ann.fs) - float(self.header.fs)) > 1e-6 * float(
+            self.header.fs
+        ):
             raise SourceFormatError(
                 f"{ann_path}: annotations at {float(ann.fs):g} Hz for a record at {float(self.header.fs):g} Hz; "
                 "is it the annotation file of another record?"
@@ -165,13 +215,17 @@ class WfdbSource(RecordingSource):
                 f"{self.header.sig_len:,} samples; is it the annotation file of another record?"
             )
         aux = list(ann.aux_note) if ann.aux_note is not None else [""] * len(samples)
-        return kept_annotations(samples, list(ann.symbol), aux, options.symbols, int(self.header.sig_len))
+        return kept_annotations(
+            samples, list(ann.symbol), aux, options.symbols, int(self.header.sig_len)
+        )
 
     def _read(self, a: int, b: int) -> np.ndarray:
         try:
             rec = self.wfdb.rdrecord(str(self.base), sampfrom=a, sampto=b, physical=False)
         except WFDB_ERRORS as err:
-            raise SourceFormatError(f"{self.name}: samples {a:,}-{b:,} are unreadable ({_first_line(err)})") from None
+            raise SourceFormatError(
+                f"{self.name}: samples {a:,}-{b:,} are unreadable ({_first_line(err)})"
+            ) from None
         digital = np.asarray(rec.d_signal)
         self._sums += digital.sum(axis=0, dtype=np.int64)
         return rec.dac(return_res=64)

@@ -53,11 +53,15 @@ class JaxBlock:
 def check_options(opts: FitOptions) -> None:
     """Refuse what the JAX engine cannot do, in one line each, before anything trains."""
     if opts.jit == "off":
-        raise UsageError("--jit off: the JAX engine compiles every step with XLA; leave out --jit, or train on "
-                         "TensorFlow (KERAS_BACKEND=tensorflow)")
+        raise UsageError(
+            "--jit off: the JAX engine compiles every step with XLA; leave out --jit, or train on "
+            "TensorFlow (KERAS_BACKEND=tensorflow)"
+        )
     if opts.compute_threads is not None:
-        raise UsageError("--compute-threads is for the TensorFlow engine (XLA on JAX uses every core); leave it "
-                         "out, or train on TensorFlow (KERAS_BACKEND=tensorflow)")
+        raise UsageError(
+            "--compute-threads is for the TensorFlow engine (XLA on JAX uses every core); leave it "
+            "out, or train on TensorFlow (KERAS_BACKEND=tensorflow)"
+        )
 
 
 def compilation_cache() -> None:
@@ -100,31 +104,64 @@ class JaxEngine(OneProcess):
 
     name = "jax"
 
-    def __init__(self, model: keras.Model, opts: FitOptions, shapes: Shapes, steps: int, normalizer: Normalizer,
-                 class_weights: tuple[float, ...] | None) -> None:
+    def __init__(
+        self,
+        model: keras.Model,
+        opts: FitOptions,
+        shapes: Shapes,
+        steps: int,
+        normalizer: Normalizer,
+        class_weights: tuple[float, ...] | None,
+    ) -> None:
         self.model, self.opts, self.shapes, self.steps = model, opts, shapes, steps
         self.normalizer = normalizer
         self.threads = {"intra_op": 0, "inter_op": 0}
         self.group_samples: int | None = None
-        self.compiled = Steps(model, window=shapes.window, n_classes=shapes.classes, batch_size=opts.batch_size,
-                              normalizer=normalizer, class_weights=class_weights)
+        self.compiled = Steps(
+            model,
+            window=shapes.window,
+            n_classes=shapes.classes,
+            batch_size=opts.batch_size,
+            normalizer=normalizer,
+            class_weights=class_weights,
+        )
         self._ready = False
         self.loop: LoopChoice | None = None
         self._warm = False  # the dispatched step has run once (compiled)
 
     @classmethod
-    def start(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes, normalizer: Normalizer,
-              class_weights: tuple[float, ...] | None = None, run_windows: int = 0, group_samples: int = 0,
-              say: Callable[[str], None] | None = None) -> JaxEngine:
+    def start(
+        cls,
+        model: keras.Model | str,
+        opts: FitOptions,
+        shapes: Shapes,
+        normalizer: Normalizer,
+        class_weights: tuple[float, ...] | None = None,
+        run_windows: int = 0,
+        group_samples: int = 0,
+        say: Callable[[str], None] | None = None,
+    ) -> JaxEngine:
         """Seed Keras, build and compile ``model``; see ``TensorFlowEngine.start``."""
         check_options(opts)
         compilation_cache()
         seed_keras(opts.blocks.seed)
-        built = build_model(model, shapes.window, shapes.channels, shapes.classes) if isinstance(model, str) else model
+        built = (
+            build_model(model, shapes.window, shapes.channels, shapes.classes)
+            if isinstance(model, str)
+            else model
+        )
         check_model(built, shapes.window, shapes.channels, shapes.classes)
-        steps = opts.steps_per_execution or element_steps(opts.batch_size, shapes.window, shapes.channels)
-        compile_model(built, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss, steps_per_execution=1,
-                      classes=shapes.classes)
+        steps = opts.steps_per_execution or element_steps(
+            opts.batch_size, shapes.window, shapes.channels
+        )
+        compile_model(
+            built,
+            optimizer=opts.optimizer,
+            lr=opts.lr,
+            loss=opts.loss,
+            steps_per_execution=1,
+            classes=shapes.classes,
+        )
         return cls(built, opts, shapes, steps, normalizer, class_weights)
 
     @property
@@ -152,16 +189,28 @@ class JaxEngine(OneProcess):
             padded[: samples.shape[0]] = samples
             samples = padded
         offsets, labels = np.asarray(data.offsets, np.int32), np.asarray(data.labels, np.int32)
-        return JaxBlock(int(data.offsets.shape[0]), len(data.blocks), jax.device_put(np.asarray(samples, np.float32)),
-                        offsets, labels, (jax.device_put(offsets), jax.device_put(labels)))
+        return JaxBlock(
+            int(data.offsets.shape[0]),
+            len(data.blocks),
+            jax.device_put(np.asarray(samples, np.float32)),
+            offsets,
+            labels,
+            (jax.device_put(offsets), jax.device_put(labels)),
+        )
 
     def choose_compile(self, run_batches: int) -> None:
         """Set how an element's batches run (``--jax-loop``; for ``auto``, by timing both in the first
         full elements, chunkfit.train.jax.loopchoice). ``run_batches``: the run's training batches."""
         import jax
 
-        self.loop = LoopChoice(self.opts.jax_loop, self.opts.deterministic, -(-run_batches // self.steps), self.steps,
-                               accelerator=jax.default_backend() != "cpu", run_batches=run_batches)
+        self.loop = LoopChoice(
+            self.opts.jax_loop,
+            self.opts.deterministic,
+            -(-run_batches // self.steps),
+            self.steps,
+            accelerator=jax.default_backend() != "cpu",
+            run_batches=run_batches,
+        )
 
     def threads_info(self) -> dict[str, Any]:
         return {**self.threads, "compute": None, "by": "XLA on JAX: every core"}
@@ -178,9 +227,11 @@ class JaxEngine(OneProcess):
         """The run's one line on how it trains, once the loop is chosen."""
         if self.loop is None or not self.loop.decided:
             return None
-        return (f"JAX engine: each step under XLA with its windows gathered inside, {self.steps} steps per "
-                f"callback call, {self.loop.describe(self.opts.batch_size)}; {self.describe_threads()}; "
-                "--jax-loop dispatch|scan to choose")
+        return (
+            f"JAX engine: each step under XLA with its windows gathered inside, {self.steps} steps per "
+            f"callback call, {self.loop.describe(self.opts.batch_size)}; {self.describe_threads()}; "
+            "--jax-loop dispatch|scan to choose"
+        )
 
     def prepare(self) -> None:
         """Create the optimizer slots and metric totals before the first step (a resumed run puts its own back)."""
@@ -209,7 +260,9 @@ class JaxEngine(OneProcess):
             if n == self.steps and not loop.decided:
                 state, logs = self._trial(state, tensors, lo, hi, n)
             else:
-                state, logs = self._element(state, tensors, lo, hi, n, loop.jit is True, training=True)
+                state, logs = self._element(
+                    state, tensors, lo, hi, n, loop.jit is True, training=True
+                )
             put_state(self.model, state)
             callbacks.on_train_batch_end(k, python_logs(logs))
             if self.model.stop_training:
@@ -240,13 +293,16 @@ class JaxEngine(OneProcess):
         b, batch, scan = self.opts.batch_size, 0, self.loop is not None and self.loop.jit is True
         for lo, hi, n in self._elements(tensors.n_windows):
             callbacks.on_test_batch_begin(batch)
-            state, logs = self._element(test_state(self.model), tensors, lo, hi, n, scan, training=False)
+            state, logs = self._element(
+                test_state(self.model), tensors, lo, hi, n, scan, training=False
+            )
             put_state(self.model, state)
             batch += -(-(hi - lo) // b)
             callbacks.on_test_batch_end(batch - 1, python_logs(logs))
 
-    def _element(self, state: Any, tensors: JaxBlock, lo: int, hi: int, n: int, scan: bool,
-                 training: bool) -> tuple[Any, Any]:
+    def _element(
+        self, state: Any, tensors: JaxBlock, lo: int, hi: int, n: int, scan: bool, training: bool
+    ) -> tuple[Any, Any]:
         """The windows ``lo:hi`` of a group (``n`` full batches, 0: one short batch): looped inside
         compiled calls with ``scan`` (the rest of a group's last element, under MIN_SCAN batches, one
         call each), else one call per batch. Returns (state, the last batch's logs)."""
@@ -273,7 +329,9 @@ class JaxEngine(OneProcess):
             lo = hi
         return out
 
-    def _batches(self, offsets: np.ndarray, labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    def _batches(
+        self, offsets: np.ndarray, labels: np.ndarray, n: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """An element's offsets and classes as [batches, batch] (n full batches; 0: one short batch)."""
         shape = (n, self.opts.batch_size) if n else (1, offsets.size)
         return offsets.reshape(shape), labels.reshape(shape)

@@ -32,14 +32,25 @@ class LoopChoice(JitChoice):
     for the trial (dispatch on a CPU). ``run_batches`` sizes the run for the trial's bound.
     """
 
-    def __init__(self, mode: str, deterministic: bool, run_elements: int, steps: int, *,
-                 accelerator: bool = False, run_batches: int = 0) -> None:
+    def __init__(
+        self,
+        mode: str,
+        deterministic: bool,
+        run_elements: int,
+        steps: int,
+        *,
+        accelerator: bool = False,
+        run_batches: int = 0,
+    ) -> None:
         super().__init__("auto", False, run_elements, steps)
         self.accelerator, self.run_batches = accelerator, run_batches
         if mode in ("dispatch", "scan"):
             self.jit, self.by = mode == "scan", f"--jax-loop {mode}"
         elif deterministic:
-            self.jit, self.by = False, "--deterministic (a fixed choice keeps a resumed run bit-identical)"
+            self.jit, self.by = (
+                False,
+                "--deterministic (a fixed choice keeps a resumed run bit-identical)",
+            )
         elif run_elements < MIN_ELEMENTS:
             self._default(f"a run of {run_elements} training calls of up to {steps} batches")
 
@@ -56,7 +67,10 @@ class LoopChoice(JitChoice):
     def _default(self, run: str) -> None:
         """No trial for ``run``: the default for where JAX computes."""
         where = "an accelerator" if self.accelerator else "a CPU"
-        self.jit, self.by = self.accelerator, f"autotune: {run} is too short to try both loops; the default on {where}"
+        self.jit, self.by = (
+            self.accelerator,
+            f"autotune: {run} is too short to try both loops; the default on {where}",
+        )
 
     @property
     def mode(self) -> str | None:
@@ -65,8 +79,11 @@ class LoopChoice(JitChoice):
     def to_dict(self, batch_size: int) -> dict[str, Any]:
         out: dict[str, Any] = {"jit": True, "loop": self.mode, "by": self.by}
         if self.by == "autotune":
-            out["windows_per_s"] = {("scan" if mode else "dispatch"): round(batch_size / min(t), 1)
-                                    for mode, t in self.timings.items() if t}
+            out["windows_per_s"] = {
+                ("scan" if mode else "dispatch"): round(batch_size / min(t), 1)
+                for mode, t in self.timings.items()
+                if t
+            }
         return out
 
     def describe(self, batch_size: int) -> str:

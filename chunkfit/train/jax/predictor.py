@@ -33,7 +33,9 @@ class Predictor:
 
         def block(trainable: Any, non_trainable: Any, samples: Any, offsets: Any) -> Any:
             def scores(o: Any) -> Any:
-                y, _ = model.stateless_call(trainable, non_trainable, gather(samples, o, window), training=False)
+                y, _ = model.stateless_call(
+                    trainable, non_trainable, gather(samples, o, window), training=False
+                )
                 return y
 
             return jax.lax.map(scores, offsets)
@@ -50,6 +52,10 @@ class Predictor:
         x = np.zeros((rows, self.n_channels), dtype=np.float32)
         x[: samples.shape[0]] = samples
         m = self.model
-        out = self._block([v.value for v in m.trainable_variables], [v.value for v in m.non_trainable_variables],
-                          x, padded.reshape(-1, b))
+        out = self._block(
+            [v.value for v in m.trainable_variables],
+            [v.value for v in m.non_trainable_variables],
+            x,
+            padded.reshape(-1, b),
+        )
         return np.asarray(out).reshape(padded.size, -1)[:n].astype(np.float32, copy=False)

@@ -56,8 +56,16 @@ def gather(samples: Any, offsets: Any, window: int) -> Any:
     return samples[offsets[:, None] + jnp.arange(window, dtype=offsets.dtype)]
 
 
-def batch_of(samples: Any, offsets: Any, labels: Any, *, window: int, n_classes: int, normalizer: Normalizer,
-             class_weights: tuple[float, ...] | None) -> tuple[Any, ...]:
+def batch_of(
+    samples: Any,
+    offsets: Any,
+    labels: Any,
+    *,
+    window: int,
+    n_classes: int,
+    normalizer: Normalizer,
+    class_weights: tuple[float, ...] | None,
+) -> tuple[Any, ...]:
     """One batch as a train step takes it, ``(x, y[, sample_weight])`` (see the module docstring)."""
     import jax
     import jax.numpy as jnp
@@ -72,30 +80,65 @@ def batch_of(samples: Any, offsets: Any, labels: Any, *, window: int, n_classes:
 class Steps:
     """The compiled training and evaluation steps of ``model``; see the module docstring."""
 
-    def __init__(self, model: keras.Model, *, window: int, n_classes: int, batch_size: int, normalizer: Normalizer,
-                 class_weights: tuple[float, ...] | None) -> None:
+    def __init__(
+        self,
+        model: keras.Model,
+        *,
+        window: int,
+        n_classes: int,
+        batch_size: int,
+        normalizer: Normalizer,
+        class_weights: tuple[float, ...] | None,
+    ) -> None:
         import jax
 
         batch = partial(batch_of, window=window, n_classes=n_classes, normalizer=normalizer)
         # Class weights weigh training only, as Keras's ``class_weight`` does.
-        train_batch, test_batch = partial(batch, class_weights=class_weights), partial(batch, class_weights=None)
-        self._train = jax.jit(partial(self._single, model.train_step, train_batch), donate_argnums=0)
+        train_batch, test_batch = (
+            partial(batch, class_weights=class_weights),
+            partial(batch, class_weights=None),
+        )
+        self._train = jax.jit(
+            partial(self._single, model.train_step, train_batch), donate_argnums=0
+        )
         self._test = jax.jit(partial(self._single, model.test_step, test_batch), donate_argnums=0)
         looped = partial(self._scan, batch_size=batch_size)
-        self._train_scan = jax.jit(partial(looped, model.train_step, train_batch), donate_argnums=0,
-                                   static_argnames="batches")
-        self._test_scan = jax.jit(partial(looped, model.test_step, test_batch), donate_argnums=0,
-                                  static_argnames="batches")
+        self._train_scan = jax.jit(
+            partial(looped, model.train_step, train_batch),
+            donate_argnums=0,
+            static_argnames="batches",
+        )
+        self._test_scan = jax.jit(
+            partial(looped, model.test_step, test_batch),
+            donate_argnums=0,
+            static_argnames="batches",
+        )
 
     @staticmethod
-    def _single(step: Callable[..., Any], batch: Callable[..., tuple[Any, ...]], state: Any, samples: Any,
-                offsets: Any, labels: Any) -> Any:
+    def _single(
+        step: Callable[..., Any],
+        batch: Callable[..., tuple[Any, ...]],
+        state: Any,
+        samples: Any,
+        offsets: Any,
+        labels: Any,
+    ) -> Any:
         logs, state = step(state, batch(samples, offsets, labels))
         return state, logs
 
     @staticmethod
-    def _scan(step: Callable[..., Any], batch: Callable[..., tuple[Any, ...]], state: Any, samples: Any,
-              offsets: Any, labels: Any, first: Any, *, batch_size: int, batches: int) -> Any:
+    def _scan(
+        step: Callable[..., Any],
+        batch: Callable[..., tuple[Any, ...]],
+        state: Any,
+        samples: Any,
+        offsets: Any,
+        labels: Any,
+        first: Any,
+        *,
+        batch_size: int,
+        batches: int,
+    ) -> Any:
         """``batches`` full batches in turn, inside one call: the group's offsets and classes stay on the
         device whole, and each batch is sliced from them from window ``first`` on."""
         import jax
@@ -110,25 +153,33 @@ class Steps:
         state, logs = jax.lax.scan(body, state, jax.numpy.arange(batches, dtype=offsets.dtype))
         return state, jax.tree.map(lambda v: v[-1], logs)
 
-    def train(self, state: Any, samples: Any, offsets: np.ndarray, labels: np.ndarray) -> tuple[Any, Any]:
+    def train(
+        self, state: Any, samples: Any, offsets: np.ndarray, labels: np.ndarray
+    ) -> tuple[Any, Any]:
         """The batches ``offsets[k]``, ``labels[k]`` in turn, one compiled step each: (state, last logs)."""
         return self._run(self._train, state, samples, offsets, labels)
 
-    def test(self, state: Any, samples: Any, offsets: np.ndarray, labels: np.ndarray) -> tuple[Any, Any]:
+    def test(
+        self, state: Any, samples: Any, offsets: np.ndarray, labels: np.ndarray
+    ) -> tuple[Any, Any]:
         return self._run(self._test, state, samples, offsets, labels)
 
-    def train_scan(self, state: Any, samples: Any, offsets: Any, labels: Any, first: int,
-                   batches: int) -> tuple[Any, Any]:
+    def train_scan(
+        self, state: Any, samples: Any, offsets: Any, labels: Any, first: int, batches: int
+    ) -> tuple[Any, Any]:
         """``batches`` full batches of a group from window ``first``, in one compiled call (compiled once
         per number of batches): ``offsets`` and ``labels`` are the group's, on the device."""
         return self._train_scan(state, samples, offsets, labels, first, batches=batches)
 
-    def test_scan(self, state: Any, samples: Any, offsets: Any, labels: Any, first: int,
-                  batches: int) -> tuple[Any, Any]:
+    def test_scan(
+        self, state: Any, samples: Any, offsets: Any, labels: Any, first: int, batches: int
+    ) -> tuple[Any, Any]:
         return self._test_scan(state, samples, offsets, labels, first, batches=batches)
 
     @staticmethod
-    def _run(step: Any, state: Any, samples: Any, offsets: np.ndarray, labels: np.ndarray) -> tuple[Any, Any]:
+    def _run(
+        step: Any, state: Any, samples: Any, offsets: np.ndarray, labels: np.ndarray
+    ) -> tuple[Any, Any]:
         logs = None
         for o, y in zip(offsets, labels, strict=True):  # JAX dispatches ahead while the steps run
             state, logs = step(state, samples, o, y)
@@ -155,14 +206,21 @@ MIN_SCAN = 16  # shorter runs of batches are called one by one: fewer compiled l
 
 def train_state(model: keras.Model) -> tuple[list[Any], ...]:
     """The model's state as ``train_step`` takes it, read from its Keras variables."""
-    return ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
-            [v.value for v in model.optimizer.variables], [v.value for v in model.metrics_variables])
+    return (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in model.optimizer.variables],
+        [v.value for v in model.metrics_variables],
+    )
 
 
 def test_state(model: keras.Model) -> tuple[list[Any], ...]:
     """The model's state as ``test_step`` takes it."""
-    return ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
-            [v.value for v in model.metrics_variables])
+    return (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in model.metrics_variables],
+    )
 
 
 def put_state(model: keras.Model, state: tuple[list[Any], ...]) -> None:

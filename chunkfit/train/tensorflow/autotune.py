@@ -28,26 +28,41 @@ from typing import Any
 # The modes of the trial elements, in order: XLA's first element compiles and is not counted.
 TRIALS = (False, True, False, True, False, True)
 XLA_MARGIN = 1.10  # how much faster than the step without XLA the trial must time XLA's
-MIN_ELEMENTS = 16  # the trial is 6 of them; on baseline-cnn XLA repaid its compile within about 10 (2 cores)
+MIN_ELEMENTS = (
+    16  # the trial is 6 of them; on baseline-cnn XLA repaid its compile within about 10 (2 cores)
+)
 
 
 class JitChoice:
     """Which mode trains the next element, and what was measured; ``decided`` once it is known."""
 
-    def __init__(self, mode: str, deterministic: bool, run_elements: int, steps: int,
-                 measured: bool | None = None) -> None:
+    def __init__(
+        self,
+        mode: str,
+        deterministic: bool,
+        run_elements: int,
+        steps: int,
+        measured: bool | None = None,
+    ) -> None:
         self.timings: dict[bool, list[float]] = {False: [], True: []}
         self.at = 0
         self.compiled = False
         if mode in ("on", "off"):
             self.jit: bool | None = mode == "on"
             self.by = f"--jit {mode}"
-        elif deterministic:  # XLA lacks deterministic forms of some ops, and a fixed choice keeps resume exact
+        elif (
+            deterministic
+        ):  # XLA lacks deterministic forms of some ops, and a fixed choice keeps resume exact
             self.jit, self.by = False, "--deterministic (TensorFlow op determinism)"
-        elif measured is not None:  # timed with the threads, before the run (chunkfit.train.tensorflow.threadtune)
+        elif (
+            measured is not None
+        ):  # timed with the threads, before the run (chunkfit.train.tensorflow.threadtune)
             self.jit, self.by = measured, "autotune at start"
         elif run_elements < MIN_ELEMENTS:
-            self.jit, self.by = False, f"autotune: a run of {run_elements} training calls of up to {steps} batches is too short to try XLA"
+            self.jit, self.by = (
+                False,
+                f"autotune: a run of {run_elements} training calls of up to {steps} batches is too short to try XLA",
+            )
         else:
             self.jit, self.by = None, "autotune"
 
@@ -74,8 +89,11 @@ class JitChoice:
     def to_dict(self, batch_size: int) -> dict[str, Any]:
         out: dict[str, Any] = {"jit": self.jit, "by": self.by}
         if self.by == "autotune":
-            out["windows_per_s"] = {("xla" if mode else "graph"): round(batch_size / min(t), 1)
-                                    for mode, t in self.timings.items() if t}
+            out["windows_per_s"] = {
+                ("xla" if mode else "graph"): round(batch_size / min(t), 1)
+                for mode, t in self.timings.items()
+                if t
+            }
         return out
 
     def describe(self, batch_size: int) -> str:

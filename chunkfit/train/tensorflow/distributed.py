@@ -72,25 +72,37 @@ def cluster_from_env(environ: dict[str, str] | None = None) -> Cluster | None:
 def parse_tf_config(text: str) -> Cluster | None:
     """TF_CONFIG as TensorFlow reads it: ``{"cluster": {"chief": [...], "worker": [...]}, "task":
     {"type": "worker", "index": 1}}``; the chief (or worker 0 without one) is rank 0."""
+
     def bad(why: str) -> UsageError:
         shown = text if len(text) <= 200 else text[:200] + "..."
-        return UsageError(f"TF_CONFIG is not a valid cluster description ({why}; received {shown}); set it to "
-                          '{"cluster": {"worker": ["host1:port", "host2:port"]}, "task": {"type": "worker", "index": 0}}')
+        return UsageError(
+            f"TF_CONFIG is not a valid cluster description ({why}; received {shown}); set it to "
+            '{"cluster": {"worker": ["host1:port", "host2:port"]}, "task": {"type": "worker", "index": 0}}'
+        )
+
     try:
         config = json.loads(text)
     except ValueError as err:
         raise bad(f"not JSON: {err}") from None
-    if not isinstance(config, dict) or not isinstance(config.get("cluster"), dict) or not isinstance(config.get("task"), dict):
+    if (
+        not isinstance(config, dict)
+        or not isinstance(config.get("cluster"), dict)
+        or not isinstance(config.get("task"), dict)
+    ):
         raise bad("it needs a 'cluster' and a 'task' object")
     cluster, task = config["cluster"], config["task"]
     other = sorted(set(cluster) - {"chief", "worker"})
     if other:
-        raise bad(f"job {other[0]!r}: chunkfit runs synchronous workers only (jobs chief and worker)")
+        raise bad(
+            f"job {other[0]!r}: chunkfit runs synchronous workers only (jobs chief and worker)"
+        )
     jobs: list[tuple[str, int]] = []
     addresses: list[str] = []
     for job in ("chief", "worker"):
         hosts = cluster.get(job, [])
-        if not isinstance(hosts, list) or not all(isinstance(h, str) and re.fullmatch(r".+:\d+", h) for h in hosts):
+        if not isinstance(hosts, list) or not all(
+            isinstance(h, str) and re.fullmatch(r".+:\d+", h) for h in hosts
+        ):
             raise bad(f"cluster.{job} must be a list of 'host:port' strings")
         if job == "chief" and len(hosts) > 1:
             raise bad("there can be one chief")
@@ -144,7 +156,10 @@ def share_ranges(n: int, batch: int, replicas: int, replica: int) -> dict[str, l
     full, short = divmod(n, batch)
     out = {"full_batches": [full, replica * batch // replicas, (replica + 1) * batch // replicas]}
     if short:
-        out["last_batch"] = [full * batch + replica * short // replicas, full * batch + (replica + 1) * short // replicas]
+        out["last_batch"] = [
+            full * batch + replica * short // replicas,
+            full * batch + (replica + 1) * short // replicas,
+        ]
     return out
 
 
@@ -180,9 +195,16 @@ class DistributedEngine(TensorFlowEngine):
         self._exchange_fn: Any = None
 
     @classmethod
-    def start_distributed(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes, normalizer: Normalizer,
-                          class_weights: tuple[float, ...] | None, cluster: Cluster | None,
-                          devices: str | None) -> DistributedEngine:
+    def start_distributed(
+        cls,
+        model: keras.Model | str,
+        opts: FitOptions,
+        shapes: Shapes,
+        normalizer: Normalizer,
+        class_weights: tuple[float, ...] | None,
+        cluster: Cluster | None,
+        devices: str | None,
+    ) -> DistributedEngine:
         """Start TensorFlow with the strategy (before anything else runs in its runtime), then build
         and compile ``model`` in its scope."""
         from ..models import build_model, check_model, compile_model
@@ -195,7 +217,9 @@ class DistributedEngine(TensorFlowEngine):
             # Both must happen before TensorFlow's runtime starts (collective ops, logical devices).
             if logical:
                 cpu = tf.config.list_physical_devices("CPU")[0]
-                tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * logical)
+                tf.config.set_logical_device_configuration(
+                    cpu, [tf.config.LogicalDeviceConfiguration()] * logical
+                )
             if cluster is not None:
                 # No collective timeout: a worker waits while the chief writes the run folder; a dead
                 # worker is found by TensorFlow's coordination service heartbeats (about 10 s).
@@ -204,8 +228,10 @@ class DistributedEngine(TensorFlowEngine):
         try:
             threads = start_tensorflow(opts.compute_threads, before=before)
         except RuntimeError:
-            raise UsageError("several workers or devices need a process in which TensorFlow has not started yet "
-                             "(run chunkfit train, or call chunkfit.fit before anything else uses TensorFlow)") from None
+            raise UsageError(
+                "several workers or devices need a process in which TensorFlow has not started yet "
+                "(run chunkfit train, or call chunkfit.fit before anything else uses TensorFlow)"
+            ) from None
         import keras
         import tensorflow as tf
 
@@ -221,13 +247,35 @@ class DistributedEngine(TensorFlowEngine):
         from .. import keras_state
 
         with strategy.scope():
-            built = build_model(model, shapes.window, shapes.channels, shapes.classes) if isinstance(model, str) else model
+            built = (
+                build_model(model, shapes.window, shapes.channels, shapes.classes)
+                if isinstance(model, str)
+                else model
+            )
             check_model(built, shapes.window, shapes.channels, shapes.classes)
-            compile_model(built, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss, steps_per_execution=1,
-                          classes=shapes.classes)
+            compile_model(
+                built,
+                optimizer=opts.optimizer,
+                lr=opts.lr,
+                loss=opts.loss,
+                steps_per_execution=1,
+                classes=shapes.classes,
+            )
             keras_state.build(built, shapes.window, shapes.channels, shapes.classes)
-        steps = opts.steps_per_execution or element_steps(opts.batch_size, shapes.window, shapes.channels)
-        engine = cls(built, opts, shapes, steps, threads, normalizer, class_weights, strategy=strategy, cluster=cluster)
+        steps = opts.steps_per_execution or element_steps(
+            opts.batch_size, shapes.window, shapes.channels
+        )
+        engine = cls(
+            built,
+            opts,
+            shapes,
+            steps,
+            threads,
+            normalizer,
+            class_weights,
+            strategy=strategy,
+            cluster=cluster,
+        )
         engine._loss = _elementwise_loss(built)
         return engine
 
@@ -243,7 +291,10 @@ class DistributedEngine(TensorFlowEngine):
         pass
 
     def compile_info(self) -> dict[str, Any]:
-        return {"jit": False, "reason": "tf.distribute step (chunkfit.train.tensorflow.distributed), without XLA"}
+        return {
+            "jit": False,
+            "reason": "tf.distribute step (chunkfit.train.tensorflow.distributed), without XLA",
+        }
 
     def about(self) -> dict[str, Any] | None:
         """The run's distribution, for run.json."""
@@ -265,8 +316,13 @@ class DistributedEngine(TensorFlowEngine):
     def epoch_shares(self, groups: list[int]) -> list[list[dict[str, Any]]] | None:
         """For each replica, its share of each trained group of ``groups`` windows (see ``share_ranges``)."""
         b = self.opts.batch_size
-        return [[{"group": k, "windows": n, **share_ranges(n, b, self.replicas, r)} for k, n in enumerate(groups)]
-                for r in range(self.replicas)]
+        return [
+            [
+                {"group": k, "windows": n, **share_ranges(n, b, self.replicas, r)}
+                for k, n in enumerate(groups)
+            ]
+            for r in range(self.replicas)
+        ]
 
     def prepare(self) -> None:
         pass
@@ -280,7 +336,9 @@ class DistributedEngine(TensorFlowEngine):
         """Every replica's share of the group's global batches (runs in the loader thread)."""
         import tensorflow as tf
 
-        tensors = to_tensors(dataclasses.replace(data, offsets=data.offsets[:1], labels=data.labels[:1]))
+        tensors = to_tensors(
+            dataclasses.replace(data, offsets=data.offsets[:1], labels=data.labels[:1])
+        )
         n = int(data.offsets.shape[0])
         index, real = shares(n, self.opts.batch_size, self.replicas)
         classes = data.labels[index].astype(np.int32)
@@ -288,10 +346,17 @@ class DistributedEngine(TensorFlowEngine):
         if training and self.class_weights is not None:
             weights = weights * np.asarray(self.class_weights, np.float32)[classes]
         return ShardedTensors(
-            n_windows=n, n_blocks=len(data.blocks), samples=tensors.samples, offsets=tensors.offsets,
-            labels=tensors.labels, index=tf.constant(data.offsets[index].astype(np.int32)),
-            classes=tf.constant(classes), weights=tf.constant(weights), real=tf.constant(real.astype(np.float32)),
-            counts=tf.constant(real.sum(axis=(1, 2)).astype(np.float32)))
+            n_windows=n,
+            n_blocks=len(data.blocks),
+            samples=tensors.samples,
+            offsets=tensors.offsets,
+            labels=tensors.labels,
+            index=tf.constant(data.offsets[index].astype(np.int32)),
+            classes=tf.constant(classes),
+            weights=tf.constant(weights),
+            real=tf.constant(real.astype(np.float32)),
+            counts=tf.constant(real.sum(axis=(1, 2)).astype(np.float32)),
+        )
 
     def train(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:
         if self._train_fn is None:
@@ -320,18 +385,30 @@ class DistributedEngine(TensorFlowEngine):
 
             def replica(m: Any) -> Any:
                 ctx = tf.distribute.get_replica_context()
-                first = tf.cast(tf.equal(ctx.replica_id_in_sync_group % local, 0), tf.int64)  # one replica per worker
+                first = tf.cast(
+                    tf.equal(ctx.replica_id_in_sync_group % local, 0), tf.int64
+                )  # one replica per worker
                 return ctx.all_reduce(tf.distribute.ReduceOp.SUM, m * first)
 
-            self._exchange_fn = tf.function(lambda m: strategy.experimental_local_results(strategy.run(replica, (m,)))[0],
-                                            input_signature=[tf.TensorSpec([workers, 3], tf.int64)], autograph=False)
+            self._exchange_fn = tf.function(
+                lambda m: strategy.experimental_local_results(strategy.run(replica, (m,)))[0],
+                input_signature=[tf.TensorSpec([workers, 3], tf.int64)],
+                autograph=False,
+            )
         mine = np.zeros((workers, 3), np.int64)
         mine[rank, : len(values)] = values
         with self.lost_worker():
             return np.asarray(self._exchange_fn(tf.constant(mine)))
 
-    def meet(self, identity: dict[str, Any], where: str | None, *, write: Callable[[str, str], None] | None = None,
-             read: Callable[[str], str | None] | None = None, remove: Callable[[str], None] | None = None) -> None:
+    def meet(
+        self,
+        identity: dict[str, Any],
+        where: str | None,
+        *,
+        write: Callable[[str, str], None] | None = None,
+        read: Callable[[str], str | None] | None = None,
+        remove: Callable[[str], None] | None = None,
+    ) -> None:
         """Before training: every worker was started with the chief's settings (a hash of the run's
         identity, gathered), and every worker reads the run folder ``where`` the chief writes (on a
         shared file system or on object storage): the chief writes a nonce there by ``write(name,
@@ -342,22 +419,28 @@ class DistributedEngine(TensorFlowEngine):
         if c is None:
             return
         digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).digest()
-        mine = [int.from_bytes(digest[i:i + 7], "big") for i in (0, 7, 14)]
+        mine = [int.from_bytes(digest[i : i + 7], "big") for i in (0, 7, 14)]
         hashes = self.exchange(mine)
         differ = [r for r in range(len(hashes)) if list(hashes[r]) != list(hashes[0])]
         if differ:
-            raise UsageError(f"{c.name(differ[0])} was started with other settings, model or store than the chief, "
-                             f"{c.name(0)}; run the same chunkfit train command on every worker")
+            raise UsageError(
+                f"{c.name(differ[0])} was started with other settings, model or store than the chief, "
+                f"{c.name(0)}; run the same chunkfit train command on every worker"
+            )
         nonce = int.from_bytes(os.urandom(7), "big")
         write = write if c.chief else None
         try:
             if write is not None:
                 write(PROBE_FILE, str(nonce))
-            chief_nonce, chief_wrote = (int(v) for v in self.exchange([nonce, int(write is not None)])[0][:2])
+            chief_nonce, chief_wrote = (
+                int(v) for v in self.exchange([nonce, int(write is not None)])[0][:2]
+            )
             seen = 1
             if not c.chief and chief_wrote:  # without a run folder there is nothing to read
                 try:
-                    seen = int(read is not None and (read(PROBE_FILE) or "").strip() == str(chief_nonce))
+                    seen = int(
+                        read is not None and (read(PROBE_FILE) or "").strip() == str(chief_nonce)
+                    )
                 except (OSError, ValueError):
                     seen = 0
             verdicts = self.exchange([seen])
@@ -367,9 +450,11 @@ class DistributedEngine(TensorFlowEngine):
                     remove(PROBE_FILE)
         blind = [r for r in range(len(verdicts)) if not verdicts[r][0]]
         if blind:
-            raise RunError(f"{where}: {c.name(blind[0])} cannot read the run folder the chief, {c.name(0)}, writes; "
-                           "give every worker the same --out on storage they all reach (a shared file system, or "
-                           "the same s3:// URL)")
+            raise RunError(
+                f"{where}: {c.name(blind[0])} cannot read the run folder the chief, {c.name(0)}, writes; "
+                "give every worker the same --out on storage they all reach (a shared file system, or "
+                "the same s3:// URL)"
+            )
 
     @contextlib.contextmanager
     def lost_worker(self) -> Iterator[None]:
@@ -378,8 +463,13 @@ class DistributedEngine(TensorFlowEngine):
 
         try:
             yield
-        except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError,
-                tf.errors.CancelledError, tf.errors.InternalError) as err:
+        except (
+            tf.errors.UnavailableError,
+            tf.errors.AbortedError,
+            tf.errors.DeadlineExceededError,
+            tf.errors.CancelledError,
+            tf.errors.InternalError,
+        ) as err:
             if self.cluster is None:
                 raise
             raise WorkerLostError(self._lost_message(str(err))) from None
@@ -393,9 +483,13 @@ class DistributedEngine(TensorFlowEngine):
             if rank is not None and rank != c.rank:
                 who = c.name(rank)
                 break
-        reason = "stopped answering" if "heartbeat" in text or "unhealthy" in text else "is unreachable"
-        return (f"{who} {reason}, so this worker, {c.name(c.rank)}, stopped training; run the same chunkfit train "
-                "command on every worker to resume from the run's last checkpoint")
+        reason = (
+            "stopped answering" if "heartbeat" in text or "unhealthy" in text else "is unreachable"
+        )
+        return (
+            f"{who} {reason}, so this worker, {c.name(c.rank)}, stopped training; run the same chunkfit train "
+            "command on every worker to resume from the run's last checkpoint"
+        )
 
     # -- the step -----------------------------------------------------------------------------------
     def _compiled(self, replica_fn: Callable[..., Any]) -> Any:
@@ -405,13 +499,23 @@ class DistributedEngine(TensorFlowEngine):
         s = self.shapes
         per = -(-self.opts.batch_size // self.replicas)
         grid = tf.TensorSpec([None, self.replicas, per])
-        spec = (tf.TensorSpec([None, s.channels], tf.float32), tf.TensorSpec([None, self.replicas, per], tf.int32),
-                tf.TensorSpec([None, self.replicas, per], tf.int32), grid, grid, tf.TensorSpec([None], tf.float32))
+        spec = (
+            tf.TensorSpec([None, s.channels], tf.float32),
+            tf.TensorSpec([None, self.replicas, per], tf.int32),
+            tf.TensorSpec([None, self.replicas, per], tf.int32),
+            grid,
+            grid,
+            tf.TensorSpec([None], tf.float32),
+        )
         strategy = self.strategy
 
-        def loop(samples: Any, index: Any, classes: Any, weights: Any, real: Any, counts: Any) -> Any:
+        def loop(
+            samples: Any, index: Any, classes: Any, weights: Any, real: Any, counts: Any
+        ) -> Any:
             def body(k: Any) -> Any:
-                strategy.run(replica_fn, args=(samples, index[k], classes[k], weights[k], real[k], counts[k]))
+                strategy.run(
+                    replica_fn, args=(samples, index[k], classes[k], weights[k], real[k], counts[k])
+                )
                 return k + 1
 
             return tf.while_loop(lambda k: k < tf.shape(index)[0], body, [tf.constant(0)])
@@ -423,9 +527,13 @@ class DistributedEngine(TensorFlowEngine):
 
         r = tf.distribute.get_replica_context().replica_id_in_sync_group
         x = tf.gather(samples, index[r][:, None] + tf.range(self.shapes.window))
-        return self.normalizer.apply(x), tf.one_hot(classes[r], self.shapes.classes, dtype=tf.float32)
+        return self.normalizer.apply(x), tf.one_hot(
+            classes[r], self.shapes.classes, dtype=tf.float32
+        )
 
-    def _replica_train(self, samples: Any, index: Any, classes: Any, weights: Any, real: Any, count: Any) -> None:
+    def _replica_train(
+        self, samples: Any, index: Any, classes: Any, weights: Any, real: Any, count: Any
+    ) -> None:
         import tensorflow as tf
 
         model = self.model
@@ -441,7 +549,9 @@ class DistributedEngine(TensorFlowEngine):
         model.optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         self._track(total, extra, mask, x, y, p, w if self.class_weights is not None else None)
 
-    def _replica_eval(self, samples: Any, index: Any, classes: Any, weights: Any, real: Any, count: Any) -> None:
+    def _replica_eval(
+        self, samples: Any, index: Any, classes: Any, weights: Any, real: Any, count: Any
+    ) -> None:
         import tensorflow as tf
 
         model = self.model
@@ -465,7 +575,9 @@ class DistributedEngine(TensorFlowEngine):
         k = tf.cast(n, tf.int32)
         model.compute_metrics(x[:k], y[:k], p[:k], sample_weight=None if w is None else w[:k])
 
-    def _run(self, fn: Any, t: BlockTensors, callbacks: keras.callbacks.CallbackList, phase: str) -> None:
+    def _run(
+        self, fn: Any, t: BlockTensors, callbacks: keras.callbacks.CallbackList, phase: str
+    ) -> None:
         """The group's global batches, ``steps`` per compiled call, with Keras's batch events."""
         assert isinstance(t, ShardedTensors)
         self.model.reset_metrics()
@@ -476,8 +588,18 @@ class DistributedEngine(TensorFlowEngine):
             for step, lo in enumerate(range(0, batches, self.steps)):
                 hi = min(lo + self.steps, batches)
                 begin(step)
-                fn(t.samples, t.index[lo:hi], t.classes[lo:hi], t.weights[lo:hi], t.real[lo:hi], t.counts[lo:hi])
-                end(step, {k: float(np.asarray(v)) for k, v in self.model.get_metrics_result().items()})
+                fn(
+                    t.samples,
+                    t.index[lo:hi],
+                    t.classes[lo:hi],
+                    t.weights[lo:hi],
+                    t.real[lo:hi],
+                    t.counts[lo:hi],
+                )
+                end(
+                    step,
+                    {k: float(np.asarray(v)) for k, v in self.model.get_metrics_result().items()},
+                )
                 if phase == "train" and self.model.stop_training:
                     break
 
@@ -488,8 +610,10 @@ def _elementwise_loss(model: keras.Model) -> Callable[[Any, Any], Any]:
 
     spec = model.loss
     if isinstance(spec, (list, tuple, dict)):
-        raise UsageError("several workers or devices train single-output models only (the model's loss is a "
-                         f"{type(spec).__name__} of losses)")
+        raise UsageError(
+            "several workers or devices train single-output models only (the model's loss is a "
+            f"{type(spec).__name__} of losses)"
+        )
     fn = keras.losses.get(spec) if isinstance(spec, str) else spec
     if isinstance(fn, keras.losses.Loss):
         return fn.call  # type: ignore[no-any-return]

@@ -47,48 +47,100 @@ class TensorFlowEngine(OneProcess):
 
     name = "tensorflow"
 
-    def __init__(self, model: keras.Model, opts: FitOptions, shapes: Shapes, steps: int, threads: dict[str, int],
-                 normalizer: Normalizer, class_weights: tuple[float, ...] | None,
-                 thread_choice: ThreadChoice | None = None, gathered: bool = False, halves: int = 1) -> None:
+    def __init__(
+        self,
+        model: keras.Model,
+        opts: FitOptions,
+        shapes: Shapes,
+        steps: int,
+        threads: dict[str, int],
+        normalizer: Normalizer,
+        class_weights: tuple[float, ...] | None,
+        thread_choice: ThreadChoice | None = None,
+        gathered: bool = False,
+        halves: int = 1,
+    ) -> None:
         from .stepper import Stepper
 
-        self.model, self.opts, self.shapes, self.steps, self.threads = model, opts, shapes, steps, threads
+        self.model, self.opts, self.shapes, self.steps, self.threads = (
+            model,
+            opts,
+            shapes,
+            steps,
+            threads,
+        )
         self.thread_choice = thread_choice
         self.normalizer = normalizer
         self.class_weights = None if class_weights is None else list(class_weights)
-        self.group_samples: int | None = None  # training groups' samples are padded to this (``sized``)
-        self.gathered = gathered  # training windows gathered in the input pipeline (on a CPU; see pipeline)
-        self.stepper = Stepper(model, window=shapes.window, n_classes=shapes.classes, normalize=normalizer.apply,
-                               class_weights=self.class_weights, gathered=gathered, fuse=opts.jit != "off",
-                               halves=halves)
+        self.group_samples: int | None = (
+            None  # training groups' samples are padded to this (``sized``)
+        )
+        self.gathered = (
+            gathered  # training windows gathered in the input pipeline (on a CPU; see pipeline)
+        )
+        self.stepper = Stepper(
+            model,
+            window=shapes.window,
+            n_classes=shapes.classes,
+            normalize=normalizer.apply,
+            class_weights=self.class_weights,
+            gathered=gathered,
+            fuse=opts.jit != "off",
+            halves=halves,
+        )
 
     @classmethod
-    def start(cls, model: keras.Model | str, opts: FitOptions, shapes: Shapes, normalizer: Normalizer,
-              class_weights: tuple[float, ...] | None = None, run_windows: int = 0, group_samples: int = 0,
-              say: Callable[[str], None] | None = None) -> TensorFlowEngine:
+    def start(
+        cls,
+        model: keras.Model | str,
+        opts: FitOptions,
+        shapes: Shapes,
+        normalizer: Normalizer,
+        class_weights: tuple[float, ...] | None = None,
+        run_windows: int = 0,
+        group_samples: int = 0,
+        say: Callable[[str], None] | None = None,
+    ) -> TensorFlowEngine:
         """Start TensorFlow (threads before its runtime starts: chunkfit.train.tensorflow.threadtune,
         for a run of ``run_windows`` training windows in groups of up to ``group_samples`` samples),
         seed it, and build and compile ``model``, which trains on windows standardised by
         ``normalizer``, weighted by ``class_weights`` (one per class index; None: unweighted).
         ``say`` is told before threads are measured."""
-        tuned = choose_threads(opts.compute_threads, model, deterministic=opts.deterministic, window=shapes.window,
-                               channels=shapes.channels, classes=shapes.classes, batch_size=opts.batch_size,
-                               run_windows=run_windows, jit=opts.jit, group_samples=group_samples)
+        tuned = choose_threads(
+            opts.compute_threads,
+            model,
+            deterministic=opts.deterministic,
+            window=shapes.window,
+            channels=shapes.channels,
+            classes=shapes.classes,
+            batch_size=opts.batch_size,
+            run_windows=run_windows,
+            jit=opts.jit,
+            group_samples=group_samples,
+        )
         if isinstance(tuned, ProbeSpec) and say is not None:
-            say(f"measuring how fast {model} trains on every core, on one thread and in halves of each batch side "
-                f"by side (once for this machine and model: cached in {cache_path()})")
+            say(
+                f"measuring how fast {model} trains on every core, on one thread and in halves of each batch side "
+                f"by side (once for this machine and model: cached in {cache_path()})"
+            )
         decided: list[ThreadChoice] = []
         gpus: list[bool] = []
 
-        def compute(tf: Any) -> tuple[int | None, int]:  # TensorFlow imported, its runtime not started
+        def compute(
+            tf: Any,
+        ) -> tuple[int | None, int]:  # TensorFlow imported, its runtime not started
             gpus.append(gpu := bool(tf.config.list_physical_devices("GPU")))
             if gpu and (isinstance(tuned, ProbeSpec) or tuned.halves > 1):
                 decided.append(ThreadChoice(None, f"{RULE} (a GPU trains the model)"))
             elif isinstance(tuned, ProbeSpec):
-                decided.append(measure(tuned))  # in forks of this process, before its runtime starts
+                decided.append(
+                    measure(tuned)
+                )  # in forks of this process, before its runtime starts
             else:
                 decided.append(tuned)
-            return decided[0].compute, decided[0].halves  # halves side by side: an inter-op thread each
+            return decided[0].compute, decided[
+                0
+            ].halves  # halves side by side: an inter-op thread each
 
         threads = start_tensorflow(compute)
         choice = decided[0]
@@ -101,15 +153,40 @@ class TensorFlowEngine(OneProcess):
             import tensorflow as tf
 
             tf.config.experimental.enable_op_determinism()
-        built = build_model(model, shapes.window, shapes.channels, shapes.classes) if isinstance(model, str) else model
+        built = (
+            build_model(model, shapes.window, shapes.channels, shapes.classes)
+            if isinstance(model, str)
+            else model
+        )
         check_model(built, shapes.window, shapes.channels, shapes.classes)
-        steps = opts.steps_per_execution or element_steps(opts.batch_size, shapes.window, shapes.channels)
-        compile_model(built, optimizer=opts.optimizer, lr=opts.lr, loss=opts.loss, steps_per_execution=steps,
-                      classes=shapes.classes)
+        steps = opts.steps_per_execution or element_steps(
+            opts.batch_size, shapes.window, shapes.channels
+        )
+        compile_model(
+            built,
+            optimizer=opts.optimizer,
+            lr=opts.lr,
+            loss=opts.loss,
+            steps_per_execution=steps,
+            classes=shapes.classes,
+        )
         if choice.halves > 1 and not (threads["inter_op"] == choice.halves and splittable(built)):
-            choice = dataclasses.replace(choice, halves=1)  # TensorFlow started before, or another model
+            choice = dataclasses.replace(
+                choice, halves=1
+            )  # TensorFlow started before, or another model
         # On a CPU the input pipeline copies the windows (numpy), a GPU's step gathers them on the device
-        return cls(built, opts, shapes, steps, threads, normalizer, class_weights, choice, not gpus[0], choice.halves)
+        return cls(
+            built,
+            opts,
+            shapes,
+            steps,
+            threads,
+            normalizer,
+            class_weights,
+            choice,
+            not gpus[0],
+            choice.halves,
+        )
 
     @property
     def fitting(self) -> keras.Model:
@@ -134,12 +211,23 @@ class TensorFlowEngine(OneProcess):
         if training:
             tensors = to_tensors(data, self.group_samples)
             window = self.shapes.window if self.gathered else None
-            return dataclasses.replace(tensors, dataset=train_dataset(tensors, batch_size=self.opts.batch_size,
-                                                                      steps=self.steps, window=window))
+            return dataclasses.replace(
+                tensors,
+                dataset=train_dataset(
+                    tensors, batch_size=self.opts.batch_size, steps=self.steps, window=window
+                ),
+            )
         tensors = to_tensors(data)
-        return dataclasses.replace(tensors, dataset=eval_dataset(
-            tensors, window=self.shapes.window, batch_size=self.opts.batch_size, n_classes=self.shapes.classes,
-            normalize=self.normalizer.apply))
+        return dataclasses.replace(
+            tensors,
+            dataset=eval_dataset(
+                tensors,
+                window=self.shapes.window,
+                batch_size=self.opts.batch_size,
+                n_classes=self.shapes.classes,
+                normalize=self.normalizer.apply,
+            ),
+        )
 
     def choose_compile(self, run_batches: int) -> None:
         """Set how the train step is compiled (``--jit``; for ``auto``, by timing the first elements of
@@ -151,11 +239,14 @@ class TensorFlowEngine(OneProcess):
         # deterministic form of some ops (MaxPooling's gradient): such a process trains without XLA.
         determinism = self.opts.deterministic or _op_determinism()
         if determinism and self.opts.jit == "on":
-            raise UsageError("jit='on' cannot be used in this process: TensorFlow op determinism is on (an earlier "
-                             "deterministic run turned it on), and XLA has no deterministic form of some ops")
+            raise UsageError(
+                "jit='on' cannot be used in this process: TensorFlow op determinism is on (an earlier "
+                "deterministic run turned it on), and XLA has no deterministic form of some ops"
+            )
         measured = self.thread_choice.jit if self.thread_choice is not None else None
-        self.stepper.choice = JitChoice(self.opts.jit, determinism, -(-run_batches // self.steps), self.steps,
-                                        measured=measured)
+        self.stepper.choice = JitChoice(
+            self.opts.jit, determinism, -(-run_batches // self.steps), self.steps, measured=measured
+        )
 
     def threads_info(self) -> dict[str, Any]:
         """The threads in effect for run.json, with how they were chosen."""
@@ -167,8 +258,10 @@ class TensorFlowEngine(OneProcess):
     def compile_info(self) -> dict[str, Any]:
         """The compile choice for run.json; ``jit`` is None while the trial runs."""
         assert self.stepper.choice is not None
-        return {**self.stepper.choice.to_dict(self.opts.batch_size),
-                "gather": "input pipeline" if self.gathered else "train step"}
+        return {
+            **self.stepper.choice.to_dict(self.opts.batch_size),
+            "gather": "input pipeline" if self.gathered else "train step",
+        }
 
     def compile_line(self) -> str | None:
         """The run's one line on how it trains, once the compile choice is decided."""
@@ -176,21 +269,32 @@ class TensorFlowEngine(OneProcess):
         if choice is None or not choice.decided:
             return None
         parts = [choice.describe(self.opts.batch_size), self.describe_threads()]
-        return "; ".join(p for p in parts if p is not None) + "; --jit on|off, --compute-threads N to choose"
+        return (
+            "; ".join(p for p in parts if p is not None)
+            + "; --jit on|off, --compute-threads N to choose"
+        )
 
     def prepare(self) -> None:
         """Compile the train step (the loop calls this while the first group loads)."""
         window = self.shapes.window if self.gathered else None
-        self.stepper.prepare(train_element_spec(self.opts.batch_size, window, self.shapes.channels),
-                             self.shapes.channels)
+        self.stepper.prepare(
+            train_element_spec(self.opts.batch_size, window, self.shapes.channels),
+            self.shapes.channels,
+        )
 
     def step_batches(self, n_windows: int) -> list[int]:
         """Batches in each training step of a group of ``n_windows``, for callbacks' batch numbers."""
         return step_batches(n_windows, self.opts.batch_size, self.steps)
 
     def train(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:
-        self.stepper.fit(tensors.dataset, samples=tensors.samples, epochs=1, verbose=0, callbacks=callbacks,
-                         shuffle=False)
+        self.stepper.fit(
+            tensors.dataset,
+            samples=tensors.samples,
+            epochs=1,
+            verbose=0,
+            callbacks=callbacks,
+            shuffle=False,
+        )
 
     def evaluate(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:
         self.model.evaluate(tensors.dataset, verbose=0, callbacks=callbacks)

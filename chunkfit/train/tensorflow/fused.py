@@ -32,8 +32,11 @@ def fusable(optimizer: Any) -> bool:
     """Whether ``optimizer``'s per-variable update can run as ``ResourceApplyAdam`` (see the module docstring)."""
     import tensorflow as tf
 
-    return (type(optimizer) is keras.optimizers.Adam and not optimizer.amsgrad
-            and not tf.distribute.has_strategy())
+    return (
+        type(optimizer) is keras.optimizers.Adam
+        and not optimizer.amsgrad
+        and not tf.distribute.has_strategy()
+    )
 
 
 @contextmanager
@@ -66,10 +69,17 @@ def _fused_update(optimizer: keras.optimizers.Adam) -> Callable[[Any, Any, Any],
             return tf.cast(x, tf.float32)
 
         tf.raw_ops.ResourceApplyAdam(
-            var=_handle(variable), m=_handle(m), v=_handle(v),
-            beta1_power=tf.pow(f32(optimizer.beta_1), step), beta2_power=tf.pow(f32(optimizer.beta_2), step),
-            lr=f32(learning_rate), beta1=f32(optimizer.beta_1), beta2=f32(optimizer.beta_2),
-            epsilon=f32(optimizer.epsilon), grad=tf.cast(gradient, tf.float32))
+            var=_handle(variable),
+            m=_handle(m),
+            v=_handle(v),
+            beta1_power=tf.pow(f32(optimizer.beta_1), step),
+            beta2_power=tf.pow(f32(optimizer.beta_2), step),
+            lr=f32(learning_rate),
+            beta1=f32(optimizer.beta_1),
+            beta2=f32(optimizer.beta_2),
+            epsilon=f32(optimizer.epsilon),
+            grad=tf.cast(gradient, tf.float32),
+        )
         return None
 
     return update_step

@@ -90,14 +90,20 @@ def step_batches(n_windows: int, batch_size: int, steps: int) -> list[int]:
     return [steps] * groups + ([rest] if rest else []) + ([1] if short else [])
 
 
-def train_element_spec(batch_size: int, window: int | None = None, n_channels: int = 1) -> tuple[tf.TypeSpec, ...]:
+def train_element_spec(
+    batch_size: int, window: int | None = None, n_channels: int = 1
+) -> tuple[tf.TypeSpec, ...]:
     """The element spec of every ``train_dataset`` with this batch size (and ``window``):
     window offsets, or with ``window`` the windows themselves [batches, batch_size, window,
     channels], and class indices [batches, batch_size], and the real windows of the last batch."""
     import tensorflow as tf
 
     index = tf.TensorSpec([None, batch_size], tf.int32)
-    first = index if window is None else tf.TensorSpec([None, batch_size, window, n_channels], tf.float32)
+    first = (
+        index
+        if window is None
+        else tf.TensorSpec([None, batch_size, window, n_channels], tf.float32)
+    )
     return (first, index, tf.TensorSpec([], tf.int32))
 
 
@@ -140,8 +146,14 @@ def _rows(samples: np.ndarray, offsets: np.ndarray, window: np.ndarray) -> np.nd
     return rows[offsets]
 
 
-def batch_of(windows: Any, labels: Any, *, n_classes: int, normalize: Callable[[Any], Any] | None = None,
-             class_weights: Any = None) -> tuple[Any, ...]:
+def batch_of(
+    windows: Any,
+    labels: Any,
+    *,
+    n_classes: int,
+    normalize: Callable[[Any], Any] | None = None,
+    class_weights: Any = None,
+) -> tuple[Any, ...]:
     """One batch as a train step takes it, ``(x, y[, sample_weight])``: the ``windows`` (standardised
     by ``normalize``), the one-hot ``labels`` and, with ``class_weights`` (a tensor, one weight per
     class index), each window's weight."""
@@ -152,7 +164,9 @@ def batch_of(windows: Any, labels: Any, *, n_classes: int, normalize: Callable[[
     return (x, y) if class_weights is None else (x, y, tf.gather(class_weights, labels))
 
 
-def train_dataset(block: BlockTensors, *, batch_size: int, steps: int, window: int | None = None) -> tf.data.Dataset:
+def train_dataset(
+    block: BlockTensors, *, batch_size: int, steps: int, window: int | None = None
+) -> tf.data.Dataset:
     """The block's training elements for ``Stepper``: ``(offsets [k, batch_size], classes [k,
     batch_size], last)``, whole groups of ``steps`` full batches, then the remaining full batches,
     then the short last batch alone, padded to ``batch_size`` with window 0; ``last`` is how many
@@ -175,8 +189,14 @@ def train_dataset(block: BlockTensors, *, batch_size: int, steps: int, window: i
         pad = tf.zeros([b - short], dtype=offsets.dtype)
         offsets, labels = tf.concat([offsets, pad], 0), tf.concat([labels, pad], 0)
     parts = [((groups, steps, b), b), ((1, rest, b), b), ((1, 1, b), short)]
-    ds = _sliced(parts, lambda lo, hi, shape, last: (
-        tf.reshape(offsets[lo:hi], shape), tf.reshape(labels[lo:hi], shape), tf.fill([shape[0]], last)))
+    ds = _sliced(
+        parts,
+        lambda lo, hi, shape, last: (
+            tf.reshape(offsets[lo:hi], shape),
+            tf.reshape(labels[lo:hi], shape),
+            tf.fill([shape[0]], last),
+        ),
+    )
 
     def any_length(o: tf.Tensor, y: tf.Tensor, last: tf.Tensor) -> tuple[tf.Tensor, ...]:
         # one spec for every block, whatever its parts (else Keras retraces its train function per block)
@@ -188,8 +208,14 @@ def train_dataset(block: BlockTensors, *, batch_size: int, steps: int, window: i
     return _finish(ds.map(any_length))
 
 
-def eval_dataset(block: BlockTensors, *, window: int, batch_size: int, n_classes: int,
-                 normalize: Callable[[Any], Any] | None = None) -> tf.data.Dataset:
+def eval_dataset(
+    block: BlockTensors,
+    *,
+    window: int,
+    batch_size: int,
+    n_classes: int,
+    normalize: Callable[[Any], Any] | None = None,
+) -> tf.data.Dataset:
     """The block's windows (float32 [b, window, channels], standardised by ``normalize``) and one-hot
     labels (float32 [b, classes]), a batch per element, for ``model.evaluate``. Batches have unknown
     sizes, so that every block matches the test function Keras traced for the first one."""
@@ -204,13 +230,20 @@ def eval_dataset(block: BlockTensors, *, window: int, batch_size: int, n_classes
         return batch_of(gather(offsets), labels, n_classes=n_classes, normalize=normalize)
 
     parts = [((full, b), b), ((1, short), short)]
-    ds = _sliced(parts, lambda lo, hi, shape, last: (
-        tf.reshape(block.offsets[lo:hi], shape), tf.reshape(block.labels[lo:hi], shape)))
+    ds = _sliced(
+        parts,
+        lambda lo, hi, shape, last: (
+            tf.reshape(block.offsets[lo:hi], shape),
+            tf.reshape(block.labels[lo:hi], shape),
+        ),
+    )
     return _finish(ds.map(windows))
 
 
-def _sliced(parts: list[tuple[tuple[int, ...], int]],
-            slices: Callable[[int, int, tuple[int, ...], int], tuple[Any, ...]]) -> tf.data.Dataset:
+def _sliced(
+    parts: list[tuple[tuple[int, ...], int]],
+    slices: Callable[[int, int, tuple[int, ...], int], tuple[Any, ...]],
+) -> tf.data.Dataset:
     """The parts that hold windows, one after the other: each part is (shape of its offsets, windows
     of its elements' last batch), cut from the offsets in order by ``slices(lo, hi, shape, last)``.
     Offsets arrive grouped, a dataset element per batch (or group of batches): slicing single

@@ -37,11 +37,21 @@ class Predictor:
             return model(tf.gather(samples, offsets[:, None] + span), training=False)
 
         def block(samples: Any, offsets: Any) -> Any:
-            return tf.map_fn(lambda o: scores(samples, o), offsets, fn_output_signature=tf.float32,
-                             parallel_iterations=PARALLEL)
+            return tf.map_fn(
+                lambda o: scores(samples, o),
+                offsets,
+                fn_output_signature=tf.float32,
+                parallel_iterations=PARALLEL,
+            )
 
-        self._block = tf.function(block, autograph=False, input_signature=[
-            tf.TensorSpec([None, n_channels], tf.float32), tf.TensorSpec([None, batch_size], tf.int32)])
+        self._block = tf.function(
+            block,
+            autograph=False,
+            input_signature=[
+                tf.TensorSpec([None, n_channels], tf.float32),
+                tf.TensorSpec([None, batch_size], tf.int32),
+            ],
+        )
 
     def __call__(self, samples: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """float32 [len(offsets), outputs]: the outputs for the windows ``samples[o : o + window]``."""
@@ -51,5 +61,7 @@ class Predictor:
         padded = np.empty(-(-n // b) * b, dtype=np.int32)
         padded[:n] = offsets
         padded[n:] = offsets[-1]
-        out = self._block(tf.constant(samples, dtype=tf.float32), tf.constant(padded.reshape(-1, b)))
+        out = self._block(
+            tf.constant(samples, dtype=tf.float32), tf.constant(padded.reshape(-1, b))
+        )
         return np.asarray(out).reshape(padded.size, -1)[:n].astype(np.float32, copy=False)

@@ -52,13 +52,25 @@ class Stepper(keras.Model):
     and ``class_weights`` (one per class index) weighs them, as Keras's ``class_weight`` would.
     """
 
-    def __init__(self, model: keras.Model, *, window: int, n_classes: int, jit: bool = False,
-                 normalize: Callable[[Any], Any] | None = None, class_weights: list[float] | None = None,
-                 gathered: bool = False, fuse: bool = False, halves: int = 1) -> None:
+    def __init__(
+        self,
+        model: keras.Model,
+        *,
+        window: int,
+        n_classes: int,
+        jit: bool = False,
+        normalize: Callable[[Any], Any] | None = None,
+        class_weights: list[float] | None = None,
+        gathered: bool = False,
+        fuse: bool = False,
+        halves: int = 1,
+    ) -> None:
         super().__init__(name="chunkfit_stepper")
         self.wrapped = model
         self.jit = jit  # the step under XLA, unless ``choice`` says
-        self.choice: JitChoice | None = None  # set before the first step: chunkfit.train.tensorflow.autotune
+        self.choice: JitChoice | None = (
+            None  # set before the first step: chunkfit.train.tensorflow.autotune
+        )
         # Elements hold the windows, gathered in the input pipeline (``train_dataset``'s ``window``),
         # instead of their offsets.
         self.gathered = gathered
@@ -120,7 +132,9 @@ class Stepper(keras.Model):
             model.compute_metrics(None, y, y)
         if self._spec is None:  # one trace each, whatever the number of batches in an element
             self._spec = (samples_spec(n_channels), *element_spec)
-            self._short = tf.function(self._train_short, input_signature=self._spec, autograph=False)
+            self._short = tf.function(
+                self._train_short, input_signature=self._spec, autograph=False
+            )
 
     def whole(self, jit: bool) -> Any:
         """The compiled loop for elements of full batches, its step under XLA or not (each built once)."""
@@ -128,14 +142,22 @@ class Stepper(keras.Model):
 
         if jit not in self._wholes:
             defer = _deferrable(self.wrapped, self._n_classes)
-            one, loop = (self._one_kept, self._train_kept) if defer else (self._one, self._train_whole)
+            one, loop = (
+                (self._one_kept, self._train_kept) if defer else (self._one, self._train_whole)
+            )
             step = tf.function(one, jit_compile=True, autograph=False) if jit else one
-            self._wholes[jit] = tf.function(partial(loop, step), input_signature=self._spec[:-1], autograph=False)
+            self._wholes[jit] = tf.function(
+                partial(loop, step), input_signature=self._spec[:-1], autograph=False
+            )
         return self._wholes[jit]
 
     def _one(self, samples: Any, offsets: Any, labels: Any) -> Any:
         """One full batch: its windows gathered from ``samples``, then the model's train step."""
-        with self._trace_lock, fused_adam(self._fused_optimizer()), split_batch(self.wrapped, self.halves):
+        with (
+            self._trace_lock,
+            fused_adam(self._fused_optimizer()),
+            split_batch(self.wrapped, self.halves),
+        ):
             return self.wrapped.train_step(self._batch_of(samples, offsets, labels))
 
     def _one_kept(self, samples: Any, offsets: Any, labels: Any) -> tuple[Any, ...]:
@@ -166,7 +188,9 @@ class Stepper(keras.Model):
         """The batch of ``offsets`` (or, ``gathered``, of the windows they hold) and ``labels``."""
         import tensorflow as tf
 
-        weights = None if self._class_weights is None else tf.constant(self._class_weights, tf.float32)
+        weights = (
+            None if self._class_weights is None else tf.constant(self._class_weights, tf.float32)
+        )
         windows = offsets if self.gathered else windows_at(samples, offsets, self._window)
         return self._batch(windows, labels, class_weights=weights)
 
@@ -192,7 +216,9 @@ class Stepper(keras.Model):
                 return self._short(self._samples, *element)
             jit = self._next_mode()
             t0 = time.perf_counter()
-            logs = self.whole(jit)(self._samples, *element[:-1])  # returns when the element has trained
+            logs = self.whole(jit)(
+                self._samples, *element[:-1]
+            )  # returns when the element has trained
             if self.choice is not None and not self.choice.decided:
                 self.choice.timed(jit, time.perf_counter() - t0, int(element[0].shape[0]))
             if self._tracing is None:
@@ -229,8 +255,11 @@ class Stepper(keras.Model):
         import tensorflow as tf
 
         offsets, labels, last = data
-        return tf.cond(last < tf.shape(offsets)[1], lambda: self._train_short(self._samples, offsets, labels, last),
-                       lambda: self._train_whole(self._one, self._samples, offsets, labels))
+        return tf.cond(
+            last < tf.shape(offsets)[1],
+            lambda: self._train_short(self._samples, offsets, labels, last),
+            lambda: self._train_whole(self._one, self._samples, offsets, labels),
+        )
 
     def _train_whole(self, one_step: Any, samples: Any, offsets: Any, labels: Any) -> Any:
         """Every batch of the element is full: ``one_step`` on each, in one loop.
@@ -250,7 +279,9 @@ class Stepper(keras.Model):
         def step(k: tf.Tensor, _: Any) -> tuple[tf.Tensor, Any]:
             return k + 1, one_step(samples, offsets[k], labels[k])
 
-        _, logs = tf.while_loop(lambda k, _: k < tf.shape(offsets)[0], step, (tf.constant(first), logs))
+        _, logs = tf.while_loop(
+            lambda k, _: k < tf.shape(offsets)[0], step, (tf.constant(first), logs)
+        )
         return logs
 
     def _train_kept(self, one_step: Any, samples: Any, offsets: Any, labels: Any) -> Any:
@@ -268,19 +299,26 @@ class Stepper(keras.Model):
 
         _, kept = tf.while_loop(lambda k, _: k < n, step, (tf.constant(0), kept))
         y, y_pred, *weights = (a.concat() for a in kept)
-        return self.wrapped.compute_metrics(None, y, y_pred, sample_weight=weights[0] if weights else None)
+        return self.wrapped.compute_metrics(
+            None, y, y_pred, sample_weight=weights[0] if weights else None
+        )
 
     def _train_short(self, samples: Any, offsets: Any, labels: Any, last: Any) -> Any:
         """The element is the short last batch alone, padded to the batch size; ``last`` is how many
         windows are real."""
         with self._trace_lock, fused_adam(self._fused_optimizer()):
-            return self.wrapped.train_step(self._batch_of(samples, offsets[0][:last], labels[0][:last]))
+            return self.wrapped.train_step(
+                self._batch_of(samples, offsets[0][:last], labels[0][:last])
+            )
 
 
 def _default_logs(model: keras.Model) -> bool:
     """Whether ``model.train_step`` returns ``model.get_metrics_result()``, as Keras's own does."""
     kind = type(model)
-    return kind.train_step is keras.Model.train_step and kind.compute_metrics is keras.Model.compute_metrics
+    return (
+        kind.train_step is keras.Model.train_step
+        and kind.compute_metrics is keras.Model.compute_metrics
+    )
 
 
 def _deferrable(model: keras.Model, n_classes: int) -> bool:
@@ -297,7 +335,10 @@ def _deferrable(model: keras.Model, n_classes: int) -> bool:
         return False
     if len(outputs) != 1 or tuple(outputs[0].shape[1:]) != (n_classes,):
         return False
-    return all(_keras_own(type(m)) and _keras_own(getattr(m, "_fn", None) or type(m)) for m in compiled.metrics)
+    return all(
+        _keras_own(type(m)) and _keras_own(getattr(m, "_fn", None) or type(m))
+        for m in compiled.metrics
+    )
 
 
 def _keras_own(thing: Any) -> bool:

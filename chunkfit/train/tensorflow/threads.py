@@ -18,8 +18,10 @@ from types import ModuleType
 from ..._quiet import import_tensorflow_quietly
 
 
-def start_tensorflow(compute_threads: int | None | Callable[[ModuleType], int | None | tuple[int | None, int]],
-                     before: Callable[[ModuleType], None] | None = None) -> dict[str, int]:
+def start_tensorflow(
+    compute_threads: int | None | Callable[[ModuleType], int | None | tuple[int | None, int]],
+    before: Callable[[ModuleType], None] | None = None,
+) -> dict[str, int]:
     """Import TensorFlow with ``compute_threads`` for the model's arithmetic; returns the settings in
     effect (0 meaning TensorFlow's default of every core).
 

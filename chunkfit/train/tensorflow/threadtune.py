@@ -69,7 +69,9 @@ BUDGET_SHARE = 0.05  # of the run's estimated length
 # and without it, paired (medians of two sittings); with the third (halves) 1.8-2.1 s by its own clock.
 # Under XLA 2.6 s by its own clock with two candidates (three: about half as much again, not timed).
 PROBE_SECONDS = {False: 1.9, True: 4.0}
-ASSUMED_RATE = 50_000.0  # training windows/s for estimating a run's length (a fast model on 2 cores)
+ASSUMED_RATE = (
+    50_000.0  # training windows/s for estimating a run's length (a fast model on 2 cores)
+)
 CACHE_FILE = "threads.json"
 RULE = "the rule: every core"
 SHORT_RULE = "the rule for built-in models: each batch in halves side by side"
@@ -85,7 +87,9 @@ class ThreadChoice:
     windows_per_s: dict[str, float] | None = None
     jit: bool | None = None
     seconds: float | None = None
-    halves: int = 1  # each batch as this many slices side by side (chunkfit.train.tensorflow.halves)
+    halves: int = (
+        1  # each batch as this many slices side by side (chunkfit.train.tensorflow.halves)
+    )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"by": self.by}
@@ -105,7 +109,11 @@ class ThreadChoice:
             used += f" for each of {self.halves} halves of every batch, side by side"
         timed = ""
         if self.windows_per_s:
-            timed = " (" + ", ".join(f"{_label(k)} {v:,.0f}" for k, v in self.windows_per_s.items()) + " windows/s"
+            timed = (
+                " ("
+                + ", ".join(f"{_label(k)} {v:,.0f}" for k, v in self.windows_per_s.items())
+                + " windows/s"
+            )
             timed += f"; {self.seconds:.1f} s)" if self.seconds is not None else ")"
         return f"TensorFlow on {used}, chosen by {self.by}{timed}"
 
@@ -152,7 +160,9 @@ def probe_key(model: str, window: int, channels: int, classes: int, batch_size: 
         what = "keras:" + hashlib.sha256(Path(model).read_bytes()).hexdigest()[:16]
     else:
         return None
-    machine = f"{_cpu_name()}|{os.cpu_count()}|{platform.machine()}|tensorflow {_tensorflow_version()}"
+    machine = (
+        f"{_cpu_name()}|{os.cpu_count()}|{platform.machine()}|tensorflow {_tensorflow_version()}"
+    )
     return f"{machine}|{what}|{window}x{channels}->{classes}|batch {batch_size}"
 
 
@@ -178,9 +188,20 @@ def _cpu_name() -> str:
     return platform.processor() or "unknown cpu"
 
 
-def choose_threads(compute_threads: int | None, model: Any, *, deterministic: bool, window: int, channels: int,
-                   classes: int, batch_size: int, run_windows: int, jit: str = "auto", group_samples: int = 0,
-                   probe_windows: int | None = None) -> ThreadChoice | ProbeSpec:
+def choose_threads(
+    compute_threads: int | None,
+    model: Any,
+    *,
+    deterministic: bool,
+    window: int,
+    channels: int,
+    classes: int,
+    batch_size: int,
+    run_windows: int,
+    jit: str = "auto",
+    group_samples: int = 0,
+    probe_windows: int | None = None,
+) -> ThreadChoice | ProbeSpec:
     """The compute threads for this run (see the module docstring), or the ``ProbeSpec`` to measure
     them with (``Probe``, started before TensorFlow is imported). ``run_windows``: the windows the
     run will train, all epochs together; ``group_samples``: the samples of one of its groups of blocks;
@@ -190,23 +211,41 @@ def choose_threads(compute_threads: int | None, model: Any, *, deterministic: bo
         return ThreadChoice(compute_threads, "--compute-threads")
     if deterministic:
         return ThreadChoice(None, f"--deterministic (a fixed choice: {RULE})")
-    key = probe_key(model, window, channels, classes, batch_size) if isinstance(model, str) else None
+    key = (
+        probe_key(model, window, channels, classes, batch_size) if isinstance(model, str) else None
+    )
     if key is None:
         return ThreadChoice(None, f"{RULE} (only built-in models and .keras files are measured)")
     cached = _read_cache().get(key)
     if cached is not None:
         rates = {str(k): float(v) for k, v in cached["windows_per_s"].items()}
-        return ThreadChoice(int(cached["compute"]), f"cache ({cache_path()}, measured {cached['when']})", rates,
-                            cached.get("jit"), cached.get("seconds"), int(cached.get("halves", 1)))
+        return ThreadChoice(
+            int(cached["compute"]),
+            f"cache ({cache_path()}, measured {cached['when']})",
+            rates,
+            cached.get("jit"),
+            cached.get("seconds"),
+            int(cached.get("halves", 1)),
+        )
     if "tensorflow" in sys.modules:
-        return ThreadChoice(None, f"{RULE} (TensorFlow was imported before the run, so none is measured)")
+        return ThreadChoice(
+            None, f"{RULE} (TensorFlow was imported before the run, so none is measured)"
+        )
     if not sys.platform.startswith("linux"):
         return ThreadChoice(None, f"{RULE} (threads are measured on Linux only)")
     xla = jit == "on"  # --jit auto leaves XLA to the run's own trial, on the threads chosen here
-    least = probe_windows if probe_windows is not None else int(PROBE_SECONDS[xla] / BUDGET_SHARE * ASSUMED_RATE)
+    least = (
+        probe_windows
+        if probe_windows is not None
+        else int(PROBE_SECONDS[xla] / BUDGET_SHARE * ASSUMED_RATE)
+    )
     if run_windows < least:
-        return short_rule(model, f"a run of {run_windows:,} windows is too short to measure threads")
-    return ProbeSpec(model, window, channels, classes, batch_size, (xla,), group_samples, fuse=jit != "off")
+        return short_rule(
+            model, f"a run of {run_windows:,} windows is too short to measure threads"
+        )
+    return ProbeSpec(
+        model, window, channels, classes, batch_size, (xla,), group_samples, fuse=jit != "off"
+    )
 
 
 def short_rule(model: str, why: str) -> ThreadChoice:
@@ -270,12 +309,20 @@ def _chosen(spec: ProbeSpec, speeds: dict[str, float] | None, seconds: float) ->
     candidate, _, mode = best.partition("/")
     compute, _, halves = candidate.partition("x")
     jit = mode == "xla" if len(spec.modes) > 1 else None
-    entry = {"compute": int(compute), "halves": int(halves or 1), "windows_per_s": speeds, "jit": jit,
-             "seconds": seconds, "when": time.strftime("%Y-%m-%d %H:%M")}
+    entry = {
+        "compute": int(compute),
+        "halves": int(halves or 1),
+        "windows_per_s": speeds,
+        "jit": jit,
+        "seconds": seconds,
+        "when": time.strftime("%Y-%m-%d %H:%M"),
+    }
     key = probe_key(spec.model, spec.window, spec.channels, spec.classes, spec.batch_size)
     if key is not None:
         _write_cache(key, entry)
-    return ThreadChoice(int(compute), "autotune (measured now)", speeds, jit, seconds, int(halves or 1))
+    return ThreadChoice(
+        int(compute), "autotune (measured now)", speeds, jit, seconds, int(halves or 1)
+    )
 
 
 def _fastest(speeds: dict[str, float]) -> str:
@@ -294,7 +341,9 @@ def _timed(children: list[_Child], spec: ProbeSpec) -> dict[str, float] | None:
     ready = [child.ask("ready", deadline) for child in children]
     if any(answer is None for answer in ready):
         return None
-    children = [child for child, answer in zip(children, ready, strict=True) if answer == 0]  # -1: does not apply
+    children = [
+        child for child, answer in zip(children, ready, strict=True) if answer == 0
+    ]  # -1: does not apply
     bursts: dict[str, list[float]] = {}
     timing = time.monotonic()
     for done in range(ROUNDS):
@@ -314,16 +363,27 @@ class _Child:
     """A forked child measuring one candidate; it answers one line per request on its pipe."""
 
     def __init__(self, pid: int, requests: int, answers: int, compute: int, halves: int) -> None:
-        self.pid, self.requests, self.answers, self.compute, self.halves = pid, requests, answers, compute, halves
+        self.pid, self.requests, self.answers, self.compute, self.halves = (
+            pid,
+            requests,
+            answers,
+            compute,
+            halves,
+        )
         self.buffer = b""
 
     @classmethod
     def fork(cls, compute: int, halves: int, spec: ProbeSpec, unsafe: bool) -> _Child:
         requests, answers = os.pipe(), os.pipe()
         parent = os.getpid()
-        for stream in (sys.stdout, sys.stderr):  # what is buffered here is written once, by this process
+        for stream in (
+            sys.stdout,
+            sys.stderr,
+        ):  # what is buffered here is written once, by this process
             stream.flush()
-        with warnings.catch_warnings():  # Python 3.12+: fork with threads running (TensorFlow's, idle)
+        with (
+            warnings.catch_warnings()
+        ):  # Python 3.12+: fork with threads running (TensorFlow's, idle)
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
         if pid == 0:  # the child: it never returns from here
@@ -392,7 +452,9 @@ def _detach(parent: int) -> None:
     os.dup2(devnull, 2)
 
 
-def _serve(compute: int, halves: int, spec: ProbeSpec, unsafe: bool, requests: int, answers: int) -> None:
+def _serve(
+    compute: int, halves: int, spec: ProbeSpec, unsafe: bool, requests: int, answers: int
+) -> None:
     """In a child: start TensorFlow's runtime with ``compute`` threads (on each of ``halves`` of a
     batch), compile the train step in each mode of ``spec``, then time one burst per request line,
     answering on ``answers``; -1 for "ready" where the model cannot be split in halves."""
@@ -411,17 +473,37 @@ def _serve(compute: int, halves: int, spec: ProbeSpec, unsafe: bool, requests: i
     if halves > 1 and not splittable(model):
         os.write(answers, b"-1\n")
         return
-    compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=PROBE_BATCHES, classes=spec.classes)
-    stepper = Stepper(model, window=spec.window, n_classes=spec.classes, fuse=spec.fuse, halves=halves, gathered=True)
-    stepper.build_state(train_element_spec(spec.batch_size, spec.window, spec.channels), spec.channels)
+    compile_model(
+        model,
+        optimizer=None,
+        lr=None,
+        loss=None,
+        steps_per_execution=PROBE_BATCHES,
+        classes=spec.classes,
+    )
+    stepper = Stepper(
+        model,
+        window=spec.window,
+        n_classes=spec.classes,
+        fuse=spec.fuse,
+        halves=halves,
+        gathered=True,
+    )
+    stepper.build_state(
+        train_element_spec(spec.batch_size, spec.window, spec.channels), spec.channels
+    )
     rng = np.random.default_rng(0)
     n = PROBE_BATCHES * spec.batch_size
     rows = max(spec.samples, n + spec.window)
     samples = tf.constant(rng.normal(size=(rows, spec.channels)).astype(np.float32))
     starts = rng.integers(0, rows - spec.window + 1, n)
     offsets = tf.constant(starts.reshape(PROBE_BATCHES, spec.batch_size).astype(np.int32))
-    windows = windows_at(samples, offsets, spec.window)  # as the run's input pipeline hands them over
-    labels = tf.constant(rng.integers(0, spec.classes, (PROBE_BATCHES, spec.batch_size)).astype(np.int32))
+    windows = windows_at(
+        samples, offsets, spec.window
+    )  # as the run's input pipeline hands them over
+    labels = tf.constant(
+        rng.integers(0, spec.classes, (PROBE_BATCHES, spec.batch_size)).astype(np.int32)
+    )
     steps = {mode: stepper.whole(mode) for mode in spec.modes}
     for step in steps.values():
         step(samples, windows, labels)  # compiles
