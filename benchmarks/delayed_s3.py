@@ -2,9 +2,9 @@
 
     python benchmarks/delayed_s3.py PORT DELAYED_PORT [--delay-ms 20]
 
-PORT answers each request at once; DELAYED_PORT holds each request ``--delay-ms`` before handling it,
-as a far endpoint's round trip would, and counts them (``GET /_round_trips`` on it answers the count
-so far, and is not counted). Both see the same buckets and objects.
+PORT answers each request at once; DELAYED_PORT holds each request ``--delay-ms`` before handling
+it, as a far endpoint's round trip would, and counts them (``GET /_round_trips`` on it answers the
+count so far, and is not counted). Both see the same buckets and objects.
 
 The wait happens inside the server, a sleeping thread per request: no CPU, and no second hop over
 loopback. A proxy in front of the server did the same job, but on shared cores its threads and the
@@ -30,7 +30,7 @@ App = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 def delaying(app: App, seconds: float) -> App:
-    """``app`` with each request held ``seconds`` first, and a count of them at ``/_round_trips``."""
+    """``app`` with each request held ``seconds`` first, and their count at ``/_round_trips``."""
     count = [0]
     lock = threading.Lock()
 

@@ -111,7 +111,8 @@ def main() -> None:
             )
             peak = max(x["peak_rss"] for x in results[reader]) / 1e6
             print(
-                f"| {reader} | {work} | {speed[reader]:.0f} | {speed[reader] / speed[fastest]:.2f}x | {peak:.0f} |"
+                f"| {reader} | {work} | {speed[reader]:.0f} | "
+                f"{speed[reader] / speed[fastest]:.2f}x | {peak:.0f} |"
             )
 
 

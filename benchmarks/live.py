@@ -1,7 +1,9 @@
-"""Live scoring latency and memory: a CSV stream piped into ``chunkfit ingest`` and scored beside it by
-``chunkfit predict --follow``, at 100 Hz and at 10 kHz.
+"""Live scoring latency and memory of ``chunkfit predict --follow`` beside ``chunkfit ingest``.
 
     python benchmarks/live.py [--rates 100 10000] [--seconds 60 150] [--run RUN]
+
+A CSV stream piped into ``chunkfit ingest`` and scored beside it by ``chunkfit predict --follow``,
+at 100 Hz and at 10 kHz.
 
 Trains a small run on a synthetic store (``chunkfit synth`` + ``chunkfit train``, window 16, unless
 ``--run`` names one), then for each rate starts three processes: a writer that emits ``t,x`` rows
@@ -223,15 +225,15 @@ def main() -> None:
         one_rate(run, r, s, args.every) for r, s in zip(args.rates, args.seconds, strict=True)
     ]
     print(
-        "| stream | timed stream | bumps found / injected | detection rows | latency median | latency p95 | "
-        "bump -> row median | follow RSS start | follow RSS end |"
+        "| stream | timed stream | bumps found / injected | detection rows | latency median | "
+        "latency p95 | bump -> row median | follow RSS start | follow RSS end |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(
-            f"| {r['rate']:,.0f} Hz | {r['seconds']:.0f} s | {r['found']} / {r['bumps']} | {r['rows']} | "
-            f"{r['median']:.2f} s | {r['p95']:.2f} s | {r['bump_median']:.2f} s | {r['rss_start']:.0f} MB | "
-            f"{r['rss_end']:.0f} MB |"
+            f"| {r['rate']:,.0f} Hz | {r['seconds']:.0f} s | {r['found']} / {r['bumps']} | "
+            f"{r['rows']} | {r['median']:.2f} s | {r['p95']:.2f} s | {r['bump_median']:.2f} s | "
+            f"{r['rss_start']:.0f} MB | {r['rss_end']:.0f} MB |"
         )
 
 

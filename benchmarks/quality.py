@@ -1,6 +1,7 @@
 """Do chunkfit's defaults learn on logs in raw units with rare events? Held-out figures, old vs new.
 
-    python benchmarks/quality.py [--epochs 3] [--datasets ecg synth-rare synth-rare-1.0 mitdb100] [--out bench-out/quality]
+    python benchmarks/quality.py [--epochs 3] [--datasets ecg synth-rare synth-rare-1.0 mitdb100]
+                                 [--out bench-out/quality]
 
 For each dataset, the same `chunkfit train` twice in one run, same seed and split:
 
@@ -18,7 +19,8 @@ real CLI subprocess. Datasets:
   counts), with anomalies at about 1% of the windows. Its single-sample +0.5 bump on noise of sd
   0.2 is near the limit of detection: an oracle that knows the sine and scores each window by its
   largest residual reaches PR-AUC 0.135 and, at its best F1, recall 0.12;
-- ``synth-rare-1.0``: the same with bumps of +1.0 (5 noise sd; the oracle: PR-AUC 0.89, recall 0.88);
+- ``synth-rare-1.0``: the same with bumps of +1.0 (5 noise sd; the oracle: PR-AUC 0.89,
+  recall 0.88);
 - ``mitdb100``: a real log with rare events: MIT-BIH record 100 (data/mitdb100/, two leads in raw
   ADC units, 30 minutes at 360 Hz), its 34 premature beats (A, V) as events, window 360 (1 s),
   the last 20% of the record held out (9 of the 34 beats).
@@ -184,15 +186,16 @@ def main() -> None:
             flush=True,
         )
     print(
-        "\n| dataset | positive windows | old: PR-AUC | recall @0.5 | F1 @0.5 | new: PR-AUC | threshold | recall | "
-        "F1 | events covered | false alarms/h |"
+        "\n| dataset | positive windows | old: PR-AUC | recall @0.5 | F1 @0.5 | new: PR-AUC | "
+        "threshold | recall | F1 | events covered | false alarms/h |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, rate, old, new in rows:
         print(
-            f"| {name} | {100 * rate:.2f}% | {old['pr_auc']:.3f} | {old['recall']:.3f} | {old['f1']:.3f} | "
-            f"{new['pr_auc']:.3f} | {new['threshold']:.3g} | {new['recall']:.3f} | {new['f1']:.3f} | "
-            f"{_share(new['events_covered'])} | {_rate(new['false_alarms_per_hour'])} |"
+            f"| {name} | {100 * rate:.2f}% | {old['pr_auc']:.3f} | {old['recall']:.3f} | "
+            f"{old['f1']:.3f} | {new['pr_auc']:.3f} | {new['threshold']:.3g} | "
+            f"{new['recall']:.3f} | {new['f1']:.3f} | {_share(new['events_covered'])} | "
+            f"{_rate(new['false_alarms_per_hour'])} |"
         )
 
 

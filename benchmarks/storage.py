@@ -4,14 +4,14 @@
                                  [--repeat 1] [--no-train] [--split-cores]
 
 Starts moto's S3 server on loopback (benchmarks/delayed_s3.py), on two ports over the same buckets:
-one answers at once, the other holds each request ``--delay-ms`` before handling it (a far endpoint's
-round trip). Then, for each place (local disk, the S3 server, the S3 server with the delay):
-``chunkfit ingest`` of one CSV (MB of CSV per second) and ``chunkfit train`` for two epochs on the
-same synthetic store (windows/s of each epoch, from the run's run.json: the first includes the run's
-start, opening the store and the wait for its first group, which the second epoch's prefetch hides),
-each in its own subprocess. ``--repeat`` rounds, each running every place once in turn (so a machine
-that changes speed meanwhile moves every place alike), the fastest of each kept, as the machine is
-noisy. Prints the ratios to local disk.
+one answers at once, the other holds each request ``--delay-ms`` before handling it (a far
+endpoint's round trip). Then, for each place (local disk, the S3 server, the S3 server with the
+delay): ``chunkfit ingest`` of one CSV (MB of CSV per second) and ``chunkfit train`` for two epochs
+on the same synthetic store (windows/s of each epoch, from the run's run.json: the first includes
+the run's start, opening the store and the wait for its first group, which the second epoch's
+prefetch hides), each in its own subprocess. ``--repeat`` rounds, each running every place once in
+turn (so a machine that changes speed meanwhile moves every place alike), the fastest of each kept,
+as the machine is noisy. Prints the ratios to local disk.
 
 moto is a Python server on the same cores: its own CPU per request is part of what is measured,
 so a real S3 endpoint (or MinIO elsewhere) is not slower than this. The table gives the server's CPU
@@ -22,10 +22,10 @@ the round trips (requests) of the delayed ingest. After each ingest, an
 the delay, its round trips (an append's time is mostly its requests one after another).
 
 ``--split-cores`` stands in for an endpoint on another machine: every chunkfit command (local disk
-and S3 alike) runs on the first half of the cores this process may use, and the S3 server on the other
-half, so the server's CPU is no longer taken from the client's. Both
-sides of each ratio then have the same cores; the ratio says what object storage costs chunkfit
-itself (its client CPU and the waiting), not what the server costs a machine it shares.
+and S3 alike) runs on the first half of the cores this process may use, and the S3 server on the
+other half, so the server's CPU is no longer taken from the client's. Both sides of each ratio then
+have the same cores; the ratio says what object storage costs chunkfit itself (its client CPU and
+the waiting), not what the server costs a machine it shares.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ OUT = Path("bench-out") / "storage"
 
 
 def split_cores() -> tuple[set[int], set[int]]:
-    """The cores for chunkfit's commands and those for the S3 server and proxy (``--split-cores``)."""
+    """The cores for chunkfit's commands and those for the S3 server (``--split-cores``)."""
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
         raise SystemExit("--split-cores needs at least 2 cores")
@@ -58,7 +58,10 @@ def split_cores() -> tuple[set[int], set[int]]:
 def chunkfit(
     args: list[str], env: dict[str, str], cores: set[int] | None = None
 ) -> tuple[float, str, float]:
-    """Run one chunkfit command (on ``cores``, if given); its wall seconds, its output and its own CPU seconds."""
+    """Run one chunkfit command (on ``cores``, if given).
+
+    Returns its wall seconds, its output and its own CPU seconds.
+    """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     pin = None if cores is None else (lambda: os.sched_setaffinity(0, cores))
@@ -119,7 +122,7 @@ def main() -> None:
     mb = csv.stat().st_size / 1e6
     more = OUT / "append.csv"  # a new log file's worth, appended to an ingested store
     with open(csv) as src, open(more, "w") as dst:
-        dst.writelines(line for _, line in zip(range(100_001), src))
+        dst.writelines(line for _, line in zip(range(100_001), src, strict=False))
 
     port, delayed_port = free_ports(2)
     server = start_server(
@@ -207,11 +210,10 @@ def main() -> None:
                     f"{name}: ingest {mb / took:.1f} MB/s ({took:.2f} s), append {appended:.2f} s",
                     flush=True,
                 )
-                remove(
-                    target
-                )  # the server holds what it stores in its memory: each round finds it as the first did
+                # The server holds what it stores in memory: each round finds it as the first did.
+                remove(target)
         if not opts.no_train:
-            for name, (root, env) in places.items():
+            for root, env in places.values():
                 os.environ["AWS_ENDPOINT_URL"] = env["AWS_ENDPOINT_URL"]
                 synth(f"{root}/train.zarr", spec)
             for attempt in range(opts.repeat):
@@ -236,7 +238,8 @@ def main() -> None:
                         env,
                         client_cores,
                     )
-                    # The run's own figures (its output also names the windows/s of the thread measurement).
+                    # The run's own figures (its output also names the windows/s of the thread
+                    # measurement).
                     epochs = json.loads((run_dir / "run.json").read_text())["epochs"]
                     first, second = (float(e["windows_per_s"]) for e in epochs[:2])
                     got["first"] = first if math.isnan(got["first"]) else max(got["first"], first)
@@ -250,11 +253,13 @@ def main() -> None:
     local = best["local disk"]
     if client_cores is not None:
         print(
-            f"\nchunkfit on cores {sorted(client_cores)}, the S3 server on {sorted(server_cores or ())}"
+            f"\nchunkfit on cores {sorted(client_cores)}, "
+            f"the S3 server on {sorted(server_cores or ())}"
         )
     print(
-        "\n| where | ingest MB/s | vs local | ingest wall s | ingest CPU s | S3 server CPU s | round trips | "
-        "append s | round trips | training windows/s, 2nd epoch | vs local | 1st epoch | vs local |\n"
+        "\n| where | ingest MB/s | vs local | ingest wall s | ingest CPU s | S3 server CPU s | "
+        "round trips | append s | round trips | training windows/s, 2nd epoch | vs local | "
+        "1st epoch | vs local |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
     for name, (_, env) in places.items():
@@ -265,11 +270,15 @@ def main() -> None:
         train = (
             ""
             if opts.no_train
-            else f"{got['wps']:,.0f} | {got['wps'] / local['wps']:.2f}x | {got['first']:,.0f} | {got['first'] / local['first']:.2f}x"
+            else (
+                f"{got['wps']:,.0f} | {got['wps'] / local['wps']:.2f}x | "
+                f"{got['first']:,.0f} | {got['first'] / local['first']:.2f}x"
+            )
         )
         print(
-            f"| {name} | {mb / got['seconds']:.1f} | {local['seconds'] / got['seconds']:.2f}x | {got['seconds']:.2f} | "
-            f"{got['cpu']:.1f} | {got['moto']:.1f} | {trips[0]} | {got['append']:.2f} | {trips[1]} | {train or ' | | |'} |"
+            f"| {name} | {mb / got['seconds']:.1f} | {local['seconds'] / got['seconds']:.2f}x | "
+            f"{got['seconds']:.2f} | {got['cpu']:.1f} | {got['moto']:.1f} | {trips[0]} | "
+            f"{got['append']:.2f} | {trips[1]} | {train or ' | | |'} |"
         )
 
 

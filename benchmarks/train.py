@@ -1,32 +1,31 @@
 """Training throughput, memory and quality of chunkfit against the original question's reference.
 
-    python benchmarks/train.py [throughput] [memory] [quality] [scoring] [--model NAME] [--samples N]
-                               [--repeats R] [--seeds S] [--strategies NAME ...]
+    python benchmarks/train.py [throughput] [memory] [quality] [scoring] [--model NAME]
+                               [--samples N] [--repeats R] [--seeds S] [--strategies NAME ...]
                                [--engines tensorflow|jax ...]
 
 Sections (throughput, memory and quality when none is named):
 
 - throughput: on the original question's problem (synth store, window 104, batch 128, baseline-cnn,
-  or the built-in model ``--model`` names, e.g. dilated-resnet with ``--samples 262144``),
-  windows per second of training and peak RSS of (1) model.fit on the fully materialised float64
-  window array, (2) a keras.utils.PyDataset building batches on the fly, (J) Keras on the JAX
-  backend (``KERAS_BACKEND=jax``, the bench extra's jax) with plain model.fit on materialised
-  float32 windows, (3) chunkfit default (its second epoch, after ``--jit auto``'s trial; each chunkfit
-  run has an empty threads cache of its own, as on a machine chunkfit has not trained on), (3t) the same
+  or the built-in model ``--model`` names, e.g. dilated-resnet with ``--samples 262144``), windows
+  per second of training and peak RSS of (1) model.fit on the fully materialised float64 window
+  array, (2) a keras.utils.PyDataset building batches on the fly, (J) Keras on the JAX backend
+  (``KERAS_BACKEND=jax``, the bench extra's jax) with plain model.fit on materialised float32
+  windows, (3) chunkfit default (its second epoch, after ``--jit auto``'s trial; each chunkfit run
+  has an empty threads cache of its own, as on a machine chunkfit has not trained on), (3t) the same
   in a later run on this machine (the threads measurement made before it, untimed, and cached), (3b)
   chunkfit with steps_per_execution=1, (3d) chunkfit ``--jit off``, (4) the compute ceiling: the
   train step on one constant batch in one compiled loop, under TensorFlow's default threads, and
   (4c) the same with the step under XLA, (4e) with each batch as two halves side by side (half the
-  cores each: chunkfit.train.tensorflow.halves). The ceilings run Keras's own train step, its metrics updated
-  after every batch, as ``fit`` runs it; chunkfit's step updates Keras's own metrics once per
-  compiled call (chunkfit.train.tensorflow.stepper), so it can pass them. (1b), (3c), (4b) and (4d)
-  run on one compute thread, to
-  show what the thread setting alone is worth. Each strategy runs in its own subprocess, in rounds
-  so that machine noise hits all alike; the table shows medians and ratios to (1) and to the best
-  anchor: the fastest of (J) and the ceilings.
+  cores each: chunkfit.train.tensorflow.halves). The ceilings run Keras's own train step, its
+  metrics updated after every batch, as ``fit`` runs it; chunkfit's step updates Keras's own metrics
+  once per compiled call (chunkfit.train.tensorflow.stepper), so it can pass them. (1b), (3c), (4b)
+  and (4d) run on one compute thread, to show what the thread setting alone is worth. Each strategy
+  runs in its own subprocess, in rounds so that machine noise hits all alike; the table shows
+  medians and ratios to (1) and to the best anchor: the fastest of (J) and the ceilings.
 - memory: chunkfit --chunk 200000 on a 20,000,000-sample synth store (one epoch) against the 1M
-  store (its second epoch), on each engine ``--engines`` names (TensorFlow's, with (4), (4b), (4c) and (4e) run next to
-  each size, and JAX's, with (4j)).
+  store (its second epoch), on each engine ``--engines`` names (TensorFlow's, with (4), (4b), (4c)
+  and (4e) run next to each size, and JAX's, with (4j)).
 - quality: on the balanced synth problem (about half the windows positive), validation accuracy
   after 3 epochs of chunkfit against model.fit on the materialised, fully shuffled windows of the
   same split, from the same initial weights, over several seeds (one run's accuracy moves by a
@@ -86,7 +85,8 @@ STRATEGIES = (
     "ceiling-jax",
     "ceiling-jax-scan",
 )
-# Run when no strategy is named: every strategy but the --jax-loop overrides, which (3j) chooses between.
+# Run when no strategy is named: every strategy but the --jax-loop overrides, which (3j) chooses
+# between.
 DEFAULT_STRATEGIES = tuple(
     s for s in STRATEGIES if s not in ("chunkfit-jax-dispatch", "chunkfit-jax-scan")
 )
@@ -115,7 +115,10 @@ LABELS = {
     "reference-1t": "(1b) the same on 1 compute thread",
     "pydataset": "(2) keras.utils.PyDataset, batches built on the fly",
     "jax": "(J) Keras on the JAX backend, plain model.fit on materialised float32 windows",
-    "chunkfit": "(3) chunkfit defaults (chunk 200,000, mix 4; --jit auto, threads and batches per compiled step chosen by chunkfit)",
+    "chunkfit": (
+        "(3) chunkfit defaults (chunk 200,000, mix 4; --jit auto, threads and batches per compiled "
+        "step chosen by chunkfit)"
+    ),
     "chunkfit-nojit": "(3d) chunkfit, --jit off",
     "chunkfit-cached": (
         "(3t) chunkfit defaults in a later run on this machine: threads and compile mode from the "
@@ -124,7 +127,9 @@ LABELS = {
     "chunkfit-jax": "(3j) chunkfit on its JAX engine (KERAS_BACKEND=jax), defaults otherwise",
     "chunkfit-spe1": "(3b) chunkfit, steps_per_execution=1",
     "chunkfit-1t": "(3c) chunkfit, --compute-threads 1",
-    "ceiling": "(4) compute ceiling: constant batch, one compiled loop, TensorFlow's default threads",
+    "ceiling": (
+        "(4) compute ceiling: constant batch, one compiled loop, TensorFlow's default threads"
+    ),
     "ceiling-1t": "(4b) compute ceiling on 1 compute thread",
     "ceiling-xla": "(4c) compute ceiling, the step under XLA, TensorFlow's default threads",
     "ceiling-xla-1t": "(4d) compute ceiling, the step under XLA, 1 compute thread",
@@ -132,14 +137,23 @@ LABELS = {
         "(4e) compute ceiling, each batch as two halves side by side (half the cores each, one "
         "inter-op thread per half)"
     ),
-    "ceiling-jax": "(4j) compute ceiling on JAX: constant batch, Keras's stateless train step jitted, one call per step",
-    "chunkfit-jax-dispatch": "(3jd) chunkfit on JAX, --jax-loop dispatch (one compiled call per batch)",
-    "chunkfit-jax-scan": "(3js) chunkfit on JAX, --jax-loop scan (an element's batches in one compiled call)",
-    "ceiling-jax-scan": "(4js) compute ceiling on JAX: constant batch, 256 steps per jitted call (lax.scan)",
+    "ceiling-jax": (
+        "(4j) compute ceiling on JAX: constant batch, Keras's stateless train step jitted, one "
+        "call per step"
+    ),
+    "chunkfit-jax-dispatch": (
+        "(3jd) chunkfit on JAX, --jax-loop dispatch (one compiled call per batch)"
+    ),
+    "chunkfit-jax-scan": (
+        "(3js) chunkfit on JAX, --jax-loop scan (an element's batches in one compiled call)"
+    ),
+    "ceiling-jax-scan": (
+        "(4js) compute ceiling on JAX: constant batch, 256 steps per jitted call (lax.scan)"
+    ),
 }
 
 
-# -- stores -----------------------------------------------------------------------------------------
+# -- stores ----------------------------------------------------------------------------------------
 
 
 def synth_store(samples: int, balanced: bool = False) -> Path:
@@ -157,7 +171,7 @@ def synth_store(samples: int, balanced: bool = False) -> Path:
     return path
 
 
-# -- workers: each runs in its own process and prints one JSON line ---------------------------------
+# -- workers: each runs in its own process and prints one JSON line --------------------------------
 
 
 def peak_rss() -> int:
@@ -165,7 +179,7 @@ def peak_rss() -> int:
 
 
 def materialise(store_path: str, ranges: list[list[int]]) -> tuple[Any, Any]:
-    """Every window of ``ranges`` as float64 [n, window, 1] plus one-hot labels, as the question does."""
+    """Every window of ``ranges``, float64 [n, window, 1], one-hot labels: the question's input."""
     import keras
     import numpy as np
 
@@ -190,7 +204,8 @@ def reference_model(seed: int = 0, name: str = "baseline-cnn") -> Any:
 
     keras.utils.set_random_seed(seed)
     model = build_model(name, WINDOW, 1, 2)
-    # chunkfit's epoch metrics (PR-AUC, precision, recall of the event class, accuracy): the same work per batch
+    # chunkfit's epoch metrics (PR-AUC, precision, recall of the event class, accuracy): the same
+    # work per batch
     model.compile(
         optimizer=keras.optimizers.Adam(1e-3),
         loss="categorical_crossentropy",
@@ -251,7 +266,8 @@ def work_pydataset(store: str, args: dict[str, Any]) -> dict[str, Any]:
 
 def work_chunkfit(store: str, args: dict[str, Any]) -> dict[str, Any]:
     # A threads cache of the run's own: empty, as on a machine chunkfit has not trained on, or with
-    # "cached" holding a measurement made before the run, untimed, as for a later run on this machine.
+    # "cached" holding a measurement made before the run, untimed, as for a later run on this
+    # machine.
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CHUNKFIT_CACHE_DIR"] = str(Path(tmp) / "cache")
         if args.get("cached"):
@@ -268,9 +284,8 @@ def work_chunkfit(store: str, args: dict[str, Any]) -> dict[str, Any]:
             **args.get("fit", {}),
         )
         run = json.loads((Path(tmp) / "run" / "run.json").read_text())
-    last = run["epochs"][
-        -1
-    ]  # the second epoch: after --jit auto's trial, as in a run of several epochs
+    # The second epoch: after --jit auto's trial, as in a run of several epochs.
+    last = run["epochs"][-1]
     return {
         "windows": last["train_windows"],
         "seconds": last["train_seconds"],
@@ -307,7 +322,8 @@ def measure_threads(model: str) -> None:
 
 
 def work_jax(store: str, args: dict[str, Any]) -> dict[str, Any]:
-    """A Keras user's other route: KERAS_BACKEND=jax (set by ``run``) and model.fit on materialised windows."""
+    """A Keras user's other route: KERAS_BACKEND=jax (set by ``run``) and model.fit on materialised
+    windows."""
     import keras
 
     assert keras.backend.backend() == "jax", keras.backend.backend()
@@ -326,8 +342,8 @@ def work_jax(store: str, args: dict[str, Any]) -> dict[str, Any]:
 def work_ceiling(store: str, args: dict[str, Any]) -> dict[str, Any]:
     from chunkfit.train.tensorflow.threads import start_tensorflow
 
-    # The train step chunkfit runs, on one constant batch: TensorFlow's default threads unless given;
-    # with "halves", each batch's halves side by side, an inter-op thread each.
+    # The train step chunkfit runs, on one constant batch: TensorFlow's default threads unless
+    # given; with "halves", each batch's halves side by side, an inter-op thread each.
     halves = args.get("halves", 1)
     start_tensorflow((args["threads"], halves) if "threads" in args else None)
     import keras
@@ -367,8 +383,9 @@ def work_ceiling(store: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def work_ceiling_jax(store: str, args: dict[str, Any]) -> dict[str, Any]:
-    """The same constant batch on the JAX backend: Keras's stateless train step, jitted, one call per
-    step (its fastest form here: a ``lax.scan`` or ``fori_loop`` over the steps ran about 0.55x)."""
+    """The same constant batch on the JAX backend: Keras's stateless train step, jitted, one call
+    per step (its fastest form here: a ``lax.scan`` or ``fori_loop`` over the steps ran about
+    0.55x)."""
     import jax
     import keras
     import numpy as np
@@ -468,7 +485,8 @@ def work_score_chunkfit(store: str, args: dict[str, Any], how: str) -> dict[str,
     if os.environ.get("KERAS_BACKEND") == "jax":
         import keras  # noqa: F401 - the backend imported, as for model.predict's row
     else:
-        import_tensorflow_quietly()  # as model.predict's row has TensorFlow imported before its clock starts
+        # As model.predict's row has TensorFlow imported before its clock starts.
+        import_tensorflow_quietly()
     t0 = time.perf_counter()
     if how == "evaluate":
         windows = chunkfit.evaluate(args["run"], store, batch_size=SCORE_BATCH)["windows"]
@@ -544,7 +562,7 @@ def run(name: str, store: Path, **args: Any) -> dict[str, Any]:
     return out
 
 
-# -- sections ------------------------------------------------------------------------------------------
+# -- sections --------------------------------------------------------------------------------------
 
 
 def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEGIES) -> list[str]:
@@ -568,8 +586,8 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
 
     lines = [
         (
-            f"### Throughput: {samples:,}-sample synth store, window {WINDOW}, batch {BATCH}, {MODEL}, "
-            f"one epoch per strategy; {repeats} round(s)"
+            f"### Throughput: {samples:,}-sample synth store, window {WINDOW}, batch {BATCH}, "
+            f"{MODEL}, one epoch per strategy; {repeats} round(s)"
         ),
         "",
         "| strategy | windows/s (median) | vs (1) | vs best anchor | per round | peak RSS MB |",
@@ -587,24 +605,28 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
     anchor = LABELS[best] if best else "-"
     lines += [
         "",
-        f"Ratios are medians of the per-round ratios; the best anchor is the fastest of (J) and the ceilings (4*): {anchor}.",
+        (
+            "Ratios are medians of the per-round ratios; the best anchor is the fastest of (J) and "
+            f"the ceilings (4*): {anchor}."
+        ),
     ]
     if "chunkfit" in results:
         picks = [(r.get("compile") or {}).get("jit") for r in results["chunkfit"]]
         lines += [
-            f"chunkfit's --jit auto chose XLA in {sum(bool(p) for p in picks)} of {len(picks)} round(s)."
+            f"chunkfit's --jit auto chose XLA in {sum(bool(p) for p in picks)} of {len(picks)} "
+            "round(s)."
         ]
         threads = [r.get("threads") or {} for r in results["chunkfit"]]
         measured = [t["seconds"] for t in threads if str(t.get("by", "")).startswith("autotune")]
-        if (
-            measured
-        ):  # a first run long enough measures its threads before training (not in the time above)
+        # A first run long enough measures its threads before training (not in the time above).
+        if measured:
             lines += [
                 (
-                    f"(3) measured its threads first in {len(measured)} of {len(threads)} round(s), taking "
-                    f"{', '.join(f'{x:.1f}' for x in measured)} s before training, and chose one compute thread "
-                    f"in {sum(t.get('intra_op') == 1 and 'halves' not in t for t in threads)}, each batch in "
-                    f"halves side by side in {sum('halves' in t for t in threads)}."
+                    f"(3) measured its threads first in {len(measured)} of {len(threads)} "
+                    f"round(s), taking {', '.join(f'{x:.1f}' for x in measured)} s before "
+                    "training, and chose one compute thread in "
+                    f"{sum(t.get('intra_op') == 1 and 'halves' not in t for t in threads)}, "
+                    f"each batch in halves side by side in {sum('halves' in t for t in threads)}."
                 )
             ]
     if "chunkfit-cached" in results:
@@ -613,23 +635,25 @@ def throughput(samples: int, repeats: int, strategies: tuple[str, ...] = STRATEG
         lines += [
             (
                 f"(3t)'s measurement chose one compute thread in "
-                f"{sum(t.get('intra_op') == 1 and 'halves' not in t for t in cached)} of {len(cached)} round(s), "
-                f"each batch in halves side by side in {sum('halves' in t for t in cached)} (every core in the "
-                f"others) and XLA in {sum(bool(p) for p in picks)}."
+                f"{sum(t.get('intra_op') == 1 and 'halves' not in t for t in cached)} of "
+                f"{len(cached)} round(s), each batch in halves side by side in "
+                f"{sum('halves' in t for t in cached)} (every core in the others) and XLA in "
+                f"{sum(bool(p) for p in picks)}."
             )
         ]
     if "chunkfit-jax" in results:
         loops = [(r.get("compile") or {}).get("loop") for r in results["chunkfit-jax"]]
         lines += [
             (
-                f"chunkfit's JAX engine (--jax-loop auto) chose the scan in {loops.count('scan')} of "
-                f"{len(loops)} round(s), dispatch in the others."
+                "chunkfit's JAX engine (--jax-loop auto) chose the scan in "
+                f"{loops.count('scan')} of {len(loops)} round(s), dispatch in the others."
             )
         ]
     if "reference" in results:
         prep = statistics.median(r["prep_seconds"] for r in results["reference"])
         lines += [
-            f"Materialising the reference's windows took a further {prep:.1f} s (not counted above)."
+            f"Materialising the reference's windows took a further {prep:.1f} s "
+            "(not counted above)."
         ]
     return lines
 
@@ -648,16 +672,17 @@ MEMORY_ENGINES = {
 def memory(repeats: int, engines: tuple[str, ...] = tuple(MEMORY_ENGINES)) -> list[str]:
     """Each round trains the 1M store (its second epoch, after --jit auto's trial) and then the 20M
     store (its first: the trial is 1% of it) back to back, the engine's ceiling (the fastest of its
-    constant-batch ceilings) run next to each, so that a round's 20M/1M ratio is taken within minutes.
-    On TensorFlow both sizes use the threads measured before the run, as (3t) does."""
+    constant-batch ceilings) run next to each, so that a round's 20M/1M ratio is taken within
+    minutes. On TensorFlow both sizes use the threads measured before the run, as (3t) does."""
     rows = []
     for engine in engines:
         strategy, ceilings, _ = MEMORY_ENGINES[engine]
         for round_ in range(1, repeats + 1):
             for samples in (MILLION, LARGE):
                 store = synth_store(samples)
-                # Both sizes train with the threads measured before the run (TensorFlow's engine): a 20M
-                # run measures them itself, while the 1M one is too short to, and would use the rule.
+                # Both sizes train with the threads measured before the run (TensorFlow's engine):
+                # a 20M run measures them itself, while the 1M one is too short to, and would use
+                # the rule.
                 got = run(
                     strategy,
                     store,
@@ -665,7 +690,8 @@ def memory(repeats: int, engines: tuple[str, ...] = tuple(MEMORY_ENGINES)) -> li
                     fit={"chunk": 200_000},
                     cached=engine == "tensorflow",
                 )
-                # The ceiling does not depend on the signal; it runs next to each size, as the machine's speed drifts.
+                # The ceiling does not depend on the signal; it runs next to each size, as the
+                # machine's speed drifts.
                 ceiling = max(run(c, store)["windows_per_s"] for c in ceilings)
                 rows.append(
                     (engine, round_, samples, got["windows_per_s"], ceiling, got["peak_rss"])
@@ -674,8 +700,8 @@ def memory(repeats: int, engines: tuple[str, ...] = tuple(MEMORY_ENGINES)) -> li
         "### Memory: chunkfit --chunk 200000, baseline-cnn (1M: the second epoch; 20M: the first)",
         "",
         (
-            "| engine | round | signal samples | materialised float32 windows would need | windows/s | vs 1M, same round | "
-            "vs the ceiling run next to it | peak RSS MB |"
+            "| engine | round | signal samples | materialised float32 windows would need | "
+            "windows/s | vs 1M, same round | vs the ceiling run next to it | peak RSS MB |"
         ),
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -726,8 +752,8 @@ def scoring(samples: int, repeats: int) -> list[str]:
 
     lines = [
         (
-            f"### Scoring: every window of the {samples:,}-sample synth store, window {WINDOW}, batch {SCORE_BATCH}, "
-            f"{MODEL}; {repeats} round(s)"
+            f"### Scoring: every window of the {samples:,}-sample synth store, window {WINDOW}, "
+            f"batch {SCORE_BATCH}, {MODEL}; {repeats} round(s)"
         ),
         "",
         "| scorer | windows/s (median) | vs Keras model.predict | per round |",
@@ -739,8 +765,9 @@ def scoring(samples: int, repeats: int) -> list[str]:
     lines += [
         "",
         (
-            "chunkfit's rows are timed from the call, TensorFlow imported (loading the run and tracing included); "
-            "model.predict's from the call, after the windows were materialised."
+            "chunkfit's rows are timed from the call, TensorFlow imported (loading the run and "
+            "tracing included); model.predict's from the call, after the windows were "
+            "materialised."
         ),
     ]
     return lines
@@ -776,15 +803,19 @@ def quality(samples: int, seeds: int) -> list[str]:
     diff = statistics.mean(r[-1] for r in ours) - statistics.mean(r[-1] for r in refs)
     return [
         (
-            f"### Quality: balanced synth ({samples:,} samples, about half the windows positive), 3 epochs, "
-            f"last 10% held out (+ a {WINDOW}-sample gap); seeds 0..{seeds - 1}, same initial weights per seed"
+            f"### Quality: balanced synth ({samples:,} samples, about half the windows positive), "
+            f"3 epochs, last 10% held out (+ a {WINDOW}-sample gap); seeds 0..{seeds - 1}, "
+            "same initial weights per seed"
         ),
         "",
         "| training | val accuracy after 3 epochs, per seed | mean |",
         "|---|---|---:|",
         row("model.fit on materialised windows, fully shuffled each epoch", refs),
         row(
-            "chunkfit default (blocks of 200,000 windows trained 4 at a time, windows shuffled jointly)",
+            (
+                "chunkfit default (blocks of 200,000 windows trained 4 at a time, windows shuffled "
+                "jointly)"
+            ),
             ours,
         ),
         "",
@@ -873,8 +904,8 @@ def main() -> None:
         default=None,
         metavar="NAME",
         help=(
-            f"throughput: which strategies to run, of {', '.join(STRATEGIES)} [default: all but the "
-            "chunkfit-jax-dispatch/scan overrides; without TensorFlow, the JAX ones]"
+            f"throughput: which strategies to run, of {', '.join(STRATEGIES)} [default: all but "
+            "the chunkfit-jax-dispatch/scan overrides; without TensorFlow, the JAX ones]"
         ),
     )
     ap.add_argument(
@@ -911,7 +942,8 @@ def main() -> None:
         "",
         (
             f"{os.cpu_count()} cores, {platform.machine()}, {cpu_name()}; {accelerator()}; Python "
-            f"{platform.python_version()}, {', '.join(f'{k} {v}' for k, v in versions.items())}; niceness {os.nice(0)}; "
+            f"{platform.python_version()}, "
+            f"{', '.join(f'{k} {v}' for k, v in versions.items())}; niceness {os.nice(0)}; "
             f"load average before: {os.getloadavg()[0]:.1f}"
         ),
         "",
@@ -928,7 +960,10 @@ def main() -> None:
         body += [*part, ""]
         print("\n".join(part) + "\n", flush=True)
     footer = [
-        f"Wall time {time.perf_counter() - started:,.0f} s; load average after: {os.getloadavg()[0]:.1f}.",
+        (
+            f"Wall time {time.perf_counter() - started:,.0f} s; "
+            f"load average after: {os.getloadavg()[0]:.1f}."
+        ),
         "",
     ]
     text = "\n".join(header + body + footer)

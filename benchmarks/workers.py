@@ -1,4 +1,4 @@
-"""Several workers: what an all-reduce costs per step, and what that projects to on separate machines.
+"""Several workers: an all-reduce's cost per step, and what that projects to on separate machines.
 
     python benchmarks/workers.py [--models baseline-cnn dilated-resnet] [--batch 128]
 
@@ -84,7 +84,8 @@ def env(**extra: str) -> dict[str, str]:
 
 def gradient_shapes(model: str, window: int) -> list[list[int]]:
     code = (
-        f"from chunkfit.train.models import build_model; m = build_model({model!r}, {window}, 1, 2); "
+        "from chunkfit.train.models import build_model; "
+        f"m = build_model({model!r}, {window}, 1, 2); "
         "import json; print(json.dumps([list(v.shape) for v in m.trainable_variables]))"
     )
     out = subprocess.run(
@@ -111,7 +112,7 @@ def allreduce_seconds(shapes: list[list[int]]) -> float:
         for i in range(2)
     ]
     outs = [p.communicate(timeout=300) for p in procs]
-    for p, (_, err) in zip(procs, outs):
+    for p, (_, err) in zip(procs, outs, strict=True):
         if p.returncode != 0:
             raise RuntimeError(err[-2000:])
     return float(json.loads(outs[0][0].strip().splitlines()[-1])["median_s"])
@@ -201,12 +202,14 @@ def main() -> None:
             rows.append((model, params, nbytes, reduce_s, one, two, compute_s, projected))
     print(
         f"CPU: {cpu_name()}, {os.cpu_count()} cores; Python {platform.python_version()}; "
-        f"per-worker batch {args.batch}; network model {BANDWIDTH * 8 / 1e9:g} Gbit/s, {LATENCY * 1e6:g} us per message, ring all-reduce"
+        f"per-worker batch {args.batch}; network model {BANDWIDTH * 8 / 1e9:g} Gbit/s, "
+        f"{LATENCY * 1e6:g} us per message, ring all-reduce"
     )
     print()
     print(
-        "| model | parameters | bytes all-reduced per step | all-reduce per step, 2 workers on loopback | "
-        "windows/s per worker, 1 worker | windows/s per worker, 2 workers on this machine | compute per step (1 worker) | "
+        "| model | parameters | bytes all-reduced per step | "
+        "all-reduce per step, 2 workers on loopback | windows/s per worker, 1 worker | "
+        "windows/s per worker, 2 workers on this machine | compute per step (1 worker) | "
         + " | ".join(f"projected windows/s, {w} machines (per worker)" for w in WORKERS)
         + " |"
     )
@@ -214,8 +217,8 @@ def main() -> None:
     for model, params, nbytes, reduce_s, one, two, compute_s, projected in rows:
         cells = " | ".join(f"{v:,.0f} ({v / w:,.0f})" for w, v in projected.items())
         print(
-            f"| {model} | {params:,} | {nbytes / 1e6:.2f} MB | {reduce_s * 1e3:.2f} ms | {one:,.0f} | {two:,.0f} | "
-            f"{compute_s * 1e3:.2f} ms | {cells} |"
+            f"| {model} | {params:,} | {nbytes / 1e6:.2f} MB | {reduce_s * 1e3:.2f} ms | "
+            f"{one:,.0f} | {two:,.0f} | {compute_s * 1e3:.2f} ms | {cells} |"
         )
 
 
