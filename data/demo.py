@@ -38,7 +38,8 @@ def main() -> None:
         "data/ecg208_events.txt",
     )
     chunkfit("info", str(STORE))
-    # 5 minutes of ECG at 360 Hz: windows of 104 samples (0.29 s), class 1 when an R peak falls inside.
+    # 5 minutes of ECG at 360 Hz: windows of 104 samples (0.29 s), class 1 when an R peak falls
+    # inside.
     chunkfit(
         "train",
         str(STORE),
@@ -54,12 +55,14 @@ def main() -> None:
     run = json.loads((ROOT / RUN / "run.json").read_text())
     split, chosen = run["split"], run["threshold"]
     print(
-        f"\nvalidation (the last 10% of the recording, {split['validation_windows']:,} windows, never trained on): "
-        f"PR-AUC {chosen['pr_auc']:.4f}; at the threshold chosen there ({chosen['value']:.4g}, max F1): "
-        f"precision {chosen['precision']:.4f}, recall {chosen['recall']:.4f}, F1 {chosen['f1']:.4f}"
+        f"\nvalidation (the last 10% of the recording, {split['validation_windows']:,} windows, "
+        f"never trained on): PR-AUC {chosen['pr_auc']:.4f}; at the threshold chosen there "
+        f"({chosen['value']:.4g}, max F1): precision {chosen['precision']:.4f}, "
+        f"recall {chosen['recall']:.4f}, F1 {chosen['f1']:.4f}"
     )
     print(
-        f"training: {split['train_windows']:,} windows per epoch at {run['windows_per_s']:,.0f} windows/s"
+        f"training: {split['train_windows']:,} windows per epoch "
+        f"at {run['windows_per_s']:,.0f} windows/s"
     )
     print(f"curves: {RUN / 'curves.png'}")
     # On the store it was trained on, evaluate scores the held-out validation split (windows the

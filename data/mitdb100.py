@@ -14,7 +14,8 @@ standard library only, checks the header's per-channel checksums against the sam
 Usage::
 
     python data/mitdb100.py OUT [--beats A,V]
-    chunkfit ingest m100.zarr OUT/mitdb100.npy --rate 360 --names MLII,V5 --events OUT/mitdb100_events.txt
+    chunkfit ingest m100.zarr OUT/mitdb100.npy --rate 360 --names MLII,V5 \\
+        --events OUT/mitdb100_events.txt
 
 See ``README.md`` in this directory for provenance and licence.
 """
@@ -97,7 +98,7 @@ def read_header(path: Path) -> tuple[int, float, int, list[dict[str, object]]]:
 
 
 def read_212(path: Path, n_sig: int, n_samp: int) -> np.ndarray:
-    """Format 212: two 12-bit two's-complement samples in every three bytes, channels interleaved."""
+    """Format 212: two 12-bit two's-complement samples in each three bytes, channels interleaved."""
     raw = np.fromfile(path, dtype=np.uint8)
     triples = raw[: raw.size // 3 * 3].reshape(-1, 3).astype(np.int16)
     first = triples[:, 0] | ((triples[:, 1] & 0x0F) << 8)
