@@ -4,21 +4,37 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench docs clean
+.PHONY: demo test check lint bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,formats,s3,docs]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,formats,s3,docs,lint]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python data/demo.py
 
+LINTED := chunkfit tests benchmarks data docs cli.py
+
+# Style, types and the layering (import-linter contracts in pyproject.toml).
+lint: $(STAMP)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/mypy chunkfit
+	$(BIN)/lint-imports
+
 # Whole test modules run in parallel processes, one per core up to 4 (TEST_WORKERS=0 runs them in this one).
 TEST_WORKERS ?= auto
-test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses=4 --dist loadfile --no-loadscope-reorder
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses=4 --dist loadfile --no-loadscope-reorder
+
+# The whole suite, after the lint.
+test: lint
+	$(PYTEST)
+
+# The inner loop: lint, then the tests that neither train a model nor start processes.
+check: lint
+	$(PYTEST) -m "not slow" $(FAST_TESTS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest.py
