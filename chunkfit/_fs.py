@@ -1,5 +1,6 @@
 """File-system helpers: directory fsync (store journal, run checkpoints), the lock that gives a run
-folder or an output file one writing process, and the flag file the test hooks pause on."""
+folder or an output file one writing process, the size of a folder, and the flag file the test
+hooks pause on."""
 
 from __future__ import annotations
 
@@ -125,6 +126,20 @@ class FileLock:
             pass  # a folder made read-only meanwhile keeps the file: without the flock it locks nothing
         finally:
             os.close(fd)
+
+
+def dir_size(path: Path) -> int:
+    """Bytes in the file ``path``, or in every file under the folder ``path``."""
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
 
 
 def pid_alive(pid: int) -> bool:

@@ -17,7 +17,7 @@ import pytest
 from s3support import S3Server, make_bucket, s3fs_client, start_server, use_server
 from support import cli_command, cli_env, error_line, free_ports, run_cli, write_csv
 
-from chunkfit.store.writer import COMMIT_PAUSE_HOOK
+from chunkfit.store.transaction import COMMIT_PAUSE_HOOK
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
 
 ROWS = 200_000

@@ -14,7 +14,7 @@ from s3support import s3fs_client
 from support import cli_command, cli_env, error_line, make_store, run_cli, write_csv
 
 import chunkfit
-from chunkfit.store.writer import COMMIT_PAUSE_HOOK
+from chunkfit.store.transaction import COMMIT_PAUSE_HOOK
 
 ROWS = 200_000
 

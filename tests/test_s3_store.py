@@ -29,7 +29,8 @@ from support import (
 
 import chunkfit
 from chunkfit.errors import StoreBusyError, StoreFormatError, StoreNotFoundError, UsageError
-from chunkfit.store import writer as store_writer
+from chunkfit.store import transaction
+from chunkfit.store.leasecommit import LeaseCommit
 from chunkfit.store.remote import Lease, Remote
 
 CSV = REPO / "data" / "ecg208.csv"
@@ -530,9 +531,7 @@ def test_a_reader_during_a_commit_that_extends_the_last_segment_sees_the_segment
     it saw, and refused the store as damaged."""
     url = make_store(f"s3://{bucket}/s.zarr", _signal(), segments=[(0, 3000)])
     held, go = threading.Event(), threading.Event()
-    monkeypatch.setattr(
-        store_writer, "_test_pause_before_commit", lambda: (held.set(), go.wait(60))
-    )
+    monkeypatch.setattr(transaction, "pause_before_commit", lambda: (held.set(), go.wait(60)))
     commit = threading.Thread(target=_append, args=(url, 100), kwargs={"extend": (0, 3100)})
     commit.start()
     try:
@@ -555,7 +554,7 @@ def test_an_append_after_a_commit_cut_short_that_extended_the_last_segment_keeps
     def cut_short() -> None:
         raise ConnectionError("the commit is cut short before its root")
 
-    monkeypatch.setattr(store_writer, "_test_pause_before_commit", cut_short)
+    monkeypatch.setattr(transaction, "pause_before_commit", cut_short)
     with pytest.raises(ConnectionError):
         _append(url, 100, extend=(0, 3100))
     monkeypatch.undo()
@@ -637,7 +636,8 @@ def test_holder_whose_lease_was_taken_over_commits_nothing_and_leaves_the_new_le
         url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
     )
     writer.write(_signal(100, seed=1))
-    lease = writer._lease
+    assert isinstance(writer.strategy, LeaseCommit)
+    lease = writer.strategy.lease
     assert lease is not None
     lease._stop.set()  # the writer stalls: its lease goes unrenewed past its expiry
     lease._thread.join()  # type: ignore[union-attr]

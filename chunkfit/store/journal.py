@@ -81,8 +81,8 @@ def _claim(root: Path, journal: Path) -> None:
     and renamed into place, so a reader never finds a journal it cannot tell from a dead writer's
     (which it would roll back) and two appends never share one (the rename fails if it exists)."""
     for stale in root.glob(f"{JOURNAL}.*{ASIDE}"):
-        pid = stale.name[len(JOURNAL) + 1 : -len(ASIDE)]
-        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+        owner = stale.name[len(JOURNAL) + 1 : -len(ASIDE)]
+        if owner.isdigit() and int(owner) != os.getpid() and not pid_alive(int(owner)):
             shutil.rmtree(stale, ignore_errors=True)
     staged = _aside(root)
     shutil.rmtree(staged, ignore_errors=True)

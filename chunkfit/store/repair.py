@@ -6,7 +6,13 @@ import os
 from pathlib import Path
 
 from ..errors import StoreNotFoundError
-from .remote import LEASE, ROOT, Lease, Remote, guarded, is_remote
+from .lease import LEASE, Lease
+from .reader import Store
+from .remote import ROOT, Remote
+from .replacecommit import clean_stale_temporaries
+from .s3errors import guarded
+from .urls import is_remote
+from .zarrbackend import ZarrBackend
 
 
 def repair(path: str | os.PathLike[str]) -> str:
@@ -19,9 +25,6 @@ def repair(path: str | os.PathLike[str]) -> str:
 
 
 def _repair_remote(remote: Remote) -> str:
-    from .backends import ZarrBackend
-    from .reader import Store
-
     lease = Lease(remote)
     lease.acquire()
     try:
@@ -49,9 +52,6 @@ def _repair_remote(remote: Remote) -> str:
 
 
 def _repair_local(path: Path) -> str:
-    from .reader import Store
-    from .writer import clean_stale_temporaries
-
     clean_stale_temporaries(path)  # a killed new ingest's temporary
     with Store(path) as s:  # opening rolls an interrupted append back
         return f"{path}: {s.n_samples:,} samples committed; no unfinished write is left"
