@@ -47,16 +47,17 @@ class Backend:
         """Release the store; once closed, closing again does nothing."""
 
     def write_error(self) -> OSError | None:
-        """The first write that failed (disk full, file size limit), when the backend held it back."""
+        """The first write that failed (disk full, file size limit), when the backend held it
+        back."""
         return None
 
     def wait_for_writes(self) -> None:
         """Wait until no write started by this process is still running."""
 
     def commit_documents(self, attrs: dict[str, Any]) -> tuple[dict[str, bytes], bytes]:
-        """On object storage: the array documents to store before the commit (keyed as objects), and
-        the root ``zarr.json`` that commits them, holding ``attrs`` and every array's document at its
-        committed shape (consolidated metadata: what zarr and xarray read)."""
+        """On object storage: the array documents to store before the commit (keyed as objects),
+        and the root ``zarr.json`` that commits them, holding ``attrs`` and every array's document
+        at its committed shape (consolidated metadata: what zarr and xarray read)."""
         raise NotImplementedError
 
     def length(self, name: str) -> int:
@@ -68,7 +69,8 @@ class Backend:
         return np.asarray(self.array(name)[start:stop])
 
     def write_rows(self, name: str, start: int, rows: np.ndarray) -> None:
-        """Grow array ``name`` to ``start + len(rows)`` along time and write ``rows`` from ``start``."""
+        """Grow array ``name`` to ``start + len(rows)`` along time and write ``rows`` from
+        ``start``."""
         arr = self.array(name)
         end = start + rows.shape[0]
         arr.resize((end,) + tuple(arr.shape[1:]))

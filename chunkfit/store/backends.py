@@ -1,5 +1,5 @@
-"""The backend that opens a store, chosen in one place: zarr v3 (``ZarrBackend``, or ``NewZarrBackend``
-for a store being created) or HDF5 (``Hdf5Backend``), all behind ``Backend``."""
+"""The backend that opens a store, chosen in one place: zarr v3 (``ZarrBackend``, or
+``NewZarrBackend`` for a store being created) or HDF5 (``Hdf5Backend``), all behind ``Backend``."""
 
 from __future__ import annotations
 

@@ -75,7 +75,8 @@ def wait_for_commit(path: Path) -> Marks:
 
 
 def commit_marks(path: Path) -> Marks:
-    """The root and signal ``zarr.json`` of a local zarr store as they are now (None where absent)."""
+    """The root and signal ``zarr.json`` of a local zarr store as they are now (None where
+    absent)."""
     out: list[bytes | None] = []
     for f in (path / "zarr.json", path / "signal" / "zarr.json"):
         try:

@@ -1,4 +1,5 @@
-"""The chunk files (or objects) of a zarr store's arrays: which are missing, which cannot be decoded."""
+"""The chunk files (or objects) of a zarr store's arrays: which are missing, which cannot be
+decoded."""
 
 from __future__ import annotations
 

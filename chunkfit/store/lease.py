@@ -88,8 +88,9 @@ class Lease:
                 if rec is not None:
                     left = max(0, round(float(rec["expires"]) - time.time()))
                     raise self.busy(
-                        f"{self.remote.url}: another process (pid {rec.get('pid')} on {rec.get('host')}) is "
-                        f"{self.doing}; run the command again when it has finished (its lease expires in {left} s)"
+                        f"{self.remote.url}: another process (pid {rec.get('pid')} on "
+                        f"{rec.get('host')}) is {self.doing}; run the command again when it has "
+                        f"finished (its lease expires in {left} s)"
                     )
                 tag = self.remote.put_if(
                     LEASE, self._body(), etag=etag
@@ -119,8 +120,8 @@ class Lease:
         self.renew()
         if self.lost:
             raise self.busy(
-                f"{self.remote.url}: this process's lease expired unrenewed and another process took it over, "
-                "so nothing was committed; run the command again"
+                f"{self.remote.url}: this process's lease expired unrenewed and another process "
+                "took it over, so nothing was committed; run the command again"
             )
 
     def _renew(self) -> None:

@@ -151,7 +151,7 @@ class LeaseCommit:
             self._wait_begun()
         try:
             if not self._begun:
-                pass  # the lease was not taken, or a store was found there: nothing is this writer's
+                pass  # no lease taken, or a store was found there: nothing is this writer's
             elif not self.append:
                 self.remote.clear(keep=LEASE)
             else:

@@ -63,9 +63,9 @@ class Store:
         self._open_local()
 
     def _open_local(self) -> None:
-        """Load the store as last committed. A zarr append commits by rewriting several files, so a load
-        that overlapped a commit (or an append that began meanwhile) is read again, never reported as
-        damage: what is read must match the commit marks taken before the read."""
+        """Load the store as last committed. A zarr append commits by rewriting several files, so a
+        load that overlapped a commit (or an append that began meanwhile) is read again, never
+        reported as damage: what is read must match the commit marks taken before the read."""
         for _ in range(OPEN_TRIES):
             mark = wait_for_commit(self.path) if self.backend_kind == "zarr" else None
             self._stamp = self._disk_stamp()
@@ -95,15 +95,16 @@ class Store:
         self._chunk_files = ChunkFiles(self.path, remote)
         if self.backend_kind != "zarr":
             raise UsageError(
-                f"{url}: HDF5 stores are not supported on object storage; ingest into a .zarr store instead"
+                f"{url}: HDF5 stores are not supported on object storage; ingest into a .zarr "
+                "store instead"
             )
         kept = "nothing was read"
         root = self._root = guarded(url, kept, lambda: remote.get(ROOT))
         if root is None:
             if guarded(url, kept, remote.keys):
                 raise StoreNotFoundError(
-                    f"{url}: store not found: it holds objects of an unfinished ingest, but no committed store; "
-                    f"remove them with `chunkfit ingest --repair {url}`"
+                    f"{url}: store not found: it holds objects of an unfinished ingest, but no "
+                    f"committed store; remove them with `chunkfit ingest --repair {url}`"
                 )
             raise StoreNotFoundError(
                 f"{url}: store not found; create it with `chunkfit ingest {url} SOURCE`"
@@ -154,7 +155,8 @@ class Store:
         self._signal = b.array("signal")
         if self.backend_kind == "zarr" and self.chunk_samples < 1:
             raise StoreFormatError(
-                f"{where}: not a valid chunkfit store: signal chunks of {self.chunk_samples} samples"
+                f"{where}: not a valid chunkfit store: signal chunks of {self.chunk_samples} "
+                "samples"
             )
         self._labels = b.array("labels") if self.has_labels else None
         self._events_arr = b.array("events") if "events" in shapes else None
@@ -225,14 +227,16 @@ class Store:
             raise self._damaged("labels", a, b, err) from None
 
     def _unreachable(self, err: Exception) -> None:
-        """Raise an object store's failure (endpoint gone, access denied) as itself, not as damage."""
+        """Raise an object store's failure (endpoint gone, access denied) as itself, not as
+        damage."""
         if self.remote is not None:
             out = translate(self.remote.url, err, "the store is unchanged")
             if out is not err:
                 raise out from None
 
     def _damaged(self, name: str, a: int, b: int, err: Exception) -> StoreFormatError:
-        """Name the first chunk of [a, b) that cannot be decoded (read one by one, only on failure)."""
+        """Name the first chunk of [a, b) that cannot be decoded (read one by one, only on
+        failure)."""
         arr: Any = self._labels if name == "labels" else self._signal
         zarr = self.backend_kind == "zarr"
         return self._chunk_files.damaged(arr, name, a, b, err, self.n_samples, zarr)
@@ -266,7 +270,8 @@ class Store:
 
     @property
     def root_document(self) -> bytes | None:
-        """On object storage, the root ``zarr.json`` (the commit) this store was opened at; else None."""
+        """On object storage, the root ``zarr.json`` (the commit) this store was opened at; else
+        None."""
         return self._root
 
     # -- modification -------------------------------------------------------------------------
@@ -274,8 +279,8 @@ class Store:
         return disk_stamp(self.path, self.backend_kind, self.remote)
 
     def changed(self) -> str | None:
-        """How the store changed on disk since it was opened ("its signal had 4,000 samples and now has
-        4,500"), or None: a few ``stat`` calls, no data read."""
+        """How the store changed on disk since it was opened ("its signal had 4,000 samples and now
+        has 4,500"), or None: a few ``stat`` calls, no data read."""
         if self.remote is None and self.backend_kind == "zarr" and journal.pending(self.path):
             return "an append to it is in progress"
         if self._disk_stamp() == self._stamp:

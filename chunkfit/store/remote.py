@@ -37,9 +37,9 @@ def storage_options() -> dict[str, Any]:
     """s3fs options for opening chunkfit's stores with xarray or dask (``storage_options=``): the
     endpoint, ``--anon`` and retries chunkfit uses; no secrets, as botocore finds the credentials.
 
-    ``max_concurrency`` 1: with more, s3fs asks for each whole object's size (a HEAD) before its GET,
-    to split objects over 50 MB into ranged reads; chunk objects are a few MB, so every chunk read
-    would pay a second round trip for nothing."""
+    ``max_concurrency`` 1: with more, s3fs asks for each whole object's size (a HEAD) before its
+    GET, to split objects over 50 MB into ranged reads; chunk objects are a few MB, so every chunk
+    read would pay a second round trip for nothing."""
     opts: dict[str, Any] = {
         "anon": s3client.anonymous(),
         "max_concurrency": 1,
@@ -125,9 +125,9 @@ class Remote:
     def put_behind(self, objects: dict[str, bytes]) -> None:
         """``put_many`` in a background thread, so the caller encodes the next chunks meanwhile.
 
-        Up to ``DEPTH`` batches are in flight (``BACKLOG`` while the gate of ``hold_uploads_until`` is
-        still closed), the caller waiting on the oldest beyond that; any number after
-        ``send_all_at_once``. A failure is raised by a later ``put_behind`` or by
+        Up to ``DEPTH`` batches are in flight (``BACKLOG`` while the gate of
+        ``hold_uploads_until`` is still closed), the caller waiting on the oldest beyond that; any
+        number after ``send_all_at_once``. A failure is raised by a later ``put_behind`` or by
         ``wait_for_writes``."""
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
@@ -173,8 +173,8 @@ class Remote:
             return None
 
     def put_if(self, rel: str, data: bytes, etag: str | None = None) -> str | None:
-        """A conditional put: only while no object has the key (``etag`` None) or while the object is
-        still the one with ``etag``. The new ETag, or None when the condition did not hold."""
+        """A conditional put: only while no object has the key (``etag`` None) or while the object
+        is still the one with ``etag``. The new ETag, or None when the condition did not hold."""
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
@@ -235,7 +235,8 @@ def upload_tree(local: Path, remote: Remote) -> None:
 
 
 def fetch_files(remote: Remote, names: Iterable[str], local: Path) -> list[str]:
-    """Download the objects ``names`` (those that exist) into folder ``local``; returns their names."""
+    """Download the objects ``names`` (those that exist) into folder ``local``; returns their
+    names."""
     got = []
     local.mkdir(parents=True, exist_ok=True)
     for name in names:

@@ -16,8 +16,9 @@ from .zarrbackend import ZarrBackend
 
 
 def repair(path: str | os.PathLike[str]) -> str:
-    """Remove an unfinished ingest's objects, or cut an interrupted append back to what was committed;
-    returns what was done, in one line. Refused while another process writes the store."""
+    """Remove an unfinished ingest's objects, or cut an interrupted append back to what was
+    committed; returns what was done, in one line. Refused while another process writes the
+    store."""
     if not is_remote(path):
         return _repair_local(Path(path))
     remote = Remote(str(path))
@@ -35,7 +36,10 @@ def _repair_remote(remote: Remote) -> str:
                     f"{remote.url}: no store and no objects there; nothing to repair"
                 )
             remote.delete(left)
-            return f"{remote.url}: removed {len(left)} object(s) of an unfinished ingest; no store was there"
+            return (
+                f"{remote.url}: removed {len(left)} object(s) of an unfinished ingest; no store "
+                "was there"
+            )
         with Store(remote.url) as s:
             committed = dict(s.committed or {})
         b = ZarrBackend(Path("."), writable=True, remote=remote)

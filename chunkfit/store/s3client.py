@@ -75,7 +75,8 @@ def _make(bucket: str) -> Any:
         from ..errors import RemoteError
 
         raise RemoteError(
-            f"s3://{bucket}: s3:// stores need obstore; install it with `pip install 'chunkfit[s3]'`"
+            f"s3://{bucket}: s3:// stores need obstore; install it with "
+            "`pip install 'chunkfit[s3]'`"
         ) from None
     url = endpoint()
     config: Any = {}  # obstore's S3Config, ClientConfig and RetryConfig are TypedDicts
@@ -114,9 +115,9 @@ def _make(bucket: str) -> Any:
 
 
 def bucket_region(bucket: str, url: str | None) -> str:
-    """The region that holds ``bucket``, from the ``x-amz-bucket-region`` header of an unsigned HEAD of
-    it (what S3 answers even to a request it refuses); ``us-east-1`` where none is said. Asked once
-    per client (``bucket_store`` keeps it)."""
+    """The region that holds ``bucket``, from the ``x-amz-bucket-region`` header of an unsigned
+    HEAD of it (what S3 answers even to a request it refuses); ``us-east-1`` where none is said.
+    Asked once per client (``bucket_store`` keeps it)."""
     where = f"{url.rstrip('/')}/{bucket}" if url else f"https://{bucket}.s3.amazonaws.com"
     region = None
     try:
@@ -185,7 +186,8 @@ def kind(err: BaseException) -> str | None:
 
 
 def cause(err: BaseException) -> str:
-    """A few words on why a request failed, from obstore's message (its first line's last clause)."""
+    """A few words on why a request failed, from obstore's message (its first line's last
+    clause)."""
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     tail = first.rsplit(" - ", 1)[-1].strip()
     return tail.removeprefix("HTTP error: ")[:80] or type(err).__name__

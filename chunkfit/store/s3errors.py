@@ -1,4 +1,5 @@
-"""Object-storage failures as one line the user can act on: the URL, what went wrong, what was kept."""
+"""Object-storage failures as one line the user can act on: the URL, what went wrong, what was
+kept."""
 
 from __future__ import annotations
 

@@ -58,9 +58,9 @@ class CommitStrategy(Protocol):
         ...
 
     def begin(self) -> Opened | None:
-        """Begin the transaction. For an append, open the store, which can from then on always be put
-        back as it was; for a new store, check that one may be made at the target and prepare where
-        it is built (None)."""
+        """Begin the transaction. For an append, open the store, which can from then on always be
+        put back as it was; for a new store, check that one may be made at the target and prepare
+        where it is built (None)."""
         ...
 
     def create(self) -> Backend:

@@ -189,7 +189,7 @@ class StoreWriter:
         if exc_type is not None or not self._committed:
             self.abort()
 
-    # -- data ---------------------------------------------------------------------------------------
+    # -- data -------------------------------------------------------------------------------------
     @property
     def has_labels(self) -> bool:
         return self._labelled
@@ -281,8 +281,8 @@ class StoreWriter:
             self._segments.append((int(start), int(stop)))
 
     def extend_last_segment(self, start: int, stop: int) -> None:
-        """The store's last segment, which starts at ``start``, now ends at ``stop``: a live stream's
-        recording continues across its commits as one segment."""
+        """The store's last segment, which starts at ``start``, now ends at ``stop``: a live
+        stream's recording continues across its commits as one segment."""
         self._extend = (int(start), int(stop))
 
     def add_events(self, indices: np.ndarray) -> None:

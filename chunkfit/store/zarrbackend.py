@@ -24,8 +24,9 @@ class ZarrBackend(Backend):
     def __init__(
         self, path: Path, writable: bool, remote: Remote | None = None, root: bytes | None = None
     ) -> None:
-        """``root``: on object storage, the root ``zarr.json`` as the caller just read it, so the group
-        is made from it rather than fetched again (a round trip), and is the very commit it read."""
+        """``root``: on object storage, the root ``zarr.json`` as the caller just read it, so the
+        group is made from it rather than fetched again (a round trip), and is the very commit it
+        read."""
         super().__init__(path, writable)
         import zarr
 
@@ -86,7 +87,8 @@ class ZarrBackend(Backend):
                 continue
             if isinstance(node, (ValueError, TypeError)):  # json.JSONDecodeError is a ValueError
                 raise StoreFormatError(
-                    f"{self.path}: not a valid chunkfit store: {name}/zarr.json cannot be read ({node})"
+                    f"{self.path}: not a valid chunkfit store: {name}/zarr.json cannot be read "
+                    f"({node})"
                 ) from None
             if isinstance(node, BaseException):
                 raise node
@@ -178,7 +180,8 @@ class ZarrBackend(Backend):
         write_chunks(self.path / name, head // step, rows[head - start :], step, encoder)
 
     def _tail(self, name: str) -> tuple[int, np.ndarray | None]:
-        """Where the array's last, partial chunk begins, and its rows as known here (None if not read)."""
+        """Where the array's last, partial chunk begins, and its rows as known here (None if not
+        read)."""
         length, step = self.length(name), int(self.array(name).chunks[0])
         return (length // step) * step, self._tails.get(name)
 
@@ -190,14 +193,15 @@ class ZarrBackend(Backend):
         return super().rows(name, start, stop)
 
     def _write_remote(self, name: str, start: int, rows: np.ndarray, encoder: Any) -> None:
-        """Rows from ``start`` on, which is at most the array's length: rows after ``start`` are replaced
-        (a live stream's commit rewrites its last segment's end). The chunk ``start`` falls in is
-        rewritten whole, from the rows before ``start`` in it (known here, or read once)."""
+        """Rows from ``start`` on, which is at most the array's length: rows after ``start`` are
+        replaced (a live stream's commit rewrites its last segment's end). The chunk ``start`` falls
+        in is rewritten whole, from the rows before ``start`` in it (known here, or read once)."""
         arr = self.array(name)
         length = self.length(name)
         if start > length:
             raise ValueError(
-                f"{name}: an append writes from the array's end ({length}) or before it, not at {start}"
+                f"{name}: an append writes from the array's end ({length}) or before it, not at "
+                f"{start}"
             )
         step = int(arr.chunks[0])
         first, tail = self._tail(name)
