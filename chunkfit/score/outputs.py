@@ -28,8 +28,8 @@ from ..errors import (
 )
 from ..store import Store
 from ..store.hdf5backend import GuardedFile
-from ..store.zarrbackend import wait_for_zarr_writes
 from ..store.layout import suffix_backend
+from ..store.zarrbackend import wait_for_zarr_writes
 from ..train.runfolder import busy_message
 from .detect import Detection
 from .runs import check_output_folder
