@@ -61,8 +61,8 @@ def test_killed_new_s3_ingest_leaves_no_store_and_repair_removes_its_objects(
     )
     assert len(_chunks(bucket, "k.zarr")) == -(-ROWS // 256)  # all written, none committed
     assert error_line(run_cli("info", url)) == (
-        f"chunkfit: error: {url}: store not found: it holds objects of an unfinished ingest, but no committed "
-        f"store; remove them with `chunkfit ingest --repair {url}`"
+        f"chunkfit: error: {url}: store not found: it holds objects of an unfinished ingest, but "
+        f"no committed store; remove them with `chunkfit ingest --repair {url}`"
     )
     result = run_cli("ingest", "--repair", url)
     assert result.returncode == 0, result.stderr

@@ -1,6 +1,6 @@
-"""Stores on object storage (``s3://``) against a real S3-protocol server on loopback (moto): a store
-written there reads back as the same store written locally, through chunkfit, zarr and xarray; an
-append commits whole or not at all; one writer at a time."""
+"""Stores on object storage (``s3://``) against a real S3-protocol server on loopback (moto): a
+store written there reads back as the same store written locally, through chunkfit, zarr and
+xarray; an append commits whole or not at all; one writer at a time."""
 
 from __future__ import annotations
 
@@ -242,8 +242,9 @@ class _Requests:
 def test_the_blocks_of_a_training_group_on_s3_are_read_at_once_not_one_after_another(
     bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each chunk request waits (up to 10 s) until a request of another block has started: read block
-    after block, the first block's requests would all wait out the 10 s; read at once, none waits."""
+    """Each chunk request waits (up to 10 s) until a request of another block has started: read
+    block after block, the first block's requests would all wait out the 10 s; read at once, none
+    waits."""
     import asyncio
 
     import obstore
@@ -289,7 +290,7 @@ def test_the_blocks_of_a_training_group_on_s3_are_read_at_once_not_one_after_ano
     np.testing.assert_array_equal(got.labels, np.concatenate([labels[e] for e in ends]))
 
 
-def test_reading_an_s3_store_lists_each_array_once_reads_a_chunk_in_one_request_and_refuses_a_missing_one(
+def test_reading_an_s3_store_lists_arrays_once_reads_a_chunk_in_one_request_refuses_a_missing_one(
     bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sig = _signal()
@@ -528,8 +529,9 @@ def test_an_append_to_an_s3_store_makes_five_round_trips_one_after_another(
 def test_an_append_to_an_s3_store_extends_its_last_segment_as_a_live_stream_commit_does(
     bucket: str,
 ) -> None:
-    """A live stream's later commits extend the store's last segment: its last row is rewritten in the
-    object of its chunk, from the rows read with the documents; the rows before it keep their values."""
+    """A live stream's later commits extend the store's last segment: its last row is rewritten in
+    the object of its chunk, from the rows read with the documents; the rows before it keep their
+    values."""
     url = make_store(f"s3://{bucket}/s.zarr", _signal(), segments=[(0, 1200), (1500, 3000)])
     _append(url, 100, extend=(1500, 3100))
     assert _seen(url) == (3100, [[0, 1200], [1500, 3100]])
@@ -547,8 +549,8 @@ def _append(
     add: tuple[int, int] | None = None,
     extend: tuple[int, int] | None = None,
 ) -> None:
-    """Append ``rows`` samples as a new segment ``add``, or as the store's last segment, which starts at
-    ``extend[0]``, now ending at ``extend[1]`` (a live stream's later commit)."""
+    """Append ``rows`` samples as a new segment ``add``, or as the store's last segment, which
+    starts at ``extend[0]``, now ending at ``extend[1]`` (a live stream's later commit)."""
     with chunkfit.StoreWriter(
         url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
     ) as w:
@@ -583,10 +585,10 @@ def test_extending_a_last_segment_that_ends_a_full_chunk_of_segments_rewrites_th
 def test_a_reader_during_a_commit_that_extends_the_last_segment_sees_the_segment_as_committed(
     bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """That commit rewrites the segment's row in its chunk object before the root commits the new end.
-    A reader opening the store in between (here the commit is held just before its root) sees the
-    store as last committed, the segment's end from the root: it took the new end, past the samples
-    it saw, and refused the store as damaged."""
+    """That commit rewrites the segment's row in its chunk object before the root commits the new
+    end. A reader opening the store in between (here the commit is held just before its root) sees
+    the store as last committed, the segment's end from the root: it took the new end, past the
+    samples it saw, and refused the store as damaged."""
     url = make_store(f"s3://{bucket}/s.zarr", _signal(), segments=[(0, 3000)])
     held, go = threading.Event(), threading.Event()
     monkeypatch.setattr(transaction, "pause_before_commit", lambda: (held.set(), go.wait(60)))
@@ -622,7 +624,8 @@ def test_an_append_after_a_commit_cut_short_that_extended_the_last_segment_keeps
 
 
 def test_an_open_s3_store_tells_an_append_committed_since(bucket: str) -> None:
-    """``changed`` (what a training checks between epochs) compares with the root read at opening."""
+    """``changed`` (what a training checks between epochs) compares with the root read at
+    opening."""
     url = make_store(f"s3://{bucket}/s.zarr", _signal())
     with chunkfit.open_store(url) as s:
         assert s.changed() is None
@@ -758,8 +761,8 @@ def test_cli_append_while_another_process_appends_is_refused_in_one_line(bucket:
     finally:
         holder.release()
     assert re.fullmatch(
-        rf"chunkfit: error: {url}: another process \(pid {os.getpid()} on .+\) is writing this store; run the "
-        r"command again when it has finished \(its lease expires in \d+ s\)",
+        rf"chunkfit: error: {url}: another process \(pid {os.getpid()} on .+\) is writing this "
+        r"store; run the command again when it has finished \(its lease expires in \d+ s\)",
         line,
     ), line
 
@@ -807,6 +810,6 @@ def test_no_credentials_without_anon_is_one_line(bucket: str) -> None:
         check=False,
     )
     assert error_line(result) == (
-        f"chunkfit: error: {url}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID and "
-        "AWS_SECRET_ACCESS_KEY, or pass --anon for a public bucket (nothing was read)"
+        f"chunkfit: error: {url}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID "
+        "and AWS_SECRET_ACCESS_KEY, or pass --anon for a public bucket (nothing was read)"
     )
