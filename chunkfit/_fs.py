@@ -1,5 +1,6 @@
 """File-system helpers: directory fsync (store journal, run checkpoints), the lock that gives a run
-folder or an output file one writing process, and the flag file the test hooks pause on."""
+folder or an output file one writing process, the size of a folder, and the flag file the test
+hooks pause on."""
 
 from __future__ import annotations
 
@@ -10,16 +11,17 @@ from pathlib import Path
 
 from .errors import UsageError
 
-# A scheme of two letters or more (``s3://``, ``gs://``, ``https://``; ``Path`` turns ``//`` into ``/``),
-# so that ``C:/`` stays a path.
+# A scheme of two letters or more (``s3://``, ``gs://``, ``https://``; ``Path`` turns ``//`` into
+# ``/``), so that ``C:/`` stays a path.
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+-]+):/")
 
 
 def refuse_url(path: str | os.PathLike[str], what: str, s3: bool = False) -> None:
-    """A URL given where chunkfit takes a local path is refused, never taken for a folder named ``s3:``.
+    """A URL given where chunkfit takes a local path is refused, never taken for a folder named
+    ``s3:``.
 
-    ``s3=True`` where an ``s3://`` URL is supported (stores, run folders, outputs); other schemes and a
-    URL mangled into a ``Path`` (``s3:/bkt``) are still refused.
+    ``s3=True`` where an ``s3://`` URL is supported (stores, run folders, outputs); other schemes
+    and a URL mangled into a ``Path`` (``s3:/bkt``) are still refused.
     """
     text = os.fspath(path)
     if s3 and isinstance(text, str) and text.startswith("s3://"):
@@ -51,7 +53,8 @@ def fsync_dir(path: Path) -> None:
 
 
 class Locked(Exception):
-    """``FileLock.acquire`` found the file held by another live process (``pid``; 0 when unknown)."""
+    """``FileLock.acquire`` found the file held by another live process (``pid``; 0 when
+    unknown)."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(pid)
@@ -59,7 +62,8 @@ class Locked(Exception):
 
 
 class FileLock:
-    """An exclusive lock on ``path`` held by this process: ``fcntl.flock``, so it dies with its process.
+    """An exclusive lock on ``path`` held by this process: ``fcntl.flock``, so it dies with its
+    process.
 
     A lock file left behind by a killed process is therefore no obstacle: the next ``acquire`` takes
     it at once. ``acquire`` changes nothing in an existing file, so a process that takes the lock,
@@ -74,8 +78,8 @@ class FileLock:
         self._owned = False  # made or claimed by this process: removed on release
 
     def acquire(self) -> None:
-        """Take the lock, or raise ``Locked`` naming the process that holds it; OSError when the file
-        cannot be opened or made."""
+        """Take the lock, or raise ``Locked`` naming the process that holds it; OSError when the
+        file cannot be opened or made."""
         import fcntl
 
         while True:
@@ -122,9 +126,23 @@ class FileLock:
             if self._owned:
                 self.path.unlink(missing_ok=True)
         except OSError:
-            pass  # a folder made read-only meanwhile keeps the file: without the flock it locks nothing
+            pass  # a folder made read-only keeps the file: without the flock it locks nothing
         finally:
             os.close(fd)
+
+
+def dir_size(path: Path) -> int:
+    """Bytes in the file ``path``, or in every file under the folder ``path``."""
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
 
 
 def pid_alive(pid: int) -> bool:

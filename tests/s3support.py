@@ -1,5 +1,6 @@
 """A real S3-protocol server on loopback for the object-storage tests: moto's standalone server,
-started as a subprocess on a free port and stopped by the tests themselves (no network, no account)."""
+started as a subprocess on a free port and stopped by the tests themselves (no network, no
+account)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def start_server(
     command: list[str] | None = None,
     cores: set[int] | None = None,
 ) -> S3Server:
-    """Start ``python -m moto.server`` on ``port`` (a free one by default) and wait until it answers.
+    """Start ``python -m moto.server`` on ``port`` (a free one by default) and wait until it
+    answers.
 
     ``authenticate``: the server checks credentials (moto's IAM), so the test keys are denied.
     ``command``: what Python runs instead (its arguments after the interpreter; it must serve on

@@ -1,14 +1,20 @@
-"""``kill -9`` at random moments of a real ingest: a new store never appears half-written and an
-append commits whole or not at all, for both backends.
+"""``kill -9`` of a real ingest at states of its write: a new store never appears half-written and
+an append commits whole or not at all, for both backends.
+
+Each kill comes at a state the test sees on disk, never at a moment guessed in seconds: as the
+transaction begins (its temporary or journal appears), while samples are being written (the first
+chunks are on disk), and at the last moment before the commit (the writer's commit-pause hook, where
+everything but the commit is written). The hook holds every ingest there until it is killed, so
+every kill lands before the commit, however loaded the machine: each test proves the rollback.
 """
 
 from __future__ import annotations
 
-import random
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from signal import SIGKILL
 
 import numpy as np
 import pytest
@@ -17,15 +23,17 @@ from support import SUFFIX, cli_command, cli_env, contents, raw_zarr_array, snap
 import chunkfit
 from chunkfit import IngestOptions
 from chunkfit.store import journal
+from chunkfit.store.transaction import COMMIT_PAUSE_HOOK
 
-KILLS = 3  # moments per backend and mode, spread over a whole run with a seeded jitter
 ROWS_PER_BLOCK = 40_000
 REPEATS = 60
+STATES = ["begun", "writing", "committing"]
+WRITTEN = 1 << 20  # bytes of samples in a temporary that say its writer is writing them
 
 
 @pytest.fixture(scope="module")
 def big_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """About 75 MB of CSV (2.4 million rows x 4 channels): a couple of seconds of ingest."""
+    """About 75 MB of CSV (2.4 million rows x 4 channels): many blocks and chunks to write."""
     rng = np.random.default_rng(0)
     block = "".join(
         f"{a:.5f},{b:.5f},{c:.5f},{d:.5f}\n" for a, b, c, d in rng.normal(size=(ROWS_PER_BLOCK, 4))
@@ -37,88 +45,104 @@ def big_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def full_run_seconds(big_csv: Path) -> float:
-    """How long one whole ingest of ``big_csv`` takes here; kill moments are spread over it."""
-    store = big_csv.parent / "reference.zarr"
-    started = time.monotonic()
-    result = subprocess.run(
-        cli_command("ingest", str(store), str(big_csv), "--rate", "10"),
-        check=False,
-        env=cli_env(),
-        capture_output=True,
-    )
-    seconds = time.monotonic() - started
-    assert result.returncode == 0, result.stderr
-    with chunkfit.open_store(store) as s:
-        assert s.n_samples == ROWS_PER_BLOCK * REPEATS
-    return seconds
-
-
-def _kill_after(
-    args: list[str], cwd: Path, seconds: float, *, once: Callable[[], bool] | None = None
-) -> bool:
-    """Start ``chunkfit ARGS`` and SIGKILL it ``seconds`` later (counted from when ``once()`` holds,
-    if given); True if it had already finished by then."""
+def _kill_when(args: list[str], cwd: Path, reached: Callable[[Path], bool]) -> None:
+    """Start ``chunkfit ARGS`` with its commit held at the test hook, and SIGKILL it as soon as
+    ``reached(flag)`` holds (``flag``: the file the hook creates as it holds the commit). It must
+    still be running then: the kill landed before the commit."""
+    flag = cwd.parent / f"{cwd.name}-commit-held"
     proc = subprocess.Popen(
         cli_command(*args),
         cwd=cwd,
-        env=cli_env(),
+        env={**cli_env(), COMMIT_PAUSE_HOOK: f"{flag}:3600"},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    while once is not None and not once() and proc.poll() is None:
-        time.sleep(0.01)
+    deadline = time.monotonic() + 600
     try:
-        proc.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        pass
-    finished = proc.poll() is not None
-    proc.kill()
-    proc.wait()
-    if finished:
-        assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
-    if proc.stderr:
-        proc.stderr.close()
-    return finished
+        while not reached(flag) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proc.poll() is None, f"the ingest ended before the state: {proc.poll()}"
+        assert reached(flag), "the ingest never reached the state"
+    finally:
+        proc.kill()
+        _, err = proc.communicate()
+        flag.unlink(missing_ok=True)
+    assert proc.returncode == -SIGKILL, err.decode()
+    assert b"Traceback" not in err, err.decode()
 
 
-def _moment(full_run_seconds: float, k: int, seed: int) -> float:
-    """The k-th of KILLS moments: evenly over the run plus a seeded jitter, last ones near the commit."""
-    jitter = random.Random(seed * 1000 + k).uniform(-0.5, 0.5)
-    return max(0.05, full_run_seconds * (k + 0.5 + jitter) / KILLS)
+def _temporaries(store: Path) -> list[Path]:
+    """The temporaries of writers of ``store`` (a new store's, or an HDF5 append's copy)."""
+    return list(store.parent.glob(f".{store.name}.chunkfit-tmp-*"))
+
+
+def _bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _new_store_state(store: Path, state: str) -> Callable[[Path], bool]:
+    """When the ingest of the new ``store`` is in ``state``."""
+
+    def reached(flag: Path) -> bool:
+        if state == "committing":
+            return flag.exists()
+        found = _temporaries(store)
+        if state == "begun":
+            return bool(found)
+        return any(_bytes(t) > WRITTEN for t in found)  # writing
+
+    return reached
+
+
+def _append_state(store: Path, state: str) -> Callable[[Path], bool]:
+    """When the append to ``store`` is in ``state``: a zarr append writes into the store under its
+    journal, an HDF5 append into a copy of it."""
+    before = _bytes(store)
+
+    def reached(flag: Path) -> bool:
+        if state == "committing":
+            return flag.exists()
+        if store.is_dir():
+            if state == "begun":
+                return (store / journal.JOURNAL / journal.MANIFEST).exists()
+            return _bytes(store / "signal") > before + WRITTEN  # writing
+        found = _temporaries(store)
+        if state == "begun":
+            return bool(found)
+        return any(_bytes(t) > before + WRITTEN for t in found)  # writing
+
+    return reached
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("k", range(KILLS))
+@pytest.mark.parametrize("state", STATES)
 def test_killed_ingest_of_a_new_store_leaves_no_store(
-    tmp_path: Path, backend: str, big_csv: Path, full_run_seconds: float, k: int
+    tmp_path: Path, backend: str, big_csv: Path, state: str
 ) -> None:
     store = tmp_path / f"new{SUFFIX[backend]}"
-    _kill_after(
+    _kill_when(
         ["ingest", store.name, str(big_csv), "--rate", "10"],
         tmp_path,
-        _moment(full_run_seconds, k, 1),
+        _new_store_state(store, state),
     )
-    if store.exists():  # killed after its commit point (or it finished first): then it is complete
-        with chunkfit.open_store(store) as s:
-            assert s.n_samples == ROWS_PER_BLOCK * REPEATS
+    assert not store.exists()
+    assert _temporaries(store)  # what the killed writer left; the next one removes it
 
 
 @pytest.mark.slow
 def test_ingest_after_a_killed_one_succeeds_and_clears_its_temporary(
-    tmp_path: Path, backend: str, big_csv: Path, full_run_seconds: float
+    tmp_path: Path, backend: str, big_csv: Path
 ) -> None:
     store = tmp_path / f"new{SUFFIX[backend]}"
-
-    def temporary_exists() -> bool:  # the killed writer's, named after its pid
-        return any(p.name.startswith(f".{store.name}.chunkfit-tmp-") for p in tmp_path.iterdir())
-
-    assert not _kill_after(
-        ["ingest", store.name, str(big_csv), "--rate", "10"], tmp_path, 0.2, once=temporary_exists
+    _kill_when(
+        ["ingest", store.name, str(big_csv), "--rate", "10"],
+        tmp_path,
+        _new_store_state(store, "writing"),
     )
-    assert temporary_exists()
+    assert _temporaries(store)
     small = write_csv(tmp_path / "small.csv", np.ones((5, 4)), names=["a", "b", "c", "d"])
     chunkfit.ingest(store, [str(small)], IngestOptions(rate=10.0))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([store.name, "small.csv"])
@@ -140,25 +164,17 @@ def base_store(tmp_path: Path, backend: str) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("k", range(KILLS))
+@pytest.mark.parametrize("state", STATES)
 def test_killed_append_leaves_the_store_exactly_as_before(
-    base_store: Path, big_csv: Path, full_run_seconds: float, k: int
+    base_store: Path, big_csv: Path, state: str
 ) -> None:
     before_files, before = snapshot(base_store), contents(base_store)
-    _kill_after(
+    _kill_when(
         ["ingest", "--append", base_store.name, str(big_csv), "--rate", "10"],
         base_store.parent,
-        _moment(full_run_seconds, k, 2),
+        _append_state(base_store, state),
     )
     after = contents(base_store)  # opening rolls back what the killed append left
-    if after["signal"].shape[0] != 600:  # killed after its commit point: then it is whole
-        assert after["signal"].shape[0] == 600 + ROWS_PER_BLOCK * REPEATS
-        np.testing.assert_array_equal(after["signal"][:600], before["signal"])
-        assert after["segments"].tolist() == [
-            *before["segments"].tolist(),
-            [600, after["signal"].shape[0]],
-        ]
-        return
     np.testing.assert_array_equal(after["signal"], before["signal"])
     np.testing.assert_array_equal(after["segments"], before["segments"])
     np.testing.assert_array_equal(after["events"], before["events"])
@@ -168,7 +184,7 @@ def test_killed_append_leaves_the_store_exactly_as_before(
 
 @pytest.mark.slow
 def test_killed_zarr_append_is_rolled_back_in_the_raw_hierarchy(
-    tmp_path: Path, big_csv: Path, full_run_seconds: float
+    tmp_path: Path, big_csv: Path
 ) -> None:
     rng = np.random.default_rng(6)
     src = write_csv(tmp_path / "base.csv", rng.normal(size=(1000, 4)), names=["a", "b", "c", "d"])
@@ -177,11 +193,10 @@ def test_killed_zarr_append_is_rolled_back_in_the_raw_hierarchy(
     before = snapshot(store)
     raw_before = raw_zarr_array(store, "signal")[:]
     journal_manifest = store / journal.JOURNAL / journal.MANIFEST
-    assert not _kill_after(
+    _kill_when(
         ["ingest", "--append", store.name, str(big_csv), "--rate", "10"],
         tmp_path,
-        0.3,
-        once=journal_manifest.exists,
+        _append_state(store, "writing"),
     )
     assert journal_manifest.exists()  # the append was under way
     chunkfit.open_store(store).close()

@@ -1,8 +1,9 @@
-"""One process owns a run folder, and one process writes a predict output: real subprocesses, real locks.
+"""One process owns a run folder, and one process writes a predict output: real subprocesses, real
+locks.
 
-The first trainer is held inside its first checkpoint write by the ``CHUNKFIT_TEST_CHECKPOINT_PAUSE``
-hook (chunkfit/train/checkpoint.py), so the second one meets it alive at a known moment, whatever the
-machine's load; no assertion is about time.
+The first trainer is held inside its first checkpoint write by the
+``CHUNKFIT_TEST_CHECKPOINT_PAUSE`` hook (chunkfit/train/checkpoint.py), so the second one meets it
+alive at a known moment, whatever the machine's load; no assertion is about time.
 """
 
 from __future__ import annotations
@@ -75,9 +76,9 @@ def train_to_the_end(store: Path, base: Path) -> tuple[subprocess.CompletedProce
 def launched(
     store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Future[Any]]]:
-    """The module's trainers that need no other process beside them, started with the module one after
-    another in a thread: they train on one core while the tests below hold, kill and restart their own
-    trainers on the other (as many of those processes as of these, about 20 s of CPU each)."""
+    """The module's trainers that need no other process beside them, started with the module one
+    after another in a thread: they train on one core while the tests below hold, kill and restart
+    their own trainers on the other (as many of those processes as of these)."""
     jobs: dict[str, Callable[[Path], Any]] = {
         **{f"stale-{pid}": partial(train_over_a_stale_lock_file, store, pid) for pid in STALE_PIDS},
         "finished": partial(train_to_the_end, store),  # the predict tests at the end of the module
@@ -220,7 +221,7 @@ def test_taking_and_releasing_a_lock_file_made_by_someone_else_leaves_it_as_it_w
     assert (tmp_path / "x.lock").read_text() == "12345\n"
 
 
-# -- predict ----------------------------------------------------------------------------------------
+# -- predict -------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
-"""chunkfit's own client for object storage (``chunkfit.store.s3client``, obstore) against the real S3
-server on loopback: ingest, append and info import neither s3fs nor botocore; credentials from
-a profile; a bucket's region found when none is configured; conditional deletes."""
+"""chunkfit's own client for object storage (``chunkfit.store.s3client``, obstore) against the real
+S3 server on loopback: ingest, append and info import neither s3fs nor botocore; credentials from a
+profile; a bucket's region found when none is configured; conditional deletes."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def test_ingest_append_and_info_on_s3_import_neither_s3fs_nor_botocore(
         f"main(['ingest', {url!r}, {str(csv)!r}, '--rate', '10'])\n"
         f"main(['ingest', {url!r}, {str(csv)!r}, '--rate', '10', '--append'])\n"
         f"main(['info', {url!r}])\n"
-        "print(sorted(m for m in ('s3fs', 'botocore', 'aiobotocore', 'aiohttp', 'obstore') if m in sys.modules))\n"
+        "modules = ('s3fs', 'botocore', 'aiobotocore', 'aiohttp', 'obstore')\n"
+        "print(sorted(m for m in modules if m in sys.modules))\n"
     )
     result = _python(code, cli_env())
     assert result.returncode == 0, result.stderr
@@ -118,8 +119,8 @@ def test_no_credentials_anywhere_is_one_line_for_an_ingest(bucket: str, tmp_path
         check=False,
     )
     assert error_line(result) == (
-        f"chunkfit: error: {url}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID and "
-        "AWS_SECRET_ACCESS_KEY, or pass --anon for a public bucket (no store was created)"
+        f"chunkfit: error: {url}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID "
+        "and AWS_SECRET_ACCESS_KEY, or pass --anon for a public bucket (no store was created)"
     )
     assert s3fs_client().find(f"{bucket}/n.zarr") == []
 

@@ -14,7 +14,7 @@ from s3support import s3fs_client
 from support import cli_command, cli_env, error_line, make_store, run_cli, write_csv
 
 import chunkfit
-from chunkfit.store.writer import COMMIT_PAUSE_HOOK
+from chunkfit.store.transaction import COMMIT_PAUSE_HOOK
 
 ROWS = 200_000
 
@@ -61,8 +61,8 @@ def test_killed_new_s3_ingest_leaves_no_store_and_repair_removes_its_objects(
     )
     assert len(_chunks(bucket, "k.zarr")) == -(-ROWS // 256)  # all written, none committed
     assert error_line(run_cli("info", url)) == (
-        f"chunkfit: error: {url}: store not found: it holds objects of an unfinished ingest, but no committed "
-        f"store; remove them with `chunkfit ingest --repair {url}`"
+        f"chunkfit: error: {url}: store not found: it holds objects of an unfinished ingest, but "
+        f"no committed store; remove them with `chunkfit ingest --repair {url}`"
     )
     result = run_cli("ingest", "--repair", url)
     assert result.returncode == 0, result.stderr

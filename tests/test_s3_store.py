@@ -1,6 +1,6 @@
-"""Stores on object storage (``s3://``) against a real S3-protocol server on loopback (moto): a store
-written there reads back as the same store written locally, through chunkfit, zarr and xarray; an
-append commits whole or not at all; one writer at a time."""
+"""Stores on object storage (``s3://``) against a real S3-protocol server on loopback (moto): a
+store written there reads back as the same store written locally, through chunkfit, zarr and
+xarray; an append commits whole or not at all; one writer at a time."""
 
 from __future__ import annotations
 
@@ -29,8 +29,10 @@ from support import (
 
 import chunkfit
 from chunkfit.errors import StoreBusyError, StoreFormatError, StoreNotFoundError, UsageError
-from chunkfit.store import writer as store_writer
-from chunkfit.store.remote import Lease, Remote
+from chunkfit.store import transaction
+from chunkfit.store.lease import Lease
+from chunkfit.store.leasecommit import LeaseCommit
+from chunkfit.store.remote import Remote
 
 CSV = REPO / "data" / "ecg208.csv"
 
@@ -240,10 +242,10 @@ class _Requests:
 def test_the_blocks_of_a_training_group_on_s3_are_read_at_once_not_one_after_another(
     bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each chunk request waits (up to 10 s) until a request of another block has started: read block
-    after block, the first block's requests would all wait out the 10 s; read at once, none waits."""
+    """Each chunk request waits (up to 10 s) until a request of another block has started: read
+    block after block, the first block's requests would all wait out the 10 s; read at once, none
+    waits."""
     import asyncio
-    import time
 
     import obstore
 
@@ -288,7 +290,7 @@ def test_the_blocks_of_a_training_group_on_s3_are_read_at_once_not_one_after_ano
     np.testing.assert_array_equal(got.labels, np.concatenate([labels[e] for e in ends]))
 
 
-def test_reading_an_s3_store_lists_each_array_once_reads_a_chunk_in_one_request_and_refuses_a_missing_one(
+def test_reading_an_s3_store_lists_arrays_once_reads_a_chunk_in_one_request_refuses_a_missing_one(
     bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sig = _signal()
@@ -362,42 +364,95 @@ def test_opening_and_appending_to_an_s3_store_read_each_document_once(bucket: st
         np.testing.assert_array_equal(s.segments, [[0, 3000], [3000, 3100]])
 
 
-class _Held(_Requests):
-    """``_Requests`` with every request held ``hold`` seconds before it is sent, as a far endpoint
-    would hold it, and each one's span kept: requests sent at once overlap, one sent after another's
-    answer does not, however loaded the machine."""
+class _Rounds(_Requests):
+    """``_Requests`` with every request held until the test releases it, in ``rounds``: lists of
+    (operation, key relative to the store). The requests of a round are held until every one of
+    them is in flight, then released together; a round's requests must come after every answer of
+    the round before. So the requests of a round were sent at once, and each round only once the
+    one before it was answered: round trips one after another, counted without a clock.
 
-    def __init__(self, hold: float) -> None:
+    Whatever does not fit is recorded, not held: ``stray`` (a request of no round, or of a later
+    one, or one sent before the round before it was answered) and ``stuck`` (a round that never
+    had all its requests in flight, because one of them waited for another's answer)."""
+
+    PATIENCE = 120.0  # seconds a request waits for the rest of its round before it is let go
+
+    def __init__(self, prefix: str, rounds: list[list[tuple[str, str]]]) -> None:
         super().__init__()
-        self.hold = hold
-        self.spans: list[tuple[float, float, str]] = []
+        self.prefix = prefix
+        self.rounds = [sorted(r) for r in rounds]
+        self.current = 0  # the round being gathered
+        self.arrived: list[tuple[str, str]] = []
+        self.answered = [0] * len(rounds)
+        self.released = [threading.Event() for _ in rounds]
+        self.stray: list[tuple[int, str, str]] = []  # (round being gathered, operation, key)
+        self.stuck: str | None = None
+        self._lock = threading.Lock()
+
+    def _arrive(self, op: str, key: str) -> int | None:
+        """The round the request belongs to, recorded as arrived; None for a stray one."""
+        request = (op, key.removeprefix(self.prefix + "/"))
+        with self._lock:
+            r = self.current
+            if r >= len(self.rounds) or self.stuck is not None:
+                self.stray.append((r, *request))
+                return None
+            missing = list(self.rounds[r])
+            for got in self.arrived:
+                missing.remove(got)
+            before_answered = r == 0 or self.answered[r - 1] == len(self.rounds[r - 1])
+            if request not in missing or not before_answered:
+                self.stray.append((r, *request))
+                return None
+            self.arrived.append(request)
+            if len(self.arrived) == len(self.rounds[r]):
+                self.arrived, self.current = [], r + 1
+                self.released[r].set()
+            return r
+
+    def _give_up(self, r: int) -> None:
+        with self._lock:
+            if not self.released[r].is_set():
+                self.stuck = f"round {r}: in flight {sorted(self.arrived)}, of {self.rounds[r]}"
+                for event in self.released:
+                    event.set()
+
+    def _answered(self, r: int | None) -> None:
+        if r is not None:
+            with self._lock:
+                self.answered[r] += 1
 
     def __enter__(self) -> Self:
-        import asyncio
-
         import obstore
 
         for op in self.OPERATIONS:
             real = self._real[op] = getattr(obstore, op)
+            name = op.removesuffix("_async")
             if op.endswith("_async"):
 
                 def held(
                     store: object,
                     key: str,
                     *args: object,
-                    _op: str = op,
+                    _op: str = name,
                     _real: Any = real,
                     **kw: object,
                 ) -> object:
-                    self.sent.append((_op.removesuffix("_async"), key))
-
                     async def send() -> object:
-                        start = time.monotonic()
-                        await asyncio.sleep(self.hold)
+                        import asyncio
+
+                        self.sent.append((_op, key))
+                        r = self._arrive(_op, key)
+                        if r is not None:
+                            waited = 0.0
+                            while not self.released[r].is_set() and waited < self.PATIENCE:
+                                await asyncio.sleep(0.01)  # the loop serves the round's others
+                                waited += 0.01
+                            self._give_up(r)
                         try:
                             return await _real(store, key, *args, **kw)
                         finally:
-                            self.spans.append((start, time.monotonic(), key))
+                            self._answered(r)
 
                     return send()
             else:
@@ -406,43 +461,51 @@ class _Held(_Requests):
                     store: object,
                     key: str,
                     *args: object,
-                    _op: str = op,
+                    _op: str = name,
                     _real: Any = real,
                     **kw: object,
                 ) -> object:
                     self.sent.append((_op, key))
-                    start = time.monotonic()
-                    time.sleep(self.hold)
+                    r = self._arrive(_op, key)
+                    if r is not None:
+                        self.released[r].wait(self.PATIENCE)
+                        self._give_up(r)
                     try:
                         return _real(store, key, *args, **kw)
                     finally:
-                        self.spans.append((start, time.monotonic(), key))
+                        self._answered(r)
 
             setattr(obstore, op, held)
         return self
 
-    def one_after_another(self) -> list[str]:
-        """The longest chain of requests each sent after the one before it was answered (its keys)."""
-        spans = sorted(self.spans)
-        chains: list[list[str]] = []
-        for i, (start, _, key) in enumerate(spans):
-            before = [chains[j] for j in range(i) if spans[j][1] <= start]
-            chains.append(max(before, key=len, default=[]) + [key])
-        return max(chains, key=len, default=[])
 
-
-def test_an_append_to_an_s3_store_makes_five_round_trips_one_after_another(bucket: str) -> None:
-    """With each request held 0.2 s, an append (labels, events, segments: four arrays to extend) is
-    five round trips one after another: the lease; the root; every array's document and the committed
-    rows of every array's last, partial chunk, all at once; the new chunks and documents beside the
-    lease's renewal; the root that commits them. It was twelve: the segments and events read again
-    under the lease, the documents, then each array's last chunk as it was written, one by one."""
+def test_an_append_to_an_s3_store_makes_five_round_trips_one_after_another(
+    bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append (labels, events, segments: four arrays to extend) is five round trips one after
+    another: the lease; the root; every array's document and the committed rows of every array's
+    last, partial chunk, all at once; the new chunks and documents beside the lease's renewal; the
+    root that commits them. Each array's last chunk is read once (and the signal's, the labels',
+    rewritten whole)."""
+    monkeypatch.setenv("CHUNKFIT_LEASE_SECONDS", "3600")  # no renewal but the commit's own
     url = make_store(
         f"s3://{bucket}/s.zarr", _signal(), **_store_args()
-    )  # 3,000 rows: 64-row chunks, the last partial
+    )  # 3,000 rows: 64-row chunks, the last partial (46); the 100 rows added reach chunk 48
+    arrays = ["events", "labels", "segments", "signal"]
+    tails = ["events/c/0", "labels/c/46", "segments/c/0/0", "signal/c/46/0"]
+    written = [f"signal/c/{i}/0" for i in (46, 47, 48)] + [f"labels/c/{i}" for i in (46, 47, 48)]
+    rounds = [
+        [("put", ".chunkfit-lease")],
+        [("get", "zarr.json")],
+        [("get", f"{a}/zarr.json") for a in arrays] + [("get", k) for k in tails],
+        [("put", k) for k in written + ["segments/c/0/0", "events/c/0"]]
+        + [("put", f"{a}/zarr.json") for a in arrays]
+        + [("put", ".chunkfit-lease")],
+        [("put", "zarr.json")],
+    ]
     more = _signal(100, seed=1)
     with (
-        _Held(0.2) as calls,
+        _Rounds(url.removeprefix(f"s3://{bucket}/"), rounds) as calls,
         chunkfit.StoreWriter(
             url, channels=["c0", "c1"], sample_rate=100.0, has_labels=True, append=True
         ) as w,
@@ -451,12 +514,9 @@ def test_an_append_to_an_s3_store_makes_five_round_trips_one_after_another(bucke
         w.add_segment(3000, 3100)
         w.add_events(np.asarray([3050]))
         w.commit()
-    chain = [k.split("/", 1)[1] for k in calls.one_after_another()]
-    assert len(chain) == 5, chain
-    assert (chain[0], chain[1], chain[-1]) == (".chunkfit-lease", "zarr.json", "zarr.json"), chain
-    # Each array's last chunk is read once (and the signal's, the labels', rewritten whole).
-    tails = sorted(k.split("/", 1)[1] for k in calls.objects() if "/c/" in k)
-    assert tails == ["events/c/0", "labels/c/46", "segments/c/0/0", "signal/c/46/0"], tails
+    assert calls.stuck is None, calls.stuck
+    assert calls.stray == [], calls.stray
+    assert calls.current == len(rounds)
     with chunkfit.open_store(url) as s:
         np.testing.assert_array_equal(s.read(0, 3100), np.concatenate([_signal(), more]))
         np.testing.assert_array_equal(
@@ -469,8 +529,9 @@ def test_an_append_to_an_s3_store_makes_five_round_trips_one_after_another(bucke
 def test_an_append_to_an_s3_store_extends_its_last_segment_as_a_live_stream_commit_does(
     bucket: str,
 ) -> None:
-    """A live stream's later commits extend the store's last segment: its last row is rewritten in the
-    object of its chunk, from the rows read with the documents; the rows before it keep their values."""
+    """A live stream's later commits extend the store's last segment: its last row is rewritten in
+    the object of its chunk, from the rows read with the documents; the rows before it keep their
+    values."""
     url = make_store(f"s3://{bucket}/s.zarr", _signal(), segments=[(0, 1200), (1500, 3000)])
     _append(url, 100, extend=(1500, 3100))
     assert _seen(url) == (3100, [[0, 1200], [1500, 3100]])
@@ -488,8 +549,8 @@ def _append(
     add: tuple[int, int] | None = None,
     extend: tuple[int, int] | None = None,
 ) -> None:
-    """Append ``rows`` samples as a new segment ``add``, or as the store's last segment, which starts at
-    ``extend[0]``, now ending at ``extend[1]`` (a live stream's later commit)."""
+    """Append ``rows`` samples as a new segment ``add``, or as the store's last segment, which
+    starts at ``extend[0]``, now ending at ``extend[1]`` (a live stream's later commit)."""
     with chunkfit.StoreWriter(
         url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
     ) as w:
@@ -524,15 +585,13 @@ def test_extending_a_last_segment_that_ends_a_full_chunk_of_segments_rewrites_th
 def test_a_reader_during_a_commit_that_extends_the_last_segment_sees_the_segment_as_committed(
     bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """That commit rewrites the segment's row in its chunk object before the root commits the new end.
-    A reader opening the store in between (here the commit is held just before its root) sees the
-    store as last committed, the segment's end from the root: it took the new end, past the samples
-    it saw, and refused the store as damaged."""
+    """That commit rewrites the segment's row in its chunk object before the root commits the new
+    end. A reader opening the store in between (here the commit is held just before its root) sees
+    the store as last committed, the segment's end from the root: it took the new end, past the
+    samples it saw, and refused the store as damaged."""
     url = make_store(f"s3://{bucket}/s.zarr", _signal(), segments=[(0, 3000)])
     held, go = threading.Event(), threading.Event()
-    monkeypatch.setattr(
-        store_writer, "_test_pause_before_commit", lambda: (held.set(), go.wait(60))
-    )
+    monkeypatch.setattr(transaction, "pause_before_commit", lambda: (held.set(), go.wait(60)))
     commit = threading.Thread(target=_append, args=(url, 100), kwargs={"extend": (0, 3100)})
     commit.start()
     try:
@@ -555,7 +614,7 @@ def test_an_append_after_a_commit_cut_short_that_extended_the_last_segment_keeps
     def cut_short() -> None:
         raise ConnectionError("the commit is cut short before its root")
 
-    monkeypatch.setattr(store_writer, "_test_pause_before_commit", cut_short)
+    monkeypatch.setattr(transaction, "pause_before_commit", cut_short)
     with pytest.raises(ConnectionError):
         _append(url, 100, extend=(0, 3100))
     monkeypatch.undo()
@@ -565,7 +624,8 @@ def test_an_append_after_a_commit_cut_short_that_extended_the_last_segment_keeps
 
 
 def test_an_open_s3_store_tells_an_append_committed_since(bucket: str) -> None:
-    """``changed`` (what a training checks between epochs) compares with the root read at opening."""
+    """``changed`` (what a training checks between epochs) compares with the root read at
+    opening."""
     url = make_store(f"s3://{bucket}/s.zarr", _signal())
     with chunkfit.open_store(url) as s:
         assert s.changed() is None
@@ -637,7 +697,8 @@ def test_holder_whose_lease_was_taken_over_commits_nothing_and_leaves_the_new_le
         url, channels=["c0", "c1"], sample_rate=100.0, has_labels=False, append=True
     )
     writer.write(_signal(100, seed=1))
-    lease = writer._lease
+    assert isinstance(writer.strategy, LeaseCommit)
+    lease = writer.strategy.lease
     assert lease is not None
     lease._stop.set()  # the writer stalls: its lease goes unrenewed past its expiry
     lease._thread.join()  # type: ignore[union-attr]
@@ -700,8 +761,8 @@ def test_cli_append_while_another_process_appends_is_refused_in_one_line(bucket:
     finally:
         holder.release()
     assert re.fullmatch(
-        rf"chunkfit: error: {url}: another process \(pid {os.getpid()} on .+\) is writing this store; run the "
-        r"command again when it has finished \(its lease expires in \d+ s\)",
+        rf"chunkfit: error: {url}: another process \(pid {os.getpid()} on .+\) is writing this "
+        r"store; run the command again when it has finished \(its lease expires in \d+ s\)",
         line,
     ), line
 
@@ -749,6 +810,6 @@ def test_no_credentials_without_anon_is_one_line(bucket: str) -> None:
         check=False,
     )
     assert error_line(result) == (
-        f"chunkfit: error: {url}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID and "
-        "AWS_SECRET_ACCESS_KEY, or pass --anon for a public bucket (nothing was read)"
+        f"chunkfit: error: {url}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID "
+        "and AWS_SECRET_ACCESS_KEY, or pass --anon for a public bucket (nothing was read)"
     )

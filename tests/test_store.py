@@ -196,7 +196,7 @@ def test_zarr_files_written_without_zarr_are_the_files_zarr_writes(
     new = open_backend(base / "new.zarr", "zarr", writable=True, create=True)
     new.create("signal", (0, 3), "float32", (64, 3), codec)
     new.create("labels", (0,), "int32", (64,), codec)
-    for a, z in zip(bounds, bounds[1:]):
+    for a, z in zip(bounds, bounds[1:], strict=False):
         new.write_rows("signal", a, signal[a:z])
         new.write_rows("labels", a, labels[a:z])
     new.set_attrs(attrs)
@@ -213,7 +213,7 @@ def test_zarr_files_written_without_zarr_are_the_files_zarr_writes(
     new.set_attrs(attrs)
     new.close()
     grown = open_backend(base / "appended.zarr", "zarr", writable=True)
-    for a, z in zip(bounds[1:], bounds[2:]):
+    for a, z in zip(bounds[1:], bounds[2:], strict=False):
         grown.write_rows("signal", a, signal[a:z])
         grown.write_rows("labels", a, labels[a:z])
     grown.close()
@@ -388,7 +388,8 @@ def test_append_of_zeros_into_a_partial_all_zero_chunk_keeps_that_chunk(tmp_path
 def test_zarr_append_after_an_all_zero_last_chunk_rolls_back_to_the_same_files(
     tmp_path: Path,
 ) -> None:
-    """A chunk holding only the fill value may be absent (zarr's default); rollback must not add it."""
+    """A chunk holding only the fill value may be absent (zarr's default); rollback must not add
+    it."""
     path = make_store(
         tmp_path / "zeros.zarr",
         np.zeros((100, 2), dtype=np.float32),
@@ -450,8 +451,8 @@ def test_zarr_store_being_appended_by_a_live_process_is_reported_busy_and_left_a
 def _append_inside_the_load(
     monkeypatch: pytest.MonkeyPatch, append: Callable[[], None]
 ) -> list[str]:
-    """Run ``append`` once, the moment the next store open has read the signal's length and is about to
-    read the segments: the interleaving of a reader with a live stream's commit."""
+    """Run ``append`` once, the moment the next store open has read the signal's length and is about
+    to read the segments: the interleaving of a reader with a live stream's commit."""
     ran: list[str] = []
     read_all = chunkfit.Store._read_all
 

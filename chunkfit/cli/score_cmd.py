@@ -105,7 +105,7 @@ def evaluate(
 ) -> None:
     """Loss, accuracy, precision, recall, F1, ROC-AUC, PR-AUC and event-level figures, streamed block by block."""
     from ..score.evaluate import evaluate as run_evaluate
-    from ..store.remote import is_remote
+    from ..store.urls import is_remote
 
     run_path = Path(run)
     plot_path: str | None = plot or str(

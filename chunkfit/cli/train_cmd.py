@@ -190,7 +190,7 @@ def train(
     from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
     from ..errors import UsageError, WorkerLostError
     from ..project import default_store
-    from ..store.remote import is_remote
+    from ..store.urls import is_remote
     from ..train.budget import parse_bytes
     from ..train.loop import fit
     from ..train.models import check_model_spec, unsafe_model_files

@@ -29,7 +29,7 @@ from ..config import IngestOptions
 from ..errors import UsageError
 from ..store.layout import suffix_backend
 from ..store.reader import Store
-from ..store.remote import is_remote
+from ..store.urls import is_remote
 from ..store.writer import StoreWriter
 
 DEFAULT_COMMIT_EVERY = 1.0

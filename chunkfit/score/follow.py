@@ -67,7 +67,7 @@ REMOTE_IDLE = 30.0
 
 def default_idle(store: str | os.PathLike[str]) -> float:
     """``--idle`` when not given: 10 s, or ``REMOTE_IDLE`` for a store on object storage."""
-    from ..store.remote import is_remote
+    from ..store.urls import is_remote
 
     return REMOTE_IDLE if is_remote(store) else FollowOptions().idle
 
@@ -82,7 +82,8 @@ def _stamp(path: Path | str) -> tuple[int, ...] | None:
     """Inode, size and mtime of the files every commit rewrites, or on object storage a hash of the
     root ``zarr.json`` (the commit point: one GET); None while the store is absent."""
     if isinstance(path, str):
-        from ..store.remote import ROOT, Remote, commit_stamp, guarded
+        from ..store.remote import ROOT, Remote, commit_stamp
+        from ..store.s3errors import guarded
 
         remote = Remote(path)
         return commit_stamp(guarded(path, "the outputs were not written", lambda: remote.get(ROOT)))
@@ -251,7 +252,7 @@ def follow(
     """
     options = options or FollowOptions(idle=default_idle(store))
     check_settings(threshold=threshold, chunk=1, batch_size=batch_size)
-    from ..store.remote import is_remote
+    from ..store.urls import is_remote
 
     remote = [str(p) for p in (out, events_out) if is_remote(p)]
     if remote:

@@ -27,8 +27,9 @@ from ..errors import (
     UsageError,
 )
 from ..store import Store
-from ..store.backends import GuardedFile, settle_zarr
+from ..store.hdf5backend import GuardedFile
 from ..store.layout import suffix_backend
+from ..store.zarrbackend import wait_for_zarr_writes
 from ..train.runfolder import busy_message
 from .detect import Detection
 from .runs import check_output_folder
@@ -193,7 +194,7 @@ class ScoreWriter:
 
     def abort(self) -> None:
         if self.kind == "zarr":
-            settle_zarr()
+            wait_for_zarr_writes()
         with contextlib.suppress(Exception):  # the half-written temporary is deleted anyway
             self._close()
         if self.tmp.exists():

@@ -19,7 +19,10 @@ from .._fs import refuse_url
 from ..errors import BusyError, ChunkfitError, StoreExistsError, UsageError
 from ..store import Store, open_store
 from ..store.layout import suffix_backend
-from ..store.remote import LEASE, ROOT, Lease, Remote, guarded, is_remote, upload_tree
+from ..store.lease import LEASE, Lease
+from ..store.remote import ROOT, Remote, upload_tree
+from ..store.s3errors import guarded
+from ..store.urls import is_remote
 from .detect import RunMerger
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
 from .runs import check_settings, check_store, load_run, locate_run, run_threshold, score_attrs

@@ -22,7 +22,9 @@ from .._fs import refuse_url
 from ..config import WindowSpec
 from ..errors import IncompatibleError, ModelError, RunError, UsageError, WindowError
 from ..store import Store
-from ..store.remote import Remote, fetch_files, guarded, is_remote
+from ..store.remote import Remote, fetch_files
+from ..store.s3errors import guarded
+from ..store.urls import is_remote
 from ..train.blocks import Labeller
 from ..train.models import BUILTINS, check_model_file, factory_objects, load_model_file
 from ..train.runfolder import MODEL_FILE, RUN_FILE

@@ -71,18 +71,19 @@ def begin(root: Path) -> None:
     try:
         _record(root, journal)
     except BaseException:
-        # The store itself is untouched until the manifest exists: dropping the journal undoes it all.
+        # The store is untouched until the manifest exists: dropping the journal undoes it all.
         _remove(root, journal)
         raise
 
 
 def _claim(root: Path, journal: Path) -> None:
-    """Make the journal appear with its owner already named: built under a name of this process's own
-    and renamed into place, so a reader never finds a journal it cannot tell from a dead writer's
-    (which it would roll back) and two appends never share one (the rename fails if it exists)."""
+    """Make the journal appear with its owner already named: built under a name of this process's
+    own and renamed into place, so a reader never finds a journal it cannot tell from a dead
+    writer's (which it would roll back) and two appends never share one (the rename fails if it
+    exists)."""
     for stale in root.glob(f"{JOURNAL}.*{ASIDE}"):
-        pid = stale.name[len(JOURNAL) + 1 : -len(ASIDE)]
-        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+        owner = stale.name[len(JOURNAL) + 1 : -len(ASIDE)]
+        if owner.isdigit() and int(owner) != os.getpid() and not pid_alive(int(owner)):
             shutil.rmtree(stale, ignore_errors=True)
     staged = _aside(root)
     shutil.rmtree(staged, ignore_errors=True)
@@ -135,7 +136,8 @@ def _record(root: Path, journal: Path) -> None:
 
 
 def _copy_tree(src: Path, dst: Path) -> None:
-    """Copy a folder file by file, so a full disk raises the OSError itself (copytree bundles it)."""
+    """Copy a folder file by file, so a full disk raises the OSError itself (copytree bundles
+    it)."""
     dst.mkdir(parents=True, exist_ok=True)
     for item in sorted(src.rglob("*")):
         target = dst / item.relative_to(src)
@@ -154,7 +156,8 @@ def commit(root: Path) -> None:
 
 
 def _remove(root: Path, journal: Path) -> None:
-    """Drop this process's journal: out of sight at once, so a reader never finds it half deleted."""
+    """Drop this process's journal: out of sight at once, so a reader never finds it half
+    deleted."""
     gone = _aside(root)
     shutil.rmtree(gone, ignore_errors=True)
     try:

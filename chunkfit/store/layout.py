@@ -39,7 +39,8 @@ def check_store_path(path: str) -> None:
     lower = str(path).rstrip("/").lower()
     if not lower.endswith((".zarr", ".h5", ".hdf5")):
         raise UsageError(
-            f"{path}: a store path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 file); rename it"
+            f"{path}: a store path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 file); "
+            "rename it"
         )
 
 
@@ -114,7 +115,8 @@ def restore_stats(stats: dict[str, Any]) -> dict[str, dict[str, float]]:
 def validate(
     where: str, attrs: Any, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, str]
 ) -> None:
-    """Refuse a store whose attributes and arrays disagree; ``where`` names the store in messages."""
+    """Refuse a store whose attributes and arrays disagree; ``where`` names the store in
+    messages."""
 
     def bad(what: str) -> StoreFormatError:
         return StoreFormatError(f"{where}: not a valid chunkfit store: {what}")
@@ -167,19 +169,22 @@ def committed_lengths(
         return None
     if not isinstance(committed, dict) or not all(_is_count(committed.get(n)) for n in shapes):
         raise StoreFormatError(
-            f"{where}: not a valid chunkfit store: attribute committed must give every array's length"
+            f"{where}: not a valid chunkfit store: attribute committed must give every array's "
+            "length"
         )
     for name, shape in shapes.items():
         if shape[0] < committed[name]:
             raise StoreFormatError(
-                f"{where}: not a valid chunkfit store: array '{name}' holds {shape[0]} rows, fewer than the "
-                f"{committed[name]} committed; the store is damaged: re-ingest the source"
+                f"{where}: not a valid chunkfit store: array '{name}' holds {shape[0]} rows, "
+                f"fewer than the {committed[name]} committed; the store is damaged: re-ingest the "
+                "source"
             )
     return {n: int(committed[n]) for n in shapes}
 
 
 def committed_last_segment(where: str, attrs: Any) -> tuple[int, int] | None:
-    """The last segment as committed (stores on object storage), or None where the attributes give none.
+    """The last segment as committed (stores on object storage), or None where the attributes give
+    none.
 
     A live stream's commit extends the store's last segment, rewriting that row in its chunk object
     before the root commits it; a reader that opened the store at the previous commit must not take
@@ -232,7 +237,8 @@ def _validate_extras(bad: Any, attrs: dict[str, Any]) -> None:
         )
         if not ok:
             raise bad(
-                f"stats of channel {name!r} must hold a count and numbers mean, std, min, max (found {_short(st)})"
+                f"stats of channel {name!r} must hold a count and numbers mean, std, min, max "
+                f"(found {_short(st)})"
             )
     sources = attrs.get("sources", [])
     if not isinstance(sources, list) or not all(
@@ -278,5 +284,6 @@ def validate_segments(where: str, segments: np.ndarray, n_samples: int) -> None:
 def validate_events(where: str, events: np.ndarray, n_samples: int) -> None:
     if events.size and (events[0] < 0 or events[-1] >= n_samples or (np.diff(events) < 0).any()):
         raise StoreFormatError(
-            f"{where}: not a valid chunkfit store: events must be sorted sample indices in [0, {n_samples})"
+            f"{where}: not a valid chunkfit store: events must be sorted sample indices in "
+            f"[0, {n_samples})"
         )

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import itertools
-import json
 import math
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .._fs import refuse_url
+from .._fs import dir_size, refuse_url
 from ..errors import StoreBusyError, StoreFormatError, StoreNotFoundError, UsageError
 from . import journal
-from .backends import Backend, open_backend
+from .backend import Backend
+from .backends import open_backend
+from .changes import disk_stamp, length_on_disk, moved, wait_for_commit
+from .chunkfiles import ChunkFiles
 from .layout import (
     committed_last_segment,
     committed_lengths,
@@ -24,23 +24,11 @@ from .layout import (
     validate_events,
     validate_segments,
 )
-from .remote import ROOT, Remote, commit_stamp, guarded, is_remote, translate
+from .remote import ROOT, Remote, commit_stamp
+from .s3errors import guarded, translate
+from .urls import is_remote
 
 OPEN_TRIES = 20  # loads of a local zarr store that raced a commit, before giving up
-BUSY_WAIT = 2.0  # seconds an open waits for another process's commit to finish
-
-
-def _dir_size(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.path.getsize(os.path.join(root, f))
-            except OSError:
-                pass
-    return total
 
 
 class Store:
@@ -58,7 +46,6 @@ class Store:
         self.backend_kind = suffix_backend(str(path))
         self.remote: Remote | None = None
         self._root: bytes | None = None
-        self._listed: dict[str, set[str]] = {}
         if is_remote(path):
             self._open_remote(str(path))
             return
@@ -72,27 +59,28 @@ class Store:
                 raise StoreFormatError(f"{self.path}: a zarr store is a directory, this is a file")
         elif self.path.is_dir():
             raise StoreFormatError(f"{self.path}: an HDF5 store is a file, this is a directory")
+        self._chunk_files = ChunkFiles(self.path, None)
         self._open_local()
 
     def _open_local(self) -> None:
-        """Load the store as last committed. A zarr append commits by rewriting several files, so a load
-        that overlapped a commit (or an append that began meanwhile) is read again, never reported as
-        damage: what is read must match the commit marks taken before the read."""
+        """Load the store as last committed. A zarr append commits by rewriting several files, so a
+        load that overlapped a commit (or an append that began meanwhile) is read again, never
+        reported as damage: what is read must match the commit marks taken before the read."""
         for _ in range(OPEN_TRIES):
-            mark = self._settle_journal() if self.backend_kind == "zarr" else None
+            mark = wait_for_commit(self.path) if self.backend_kind == "zarr" else None
             self._stamp = self._disk_stamp()
             self._backend: Backend = open_backend(self.path, self.backend_kind)
             try:
                 self._load()
             except StoreFormatError:
                 self._backend.close()
-                if mark is not None and self._moved(mark):
+                if mark is not None and moved(self.path, mark):
                     continue
                 raise
             except BaseException:
                 self._backend.close()
                 raise
-            if mark is None or not self._moved(mark):
+            if mark is None or not moved(self.path, mark):
                 return
             self._backend.close()
         raise StoreBusyError(
@@ -100,52 +88,23 @@ class Store:
             "a process is appending to it: run the command again"
         )
 
-    def _settle_journal(self) -> tuple[bytes | None, ...]:
-        """Wait out a commit under way (a few seconds at most), roll back an append whose writer died,
-        and return the commit marks: the root and signal ``zarr.json`` as they are now."""
-        deadline = time.monotonic() + BUSY_WAIT
-        while journal.pending(self.path):
-            pid = journal.writer(self.path)
-            if pid is None:
-                if not os.access(self.path, os.W_OK):
-                    raise StoreFormatError(
-                        f"{self.path}: an interrupted append must be rolled back, but the store is read-only"
-                    )
-                journal.rollback(self.path)
-            elif pid == os.getpid() or time.monotonic() > deadline:
-                raise journal.busy_error(self.path, pid)
-            else:
-                time.sleep(0.02)
-        return self._marks()
-
-    def _marks(self) -> tuple[bytes | None, ...]:
-        out: list[bytes | None] = []
-        for f in (self.path / "zarr.json", self.path / "signal" / "zarr.json"):
-            try:
-                out.append(f.read_bytes())
-            except OSError:
-                out.append(None)
-        return tuple(out)
-
-    def _moved(self, marks: tuple[bytes | None, ...]) -> bool:
-        """Whether an append began or committed since ``marks`` were taken."""
-        return journal.pending(self.path) or self._marks() != marks
-
     def _open_remote(self, url: str) -> None:
         """Open a zarr store on object storage: only what its root ``zarr.json`` commits is read."""
         remote = self.remote = Remote(url)
         self.path = remote.url
+        self._chunk_files = ChunkFiles(self.path, remote)
         if self.backend_kind != "zarr":
             raise UsageError(
-                f"{url}: HDF5 stores are not supported on object storage; ingest into a .zarr store instead"
+                f"{url}: HDF5 stores are not supported on object storage; ingest into a .zarr "
+                "store instead"
             )
         kept = "nothing was read"
         root = self._root = guarded(url, kept, lambda: remote.get(ROOT))
         if root is None:
             if guarded(url, kept, remote.keys):
                 raise StoreNotFoundError(
-                    f"{url}: store not found: it holds objects of an unfinished ingest, but no committed store; "
-                    f"remove them with `chunkfit ingest --repair {url}`"
+                    f"{url}: store not found: it holds objects of an unfinished ingest, but no "
+                    f"committed store; remove them with `chunkfit ingest --repair {url}`"
                 )
             raise StoreNotFoundError(
                 f"{url}: store not found; create it with `chunkfit ingest {url} SOURCE`"
@@ -196,7 +155,8 @@ class Store:
         self._signal = b.array("signal")
         if self.backend_kind == "zarr" and self.chunk_samples < 1:
             raise StoreFormatError(
-                f"{where}: not a valid chunkfit store: signal chunks of {self.chunk_samples} samples"
+                f"{where}: not a valid chunkfit store: signal chunks of {self.chunk_samples} "
+                "samples"
             )
         self._labels = b.array("labels") if self.has_labels else None
         self._events_arr = b.array("events") if "events" in shapes else None
@@ -244,34 +204,9 @@ class Store:
 
     def _check_chunks(self, name: str, a: int, b: int) -> None:
         """Refuse a range whose zarr chunk files are gone (zarr would return zeros for them)."""
-        if self.backend_kind != "zarr" or b <= a:
-            return
-        arr: Any = self._labels if name == "labels" else self._signal
-        step = int(arr.chunks[0])
-        # Every chunk along the other axes too: a 2-D signal's chunk keys are c/<time>/<channel>.
-        across = [
-            range(-(-int(n) // int(c))) for n, c in zip(arr.shape[1:], arr.chunks[1:], strict=True)
-        ]
-        for i in range(a // step, (b - 1) // step + 1):
-            for rest in itertools.product(*across):
-                key = arr.metadata.encode_chunk_key((i, *rest))
-                if not self._chunk_exists(name, key):
-                    raise StoreFormatError(
-                        f"{self.path}: chunk {name}/{key} (samples [{i * step}, "
-                        f"{min((i + 1) * step, self.n_samples)})) is missing; the store is damaged: re-ingest the source"
-                    )
-
-    def _chunk_exists(self, name: str, key: str) -> bool:
-        if self.remote is None:
-            return (self.path / name / key).is_file()
-        full = f"{name}/{key}"
-        listed = self._listed.get(name)
-        if listed is None or full not in listed:  # listed once, again only for a chunk not seen yet
-            remote = self.remote
-            listed = self._listed[name] = set(
-                guarded(remote.url, "the store is unchanged", lambda: remote.keys(name))
-            )
-        return full in listed
+        if self.backend_kind == "zarr" and b > a:
+            arr: Any = self._labels if name == "labels" else self._signal
+            self._chunk_files.check(arr, name, a, b, self.n_samples)
 
     def check_chunks(self) -> None:
         """Refuse a zarr store with any signal or label chunk file missing (a listing, no reads)."""
@@ -292,35 +227,19 @@ class Store:
             raise self._damaged("labels", a, b, err) from None
 
     def _unreachable(self, err: Exception) -> None:
-        """Raise an object store's failure (endpoint gone, access denied) as itself, not as damage."""
+        """Raise an object store's failure (endpoint gone, access denied) as itself, not as
+        damage."""
         if self.remote is not None:
             out = translate(self.remote.url, err, "the store is unchanged")
             if out is not err:
                 raise out from None
 
     def _damaged(self, name: str, a: int, b: int, err: Exception) -> StoreFormatError:
-        """Name the first chunk of [a, b) that cannot be decoded (read one by one, only on failure)."""
+        """Name the first chunk of [a, b) that cannot be decoded (read one by one, only on
+        failure)."""
         arr: Any = self._labels if name == "labels" else self._signal
-        step = int(arr.chunks[0]) if getattr(arr, "chunks", None) else max(b - a, 1)
-        what = f"{name} samples [{a}, {b})"
-        for i in range(a // step, (b - 1) // step + 1):
-            lo, hi = max(a, i * step), min(b, (i + 1) * step)
-            try:
-                arr[lo:hi]
-            except Exception as first:  # noqa: BLE001 - the same many types as above
-                err = first
-                key = (
-                    arr.metadata.encode_chunk_key((i,) + (0,) * (arr.ndim - 1))
-                    if self.backend_kind == "zarr"
-                    else None
-                )
-                span = f"samples [{i * step}, {min((i + 1) * step, self.n_samples)})"
-                what = f"chunk {name}/{key} ({span})" if key is not None else f"{name} {span}"
-                break
-        detail = " ".join(f"{type(err).__name__}: {err}".split())[:200]
-        return StoreFormatError(
-            f"{self.path}: {what} cannot be read ({detail}); the store is damaged: re-ingest the source"
-        )
+        zarr = self.backend_kind == "zarr"
+        return self._chunk_files.damaged(arr, name, a, b, err, self.n_samples, zarr)
 
     @property
     def events(self) -> np.ndarray:
@@ -351,60 +270,25 @@ class Store:
 
     @property
     def root_document(self) -> bytes | None:
-        """On object storage, the root ``zarr.json`` (the commit) this store was opened at; else None."""
+        """On object storage, the root ``zarr.json`` (the commit) this store was opened at; else
+        None."""
         return self._root
 
     # -- modification -------------------------------------------------------------------------
     def _disk_stamp(self) -> tuple[int, ...]:
-        """Inode, size and mtime of the files an append or a rewrite changes (the signal's metadata);
-        on object storage, a hash of the root ``zarr.json`` (the commit point)."""
-        if self.remote is not None:
-            raw = self._root_document()
-            return commit_stamp(raw) or (-1,)
-        files = (
-            [self.path / "zarr.json", self.path / "signal" / "zarr.json"]
-            if self.backend_kind == "zarr"
-            else [self.path]
-        )
-        out: list[int] = []
-        for f in files:
-            try:
-                st = f.stat()
-                out += [st.st_ino, st.st_size, st.st_mtime_ns]
-            except OSError:
-                out += [-1, -1, -1]
-        return tuple(out)
+        return disk_stamp(self.path, self.backend_kind, self.remote)
 
     def changed(self) -> str | None:
-        """How the store changed on disk since it was opened ("its signal had 4,000 samples and now has
-        4,500"), or None: a few ``stat`` calls, no data read."""
+        """How the store changed on disk since it was opened ("its signal had 4,000 samples and now
+        has 4,500"), or None: a few ``stat`` calls, no data read."""
         if self.remote is None and self.backend_kind == "zarr" and journal.pending(self.path):
             return "an append to it is in progress"
         if self._disk_stamp() == self._stamp:
             return None
-        now = self._length_on_disk()
+        now = length_on_disk(self.path, self.backend_kind, self.remote)
         if now is not None and now != self.n_samples:
             return f"its signal had {self.n_samples:,} samples and now has {now:,}"
         return "its files changed on disk"
-
-    def _length_on_disk(self) -> int | None:
-        try:
-            if self.remote is not None:
-                raw = self._root_document()
-                return int(json.loads(raw or b"")["attributes"]["chunkfit"]["committed"]["signal"])
-            if self.backend_kind == "zarr":
-                return int(json.loads((self.path / "signal" / "zarr.json").read_text())["shape"][0])
-            import h5py
-
-            with h5py.File(self.path, "r") as f:
-                return int(f["signal"].shape[0])
-        except Exception:  # noqa: BLE001 - unreadable now: reported as changed, without a length
-            return None
-
-    def _root_document(self) -> bytes | None:
-        remote = self.remote
-        assert remote is not None
-        return guarded(remote.url, "the store is unchanged", lambda: remote.get(ROOT))
 
     # -- summary ------------------------------------------------------------------------------
     @property
@@ -427,7 +311,7 @@ class Store:
         }
 
     def info(self) -> dict[str, Any]:
-        size = self.remote.size() if self.remote is not None else _dir_size(self.path)
+        size = self.remote.size() if self.remote is not None else dir_size(self.path)
         raw = self.n_samples * self.n_channels * 4
         rate = self.sample_rate
         out: dict[str, Any] = {

@@ -6,12 +6,19 @@ import os
 from pathlib import Path
 
 from ..errors import StoreNotFoundError
-from .remote import LEASE, ROOT, Lease, Remote, guarded, is_remote
+from .lease import LEASE, Lease
+from .reader import Store
+from .remote import ROOT, Remote
+from .replacecommit import clean_stale_temporaries
+from .s3errors import guarded
+from .urls import is_remote
+from .zarrbackend import ZarrBackend
 
 
 def repair(path: str | os.PathLike[str]) -> str:
-    """Remove an unfinished ingest's objects, or cut an interrupted append back to what was committed;
-    returns what was done, in one line. Refused while another process writes the store."""
+    """Remove an unfinished ingest's objects, or cut an interrupted append back to what was
+    committed; returns what was done, in one line. Refused while another process writes the
+    store."""
     if not is_remote(path):
         return _repair_local(Path(path))
     remote = Remote(str(path))
@@ -19,9 +26,6 @@ def repair(path: str | os.PathLike[str]) -> str:
 
 
 def _repair_remote(remote: Remote) -> str:
-    from .backends import ZarrBackend
-    from .reader import Store
-
     lease = Lease(remote)
     lease.acquire()
     try:
@@ -32,7 +36,10 @@ def _repair_remote(remote: Remote) -> str:
                     f"{remote.url}: no store and no objects there; nothing to repair"
                 )
             remote.delete(left)
-            return f"{remote.url}: removed {len(left)} object(s) of an unfinished ingest; no store was there"
+            return (
+                f"{remote.url}: removed {len(left)} object(s) of an unfinished ingest; no store "
+                "was there"
+            )
         with Store(remote.url) as s:
             committed = dict(s.committed or {})
         b = ZarrBackend(Path("."), writable=True, remote=remote)
@@ -49,9 +56,6 @@ def _repair_remote(remote: Remote) -> str:
 
 
 def _repair_local(path: Path) -> str:
-    from .reader import Store
-    from .writer import clean_stale_temporaries
-
     clean_stale_temporaries(path)  # a killed new ingest's temporary
     with Store(path) as s:  # opening rolls an interrupted append back
         return f"{path}: {s.n_samples:,} samples committed; no unfinished write is left"

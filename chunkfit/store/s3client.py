@@ -2,12 +2,11 @@
 zarr's through zarr's ``ObjectStore`` over the same client (``Remote.zarr_store``).
 
 Why obstore rather than s3fs: an ingest is CPU-bound, and every CPU second the client spends is one
-the parser does not get. Importing s3fs and making its botocore client costs about 0.35 s of CPU (every
-command that opened a store paid it), and each upload goes through Python's HTTP stack (aiohttp,
-botocore's signing, its checksums): 0.65 s of CPU per 190 MB of chunks, against 0.29 s for obstore,
-which signs and sends in Rust threads without the GIL and imports in 10 ms. One client also means one
-configuration (retries, timeouts, credentials) and one kind of failure to word. xarray and dask open
-the same stores through s3fs (``remote.storage_options``).
+the parser does not get. s3fs costs CPU to import and to make its botocore client (every command
+that opened a store paid it), and each upload goes through Python's HTTP stack (aiohttp, botocore's
+signing, its checksums); obstore signs and sends in Rust threads without the GIL and imports at
+once. One client also means one configuration (retries, timeouts, credentials) and one kind of
+failure to word. xarray and dask open the same stores through s3fs (``remote.storage_options``).
 
 Configuration is the standard one, read from the environment: ``AWS_ENDPOINT_URL`` (or
 ``AWS_ENDPOINT_URL_S3``), ``AWS_REGION``/``AWS_DEFAULT_REGION``, and credentials from
@@ -76,11 +75,12 @@ def _make(bucket: str) -> Any:
         from ..errors import RemoteError
 
         raise RemoteError(
-            f"s3://{bucket}: s3:// stores need obstore; install it with `pip install 'chunkfit[s3]'`"
+            f"s3://{bucket}: s3:// stores need obstore; install it with "
+            "`pip install 'chunkfit[s3]'`"
         ) from None
     url = endpoint()
-    config: dict[str, Any] = {}
-    provider = None
+    config: Any = {}  # obstore's S3Config, ClientConfig and RetryConfig are TypedDicts
+    provider: Any = None
     if url:
         config["endpoint"] = url
     if anonymous():
@@ -91,7 +91,7 @@ def _make(bucket: str) -> Any:
     if not region and provider is not None:
         region = provider.region()
     config["region"] = region or bucket_region(bucket, url)
-    retry = {
+    retry: Any = {
         "max_retries": retries(),
         "backoff": {
             "init_backoff": timedelta(milliseconds=100),
@@ -100,7 +100,7 @@ def _make(bucket: str) -> Any:
         },
         "retry_timeout": timedelta(seconds=60),
     }
-    client = {
+    client: Any = {
         "connect_timeout": timedelta(seconds=3),
         "timeout": timedelta(seconds=30),
         "allow_http": bool(url and url.startswith("http://")),
@@ -115,9 +115,9 @@ def _make(bucket: str) -> Any:
 
 
 def bucket_region(bucket: str, url: str | None) -> str:
-    """The region that holds ``bucket``, from the ``x-amz-bucket-region`` header of an unsigned HEAD of
-    it (what S3 answers even to a request it refuses); ``us-east-1`` where none is said. Asked once
-    per client (``bucket_store`` keeps it)."""
+    """The region that holds ``bucket``, from the ``x-amz-bucket-region`` header of an unsigned
+    HEAD of it (what S3 answers even to a request it refuses); ``us-east-1`` where none is said.
+    Asked once per client (``bucket_store`` keeps it)."""
     where = f"{url.rstrip('/')}/{bucket}" if url else f"https://{bucket}.s3.amazonaws.com"
     region = None
     try:
@@ -133,7 +133,8 @@ def bucket_region(bucket: str, url: str | None) -> str:
 
 
 class NoCredentialsError(Exception):
-    """No credentials in the environment nor anywhere botocore looks (``remote.translate`` words it)."""
+    """No credentials in the environment nor anywhere botocore looks (``s3errors.translate``
+    words it)."""
 
 
 class _BotocoreCredentials:
@@ -179,12 +180,14 @@ def kind(err: BaseException) -> str | None:
     ):
         return "denied"
     if type(err).__name__ == "GenericError" and (status is None or status >= 500):
-        return "unreachable"  # no answer (refused, cut short, timed out) or a failing server, after the retries
+        # No answer (refused, cut short, timed out) or a failing server, after the retries.
+        return "unreachable"
     return None
 
 
 def cause(err: BaseException) -> str:
-    """A few words on why a request failed, from obstore's message (its first line's last clause)."""
+    """A few words on why a request failed, from obstore's message (its first line's last
+    clause)."""
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     tail = first.rsplit(" - ", 1)[-1].strip()
     return tail.removeprefix("HTTP error: ")[:80] or type(err).__name__

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import BusyError
-from ..store.remote import LEASE, Lease, Remote, guarded
+from ..store.lease import LEASE, Lease
+from ..store.remote import Remote
+from ..store.s3errors import guarded
 from . import checkpoint
 from .runfolder import (
     _RUN_FILES,

@@ -370,7 +370,7 @@ def open_run_folder(
     path: str | os.PathLike[str], resume: str = "auto", run: dict[str, Any] | None = None
 ) -> RunFolder:
     """A local run folder, or one on object storage (``s3://``, chunkfit.train.remotefolder)."""
-    from ..store.remote import is_remote
+    from ..store.urls import is_remote
 
     if is_remote(path):
         from .remotefolder import RemoteRunFolder
@@ -381,7 +381,7 @@ def open_run_folder(
 
 def open_peer_folder(path: str | os.PathLike[str]) -> PeerFolder:
     """What a worker other than the chief reads of the run folder ``path``, local or ``s3://``."""
-    from ..store.remote import is_remote
+    from ..store.urls import is_remote
 
     if is_remote(path):
         from .remotefolder import RemotePeerFolder
