@@ -16,7 +16,7 @@ from chunkfit.errors import UsageError
 from chunkfit.synth import SynthSpec, synth
 from chunkfit.train.jax.loopchoice import LoopChoice
 from chunkfit.train.jax.steps import MIN_SCAN, scan_sizes
-from chunkfit.train.tensorflow.autotune import MIN_ELEMENTS, TRIALS
+from chunkfit.train.trial import MIN_ELEMENTS, TRIALS
 
 
 def test_the_trial_alternates_dispatch_and_scan_skips_the_scans_compile_and_keeps_the_faster() -> (

@@ -11,11 +11,10 @@ import tensorflow as tf
 
 from chunkfit.train.blocks import BlockData
 from chunkfit.train.models import build_model, compile_model
+from chunkfit.train.steps import element_steps, step_batches
 from chunkfit.train.tensorflow.pipeline import (
-    element_steps,
     eval_dataset,
     host_windows,
-    step_batches,
     to_tensors,
     train_dataset,
     train_element_spec,

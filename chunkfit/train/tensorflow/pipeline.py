@@ -4,23 +4,20 @@ A block crosses into TensorFlow as three float32/int32 tensors (its raw samples,
 offsets and their class indices), never as a (windows x window) array. On a CPU the windows of each
 training element are copied out of the raw samples in the input pipeline, by numpy, while the step
 before trains (``train_dataset``'s ``window``; ``host_windows``): TensorFlow's gather copies a window
-sample by sample, numpy copies it as one row of a strided view of the samples. Measured on 2 cores
-of an Intel Xeon, one thread, 32,768 windows of 104: ``tf.gather`` 30 ms, numpy 5.9 ms; the gather
-inside baseline-cnn's step had been an eighth of it (on one thread, on every core, and in halves),
-and with the windows copied in the pipeline the step ran at 0.95-0.99x of one on a constant batch
-(every core, and halves: 1.03-1.11x the gather in the step). On a GPU the compiled step gathers the
+sample by sample, numpy copies it as one row of a strided view of the samples, several times
+faster, and the step then runs about as fast as on a constant batch. On a GPU the compiled step gathers the
 windows of each batch itself (``chunkfit.train.tensorflow.stepper.Stepper``), from the samples on
 the device. The samples are padded to one length for the whole run (``to_tensors``' ``capacity``),
 so that XLA compiles the step once. Evaluation batches are gathered in the input pipeline too, for
 ``model.evaluate``. A block costs about (chunk + window) x channels x 4 bytes, and the elements in
-flight a few times 16 MB of windows (``ELEMENT_BYTES``).
+flight a few times ``ELEMENT_BYTES`` of windows (chunkfit.train.steps).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -63,31 +60,6 @@ def to_tensors(data: BlockData, capacity: int | None = None) -> BlockTensors:
         offsets=tf.constant(data.offsets),
         labels=tf.constant(data.labels),
     )
-
-
-# Training elements hold up to MAX_STEPS batches and, unless asked for more, batches of at most
-# ELEMENT_BYTES of windows in all (the steps of one element are one call: progress and callbacks
-# hear of them together). On baseline-cnn (2 cores) 256 batches per element trained 4-7% faster
-# than 64: each element costs a compiled call of its own and a pass through Keras's loop.
-MAX_STEPS = 256
-ELEMENT_BYTES = 16 << 20
-
-
-def batch_bytes(batch_size: int, window: int, n_channels: int, n_classes: int = 0) -> int:
-    """Bytes of one batch of gathered float32 windows (and of its one-hot labels)."""
-    return batch_size * (window * n_channels + n_classes) * 4
-
-
-def element_steps(batch_size: int, window: int, n_channels: int) -> int:
-    """Default batches per training element: MAX_STEPS, or fewer when they would exceed ELEMENT_BYTES."""
-    return max(1, min(MAX_STEPS, ELEMENT_BYTES // batch_bytes(batch_size, window, n_channels)))
-
-
-def step_batches(n_windows: int, batch_size: int, steps: int) -> list[int]:
-    """Batches in each element of a training dataset of ``n_windows`` (see ``train_dataset``)."""
-    full, short = divmod(n_windows, batch_size)
-    groups, rest = divmod(full, steps)
-    return [steps] * groups + ([rest] if rest else []) + ([1] if short else [])
 
 
 def train_element_spec(
@@ -171,7 +143,7 @@ def train_dataset(
     batch_size], last)``, whole groups of ``steps`` full batches, then the remaining full batches,
     then the short last batch alone, padded to ``batch_size`` with window 0; ``last`` is how many
     windows the element's last batch really holds. Elements keep the batch size in their shape: a
-    train step traced for unknown batch sizes ran baseline-cnn 10-15% slower. With ``window``, an
+    train step traced for unknown batch sizes runs slower. With ``window``, an
     element holds the windows of its offsets instead, gathered in tf.data's thread (a core the train
     step does not use; see chunkfit.train.tensorflow.engine).
 
@@ -241,13 +213,13 @@ def eval_dataset(
 
 
 def _sliced(
-    parts: list[tuple[tuple[int, ...], int]],
+    parts: Sequence[tuple[tuple[int, ...], int]],
     slices: Callable[[int, int, tuple[int, ...], int], tuple[Any, ...]],
 ) -> tf.data.Dataset:
     """The parts that hold windows, one after the other: each part is (shape of its offsets, windows
     of its elements' last batch), cut from the offsets in order by ``slices(lo, hi, shape, last)``.
     Offsets arrive grouped, a dataset element per batch (or group of batches): slicing single
-    windows and batching them again costs tf.data ~15% of a baseline-cnn training step."""
+    windows and batching them again costs tf.data a sizeable share of a small model's step."""
     import tensorflow as tf
 
     ds, lo = None, 0
@@ -263,8 +235,7 @@ def _sliced(
 
 def _finish(ds: tf.data.Dataset) -> tf.data.Dataset:
     """A fixed prefetch, and nothing left for tf.data's autotuning: with it on, deleting the iterator
-    at the end of a fit call waited 1-4 s for a tf.data thread in about one fit call in ten
-    (measured on 2 cores); with it off, in none of 32."""
+    at the end of a fit call sometimes waited seconds for a tf.data thread; with it off, never."""
     import tensorflow as tf
 
     options = tf.data.Options()

@@ -1,26 +1,25 @@
-"""Compute threads and compile mode, measured on this machine for this model before TensorFlow's runtime starts.
+"""Compute threads and compile mode, measured on this machine for this model before TensorFlow's
+runtime starts.
 
 TensorFlow fixes its thread pools when its runtime starts, so thread counts cannot be tried inside
 one process the way ``--jit auto`` tries XLA (chunkfit.train.tensorflow.autotune). A rule fixed on
-one machine was wrong on the next: one compute thread trained baseline-cnn 20-30% faster than every
-core on one 2-core AMD EPYC, and its XLA step 0.75x as fast on another. So, when
-``--compute-threads`` is not given:
+one machine was wrong on the next (one compute thread beat every core on one machine and lost on
+another). So, when ``--compute-threads`` is not given:
 
 - a measurement cached for this machine, TensorFlow version, model and shapes is used (``by: cache``);
 - else, for a run long enough that measuring costs at most ``BUDGET_SHARE`` of it (at
   ``ASSUMED_RATE``; ``PROBE_SECONDS``), each candidate (``candidates``: every core, one thread, and
   on 2 cores or more each batch as two halves side by side, chunkfit.train.tensorflow.halves, where
-  the model's layers allow it) is measured in a child of its own: a fork of this process made once TensorFlow is imported and before its runtime starts, so a
-  child imports nothing again and starts the runtime with its own threads (a measurement took 1.3-1.4 s
-  for baseline-cnn on 2 cores; in child processes that imported TensorFlow themselves it added
-  6-8 s). The children build the model and compile chunkfit's train step side by side (compiling is
+  the model's layers allow it) is measured in a child of its own: a fork of this process made
+  once TensorFlow is imported and before its runtime starts, so a child imports nothing again
+  (importing TensorFlow costs more than the measurement) and starts the runtime with its own
+  threads. The children build the model and compile chunkfit's train step side by side (compiling is
   not timed), without XLA under ``--jit auto`` (the run's own trial then chooses XLA or not, on the
   threads chosen here) and in the run's mode under ``--jit on|off``, on a block of the run's group
   size, then take turns timing bursts of ``PROBE_BATCHES`` batches (A B A B ...), so that a change
   in the machine's load hits every candidate alike. The median burst of each counts; another thread
-  count than the rule's must beat it by ``MARGIN`` (on one 2-core EPYC child processes measured one
-  thread at 0.9-1.0x every core where whole runs trained at 0.6-0.75x: a close call stays with the
-  rule). The fastest candidate trains the run, and the choice is cached. Linux only: a fork of a
+  count than the rule's must beat it by ``MARGIN`` (children's timings flatter one thread against
+  whole runs: a close call stays with the rule). The fastest candidate trains the run, and the choice is cached. Linux only: a fork of a
   process that imported TensorFlow is not safe on macOS;
 - else, for a run too short to measure, a built-in model trains each batch in halves side by side
   (``short_rule``: the fastest constant-batch step wherever it was measured), another on every core;
@@ -50,6 +49,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..steps import cache_dir
 from .threads import usable_cores
 
 # (compute threads, halves): TensorFlow's default of every core; one compute thread (with one
@@ -63,15 +63,10 @@ TIMING_SECONDS = 0.5  # past it (a slow model's bursts), no more rounds than two
 MARGIN = 1.05  # how much faster than the rule another thread count must be to be chosen
 PROBE_TIMEOUT = 120.0  # seconds for the whole measurement; past it the rule applies
 BUDGET_SHARE = 0.05  # of the run's estimated length
-# What a first measurement adds to a run's wall time on 2 cores, by the compile mode measured (True:
-# XLA). Without XLA, baseline-cnn on a 2-core Intel Xeon: with two candidates 1.3 s by its own clock
-# (ThreadChoice.seconds; the parent waits meanwhile), 1.1-2.1 s on a whole 2-epoch run timed with
-# and without it, paired (medians of two sittings); with the third (halves) 1.8-2.1 s by its own clock.
-# Under XLA 2.6 s by its own clock with two candidates (three: about half as much again, not timed).
+# What a first measurement adds to a run's wall time, by the compile mode measured (True: XLA),
+# as measured for baseline-cnn on a 2-core machine (benchmarks/ holds the method).
 PROBE_SECONDS = {False: 1.9, True: 4.0}
-ASSUMED_RATE = (
-    50_000.0  # training windows/s for estimating a run's length (a fast model on 2 cores)
-)
+ASSUMED_RATE = 50_000.0  # training windows/s for estimating a run's length (a fast model)
 CACHE_FILE = "threads.json"
 RULE = "the rule: every core"
 SHORT_RULE = "the rule for built-in models: each batch in halves side by side"
@@ -145,8 +140,8 @@ class ProbeSpec:
 
 
 def cache_path() -> Path:
-    root = os.environ.get("CHUNKFIT_CACHE_DIR")
-    return (Path(root) if root else Path.home() / ".cache" / "chunkfit") / CACHE_FILE
+    """The file of this machine's thread measurements (chunkfit.train.steps.cache_dir)."""
+    return cache_dir() / CACHE_FILE
 
 
 def probe_key(model: str, window: int, channels: int, classes: int, batch_size: int) -> str | None:
@@ -251,8 +246,7 @@ def choose_threads(
 def short_rule(model: str, why: str) -> ThreadChoice:
     """The choice for a run too short to measure: a built-in model (both split) trains each batch in
     halves side by side on 2 cores or more, anything else on every core. Halves won clearly wherever
-    they were measured (2-core Intel Xeon: baseline-cnn 1.2x one thread and 1.6x every core,
-    dilated-resnet 1.6x every core, constant-batch ceilings); where a measurement is cached or the
+    they were measured (chunkfit.train.tensorflow.halves); where a measurement is cached or the
     run is long enough, the measurement decides instead. A .keras file's layers are not known before
     TensorFlow starts, so it takes every core."""
     from ..models import BUILTINS
