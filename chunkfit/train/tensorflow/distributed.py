@@ -6,7 +6,7 @@ or ``cpu:N`` logical CPU devices for trying it out). Keras 3's ``model.fit`` fai
 MultiWorkerMirroredStrategy (keras-team/keras#20585), so this engine runs its own step under
 ``strategy.run``: Keras layers, losses, optimizer and metrics, not Keras's loop.
 
-Sharding (``shares``): every worker reads every group of blocks and shuffles its windows alike;
+Sharding (chunkfit.train.tensorflow.cluster.shares): every worker reads every group of blocks and shuffles its windows alike;
 the shuffled windows are cut into global batches of ``--batch-size`` windows and replica r trains
 its contiguous slice of each global batch, padded to the same size with zero-weight windows. A
 replica's loss is sum(weight * loss) over its slice divided by the real windows of the whole global
@@ -29,8 +29,11 @@ import numpy as np
 
 from ...errors import RunError, UsageError, WorkerLostError
 from ..blocks import BlockData
-from .engine import Shapes, TensorFlowEngine
-from .pipeline import BlockTensors, element_steps, to_tensors
+from ..singleprocess import C
+from ..steps import Shapes, element_steps
+from .cluster import Cluster, check_devices, share_ranges, shares
+from .engine import TensorFlowEngine
+from .pipeline import BlockTensors, to_tensors
 
 if TYPE_CHECKING:
     import keras
@@ -39,128 +42,6 @@ if TYPE_CHECKING:
     from ..normalize import Normalizer
 
 PROBE_FILE = ".chunkfit-workers"
-DEVICE_CHOICES = "all or cpu:N"
-
-
-@dataclasses.dataclass(frozen=True)
-class Cluster:
-    """The workers of a TF_CONFIG run: their addresses in rank order (the chief first) and this one's rank."""
-
-    addresses: tuple[str, ...]
-    rank: int
-    jobs: tuple[tuple[str, int], ...]  # (job, task index) of each rank, as TensorFlow names them
-
-    @property
-    def chief(self) -> bool:
-        return self.rank == 0
-
-    def name(self, rank: int) -> str:
-        return f"worker {rank} ({self.addresses[rank]})"
-
-    def rank_of(self, job: str, index: int) -> int | None:
-        return next((r for r, j in enumerate(self.jobs) if j == (job, index)), None)
-
-
-def cluster_from_env(environ: dict[str, str] | None = None) -> Cluster | None:
-    """The cluster TF_CONFIG describes; None without TF_CONFIG or with a single task."""
-    text = (os.environ if environ is None else environ).get("TF_CONFIG")
-    if text is None or not text.strip():
-        return None
-    return parse_tf_config(text)
-
-
-def parse_tf_config(text: str) -> Cluster | None:
-    """TF_CONFIG as TensorFlow reads it: ``{"cluster": {"chief": [...], "worker": [...]}, "task":
-    {"type": "worker", "index": 1}}``; the chief (or worker 0 without one) is rank 0."""
-
-    def bad(why: str) -> UsageError:
-        shown = text if len(text) <= 200 else text[:200] + "..."
-        return UsageError(
-            f"TF_CONFIG is not a valid cluster description ({why}; received {shown}); set it to "
-            '{"cluster": {"worker": ["host1:port", "host2:port"]}, "task": {"type": "worker", "index": 0}}'
-        )
-
-    try:
-        config = json.loads(text)
-    except ValueError as err:
-        raise bad(f"not JSON: {err}") from None
-    if (
-        not isinstance(config, dict)
-        or not isinstance(config.get("cluster"), dict)
-        or not isinstance(config.get("task"), dict)
-    ):
-        raise bad("it needs a 'cluster' and a 'task' object")
-    cluster, task = config["cluster"], config["task"]
-    other = sorted(set(cluster) - {"chief", "worker"})
-    if other:
-        raise bad(
-            f"job {other[0]!r}: chunkfit runs synchronous workers only (jobs chief and worker)"
-        )
-    jobs: list[tuple[str, int]] = []
-    addresses: list[str] = []
-    for job in ("chief", "worker"):
-        hosts = cluster.get(job, [])
-        if not isinstance(hosts, list) or not all(
-            isinstance(h, str) and re.fullmatch(r".+:\d+", h) for h in hosts
-        ):
-            raise bad(f"cluster.{job} must be a list of 'host:port' strings")
-        if job == "chief" and len(hosts) > 1:
-            raise bad("there can be one chief")
-        jobs += [(job, i) for i in range(len(hosts))]
-        addresses += hosts
-    if len(set(addresses)) != len(addresses):
-        raise bad("two tasks share an address")
-    kind, index = task.get("type"), task.get("index", 0)
-    if isinstance(index, bool) or not isinstance(index, int):
-        raise bad("task.index must be an integer")
-    if (kind, index) not in jobs:
-        raise bad(f"task {kind}:{index} is not in the cluster")
-    if len(addresses) < 2:
-        return None
-    return Cluster(tuple(addresses), jobs.index((kind, index)), tuple(jobs))
-
-
-def check_devices(devices: str | None) -> int | None:
-    """``--devices``: None (one device), "all" (0 here: every GPU) or "cpu:N" (N logical CPU devices)."""
-    if devices is None or devices == "all":
-        return None if devices is None else 0
-    match = re.fullmatch(r"cpu:(\d+)", devices)
-    if match is None or int(match[1]) < 1:
-        raise UsageError(f"--devices must be {DEVICE_CHOICES} (received {devices!r})")
-    return int(match[1])
-
-
-def shares(n: int, batch: int, replicas: int) -> tuple[np.ndarray, np.ndarray]:
-    """The positions (into a group's shuffled windows) each replica trains, batch by batch.
-
-    Returns ``index`` [batches, replicas, per] and ``real`` (same shape, bool): global batch b holds
-    windows [b*batch, min((b+1)*batch, n)); of its m windows replica r takes [r*m//R, (r+1)*m//R),
-    padded with window 0 (``real`` False) to ``per = ceil(batch / R)``. Example: n=10, batch=4, R=2:
-    batches [0..3], [4..7], [8, 9]; replica 0 takes 0-1, 4-5, 8; replica 1 takes 2-3, 6-7, 9.
-    """
-    per = -(-batch // replicas)
-    batches = -(-n // batch)
-    index = np.zeros((batches, replicas, per), np.int64)
-    real = np.zeros((batches, replicas, per), bool)
-    for b in range(batches):
-        start, m = b * batch, min(batch, n - b * batch)
-        for r in range(replicas):
-            lo, hi = r * m // replicas, (r + 1) * m // replicas
-            index[b, r, : hi - lo] = np.arange(start + lo, start + hi)
-            real[b, r, : hi - lo] = True
-    return index, real
-
-
-def share_ranges(n: int, batch: int, replicas: int, replica: int) -> dict[str, list[int]]:
-    """Replica ``replica``'s slice of a full global batch and of the short last one, for run.json."""
-    full, short = divmod(n, batch)
-    out = {"full_batches": [full, replica * batch // replicas, (replica + 1) * batch // replicas]}
-    if short:
-        out["last_batch"] = [
-            full * batch + replica * short // replicas,
-            full * batch + (replica + 1) * short // replicas,
-        ]
-    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,12 +55,6 @@ class ShardedTensors(BlockTensors):
     counts: Any = None  # real windows of each global batch [batches]
 
 
-class _NoJit:
-    """The engine's compile choice: the distributed step runs without XLA."""
-
-    choice = None
-
-
 class DistributedEngine(TensorFlowEngine):
     """Keras on TensorFlow under a tf.distribute strategy; trains with its own step (module docstring)."""
 
@@ -189,7 +64,7 @@ class DistributedEngine(TensorFlowEngine):
         super().__init__(*args, **kwargs)
         self.strategy, self.cluster = strategy, cluster
         self.replicas = int(strategy.num_replicas_in_sync)
-        self.stepper = _NoJit()  # type: ignore[assignment]
+        self._loss = _elementwise_loss(self.model)
         self._train_fn: Any = None
         self._eval_fn: Any = None
         self._exchange_fn: Any = None
@@ -276,13 +151,12 @@ class DistributedEngine(TensorFlowEngine):
             strategy=strategy,
             cluster=cluster,
         )
-        engine._loss = _elementwise_loss(built)
         return engine
 
     # -- what the loop asks of an engine ------------------------------------------------------------
     @property
-    def fitting(self) -> keras.Model:
-        return self.model
+    def fit_wrapper(self) -> keras.Model | None:
+        return None  # the engine's own step, no model's fit
 
     def scope(self) -> contextlib.AbstractContextManager[Any]:
         return self.strategy.scope()  # type: ignore[no-any-return]
@@ -290,13 +164,16 @@ class DistributedEngine(TensorFlowEngine):
     def choose_compile(self, run_batches: int) -> None:
         pass
 
+    def compile_line(self) -> str | None:
+        return None  # one way only: no choice to report
+
     def compile_info(self) -> dict[str, Any]:
         return {
             "jit": False,
             "reason": "tf.distribute step (chunkfit.train.tensorflow.distributed), without XLA",
         }
 
-    def about(self) -> dict[str, Any] | None:
+    def distribution_info(self) -> dict[str, Any] | None:
         """The run's distribution, for run.json."""
         c = self.cluster
         return {
@@ -399,6 +276,31 @@ class DistributedEngine(TensorFlowEngine):
         mine[rank, : len(values)] = values
         with self.lost_worker():
             return np.asarray(self._exchange_fn(tf.constant(mine)))
+
+    def rendezvous(
+        self,
+        identity: dict[str, Any],
+        where: str | None,
+        latest: Callable[[], C | None],
+        *,
+        write: Callable[[str, str], None] | None = None,
+        read: Callable[[str], str | None] | None = None,
+        remove: Callable[[str], None] | None = None,
+    ) -> C | None:
+        """The workers check each other (``meet``); returns the checkpoint this worker resumes
+        from, ``latest()``: the chief's, read by every other worker after the chief settled it and
+        before it can write another, refused unless every worker found the same one."""
+        self.meet(identity, where, write=write, read=read, remove=remove)
+        resumed = latest()
+        c = self.cluster
+        if c is not None:
+            sequence = self.exchange([resumed.sequence if resumed is not None else -1])
+            if int(sequence[c.rank][0]) != int(sequence[0][0]):
+                raise RunError(
+                    f"{where}: this worker found another checkpoint in the run folder than the "
+                    "chief; give every worker the same --out on storage they all reach"
+                )
+        return resumed
 
     def meet(
         self,
