@@ -1,7 +1,7 @@
 """``JaxEngine``: Keras on the JAX backend, driven one group of blocks at a time by the training loop.
 
-The same interface as ``chunkfit.train.tensorflow.engine.TensorFlowEngine``: the loop owns
-epochs, block order, callbacks and checkpoints. Here a group's samples (and its shuffled window
+The interface chunkfit.train.engines.Engine describes: the loop owns epochs, block order,
+callbacks and checkpoints. Here a group's samples (and its shuffled window
 offsets and classes) become JAX arrays in the loader thread, and ``train`` runs the group's
 elements (``steps.Steps``: the windows gathered inside each compiled step; an element's batches one
 call each, or looped inside one call, ``--jax-loop``, chosen per machine by
@@ -22,20 +22,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...config import FitOptions
-from ...errors import UsageError
 from ..blocks import BlockData
 from ..keras_state import build as build_state
 from ..models import build_model, check_model, compile_model
 from ..normalize import Normalizer
-from ..oneprocess import OneProcess
-from ..tensorflow.pipeline import element_steps, step_batches
+from ..singleprocess import SingleProcessEngine
+from ..steps import Shapes, bucket, cache_dir, element_steps, step_batches
 from .loopchoice import LoopChoice
+from .options import check_options
 from .steps import Steps, put_state, python_logs, scan_sizes, test_state, train_state
 
 if TYPE_CHECKING:
     import keras
-
-    from ..tensorflow.engine import Shapes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,38 +48,23 @@ class JaxBlock:
     on_device: tuple[Any, Any]  # the same offsets and labels as jax.Arrays, for the scan
 
 
-def check_options(opts: FitOptions) -> None:
-    """Refuse what the JAX engine cannot do, in one line each, before anything trains."""
-    if opts.jit == "off":
-        raise UsageError(
-            "--jit off: the JAX engine compiles every step with XLA; leave out --jit, or train on "
-            "TensorFlow (KERAS_BACKEND=tensorflow)"
-        )
-    if opts.compute_threads is not None:
-        raise UsageError(
-            "--compute-threads is for the TensorFlow engine (XLA on JAX uses every core); leave it "
-            "out, or train on TensorFlow (KERAS_BACKEND=tensorflow)"
-        )
-
-
 def compilation_cache() -> None:
     """Keep XLA's compiled steps on disk for the next run of the same model and shapes (JAX's
     persistent compilation cache, beside chunkfit's thread cache), unless the user chose a cache:
-    on 2 cores compiling a model's steps and scorer took seconds of every short run."""
+    compiling a model's steps and scorer costs every short run seconds otherwise."""
     import jax
 
-    if jax.config.jax_compilation_cache_dir or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    chosen = getattr(jax.config, "jax_compilation_cache_dir", None)
+    if chosen or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return
-    from ..tensorflow.threadtune import cache_path
-
-    jax.config.update("jax_compilation_cache_dir", str(cache_path().parent / "jax"))
+    jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
 
 
 def seed_keras(seed: int) -> None:
     """``keras.utils.set_random_seed`` less its TensorFlow seed: Python's, numpy's and Keras's seeds.
-    Keras seeds TensorFlow too whenever it can import it, and importing it took 5 s of a JAX run
-    that never uses it (2 cores)."""
+    Keras seeds TensorFlow too whenever it can import it, and importing TensorFlow costs a JAX run
+    that never uses it seconds."""
     import random
 
     import keras
@@ -99,7 +82,7 @@ def seed_keras(seed: int) -> None:
     np.random.seed(seed)
 
 
-class JaxEngine(OneProcess):
+class JaxEngine(SingleProcessEngine):
     """Keras on JAX: see the module docstring. Build with ``start``."""
 
     name = "jax"
@@ -165,7 +148,7 @@ class JaxEngine(OneProcess):
         return cls(built, opts, shapes, steps, normalizer, class_weights)
 
     @property
-    def fitting(self) -> keras.Model | None:
+    def fit_wrapper(self) -> keras.Model | None:
         """No wrapper model: ``train`` checks the model's own ``stop_training`` after each element."""
         return None
 
@@ -174,7 +157,7 @@ class JaxEngine(OneProcess):
         s, b = self.shapes, self.opts.batch_size
         return 2 * self.steps * b * 8 + b * s.window * s.channels * 4
 
-    def sized(self, group_samples: int) -> None:
+    def pad_groups_to(self, group_samples: int) -> None:
         """Every training group's samples are padded to this many rows: the element compiles once."""
         self.group_samples = group_samples
 
@@ -183,7 +166,7 @@ class JaxEngine(OneProcess):
         import jax
 
         samples = data.samples
-        capacity = self.group_samples if training else _bucket(samples.shape[0])
+        capacity = self.group_samples if training else bucket(samples.shape[0])
         if capacity is not None and capacity > samples.shape[0]:
             padded = np.zeros((capacity, *samples.shape[1:]), dtype=np.float32)
             padded[: samples.shape[0]] = samples
@@ -349,12 +332,3 @@ def _finished(state: Any, t0: float) -> float:
 
     jax.block_until_ready(state)
     return time.perf_counter() - t0
-
-
-def _bucket(n: int) -> int:
-    """``n`` rounded up to one of 8 sizes per power of two: validation groups of other lengths
-    then share a few compiled shapes, at most 1/8 padding."""
-    if n <= 8:
-        return max(n, 1)
-    step = 1 << max(n.bit_length() - 4, 0)
-    return -(-n // step) * step

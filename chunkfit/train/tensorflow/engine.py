@@ -1,8 +1,5 @@
-"""``TensorFlowEngine``: Keras on TensorFlow, driven one group of blocks at a time by the training loop.
-
-The loop owns epochs, block order, callbacks and checkpoints; an engine owns the model's runtime:
-starting it (threads, seeds, determinism), building and compiling the model, turning a block's
-samples into the runtime's tensors (in the loader thread), and training or evaluating one group.
+"""``TensorFlowEngine``: Keras on TensorFlow, driven one group of blocks at a time by the training
+loop, as chunkfit.train.engines.Engine describes.
 """
 
 from __future__ import annotations
@@ -15,17 +12,9 @@ from ...config import FitOptions
 from ..blocks import BlockData
 from ..models import build_model, check_model, compile_model
 from ..normalize import Normalizer
-from ..oneprocess import OneProcess
-from .pipeline import (
-    BlockTensors,
-    batch_bytes,
-    element_steps,
-    eval_dataset,
-    step_batches,
-    to_tensors,
-    train_dataset,
-    train_element_spec,
-)
+from ..singleprocess import SingleProcessEngine
+from ..steps import Shapes, batch_bytes, element_steps, step_batches
+from .pipeline import BlockTensors, eval_dataset, to_tensors, train_dataset, train_element_spec
 from .threads import start_tensorflow
 from .threadtune import RULE, ProbeSpec, ThreadChoice, cache_path, choose_threads, measure
 
@@ -33,16 +22,7 @@ if TYPE_CHECKING:
     import keras
 
 
-@dataclasses.dataclass(frozen=True)
-class Shapes:
-    """What every window of a run looks like: samples, channels, classes."""
-
-    window: int
-    channels: int
-    classes: int
-
-
-class TensorFlowEngine(OneProcess):
+class TensorFlowEngine(SingleProcessEngine):
     """Keras on TensorFlow: see the module docstring. Build with ``start``."""
 
     name = "tensorflow"
@@ -73,7 +53,7 @@ class TensorFlowEngine(OneProcess):
         self.normalizer = normalizer
         self.class_weights = None if class_weights is None else list(class_weights)
         self.group_samples: int | None = (
-            None  # training groups' samples are padded to this (``sized``)
+            None  # training groups' samples are padded to this (``pad_groups_to``)
         )
         self.gathered = (
             gathered  # training windows gathered in the input pipeline (on a CPU; see pipeline)
@@ -189,7 +169,7 @@ class TensorFlowEngine(OneProcess):
         )
 
     @property
-    def fitting(self) -> keras.Model:
+    def fit_wrapper(self) -> keras.Model | None:
         """The model whose ``fit`` trains the blocks (it wraps ``self.model``)."""
         return self.stepper
 
@@ -201,7 +181,7 @@ class TensorFlowEngine(OneProcess):
         windows = (3 * self.steps if self.gathered else 1) * batch_bytes(b, s.window, s.channels)
         return 3 * self.steps * b * 8 + windows
 
-    def sized(self, group_samples: int) -> None:
+    def pad_groups_to(self, group_samples: int) -> None:
         """The most samples a training group holds (chunkfit.train.plan): every group's samples are
         padded to it, so that the compiled step sees one shape all run (XLA compiles once)."""
         self.group_samples = group_samples
