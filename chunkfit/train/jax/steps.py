@@ -12,9 +12,9 @@ compiles one of its own per size (the batch size is in the shapes, as in Keras's
 An element's batches run in one of two ways (``--jax-loop``, chosen by timing both when
 ``auto``: chunkfit.train.jax.loopchoice): ``dispatch``, one compiled call per batch from Python,
 JAX dispatching ahead while the steps run; or ``scan``, the element's batches looped inside one
-compiled call (``lax.scan``), which spares the per-call dispatch. On a 2-core AMD EPYC the scan
-ran baseline-cnn's steps at 0.55-0.6x the rate of the calls one by one (XLA on the CPU runs a
-loop's body slower); where a step is shorter than its dispatch (a GPU) the loop is the faster.
+compiled call (``lax.scan``), which spares the per-call dispatch. On a CPU the scan runs a small
+model's steps slower than the calls one by one (XLA on the CPU runs a loop's body slower); where a
+step is shorter than its dispatch (a GPU) the loop is the faster.
 
 Evaluation is the same with ``test_step``.
 """

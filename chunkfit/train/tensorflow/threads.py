@@ -3,9 +3,8 @@
 TensorFlow fixes these settings when its runtime starts, so they are applied as TensorFlow is
 imported; in a process where TensorFlow already ran an op (a model built before calling
 ``chunkfit.fit``) they stay as they are. Which number trains fastest depends on the machine and
-the model (chunkfit.train.tensorflow.threadtune measures it): one compute thread trained
-baseline-cnn 20-30% faster on one 2-core AMD EPYC while tf.data gathered its windows on the other
-core, and its XLA step 0.75x as fast on another once the gather moved into the step.
+the model (chunkfit.train.tensorflow.threadtune measures it): one compute thread beat every core
+on one machine and lost to it on another.
 """
 
 from __future__ import annotations
