@@ -1,4 +1,5 @@
-"""Inputs in any units: the standardisation a run applies to its windows, and the layer that carries it.
+"""Inputs in any units: the standardisation a run applies to its windows, and the layer that carries
+it.
 
 - ``global`` (the default): per channel, (x - mean) / std, with mean and std of the **training
   split only** (validation ranges are never looked at), streamed from the store in bounded memory;
@@ -57,7 +58,8 @@ class Normalizer:
         return {"mode": self.mode, "mean": list(self.mean), "std": list(self.std)}
 
     def apply(self, x: Any) -> Any:
-        """The standardised windows of a TensorFlow tensor [..., window, channels] (in the graph that gathers them)."""
+        """The standardised windows of a TensorFlow tensor [..., window, channels] (in the graph
+        that gathers them)."""
         import tensorflow as tf
 
         if self.mode == "none":
@@ -96,7 +98,8 @@ class Normalizer:
 
 
 def training_stats(store: Store, ranges: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per-channel mean and std of the samples in ``ranges`` (the training split), in bounded memory."""
+    """Per-channel mean and std of the samples in ``ranges`` (the training split), in bounded
+    memory."""
     channels = [str(c) for c in range(store.n_channels)]
     stats = empty_stats(channels)
     for a, b in np.asarray(ranges, dtype=np.int64).reshape(-1, 2):
@@ -119,7 +122,8 @@ def normalizer_for(mode: str, store: Store, train_ranges: np.ndarray) -> Normali
     ]
     if bad:
         raise WindowError(
-            f"{store.path}: channel(s) {', '.join(bad)} hold no finite value in the training split, so they "
-            "cannot be standardised; re-ingest without NaN (--nan interpolate) or pass --normalize none"
+            f"{store.path}: channel(s) {', '.join(bad)} hold no finite value in the training "
+            "split, so they cannot be standardised; re-ingest without NaN (--nan interpolate) or "
+            "pass --normalize none"
         )
     return Normalizer(mode, mean, std)

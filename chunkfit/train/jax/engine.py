@@ -1,4 +1,5 @@
-"""``JaxEngine``: Keras on the JAX backend, driven one group of blocks at a time by the training loop.
+"""``JaxEngine``: Keras on the JAX backend, driven one group of blocks at a time by the training
+loop.
 
 The interface chunkfit.train.engines.Engine describes: the loop owns epochs, block order,
 callbacks and checkpoints. Here a group's samples (and its shuffled window
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class JaxBlock:
-    """A group of blocks as the JAX engine trains it: samples on the device, offsets and classes in numpy."""
+    """A group of blocks as the JAX engine trains it: samples on the device, offsets and classes in
+    numpy."""
 
     n_windows: int
     n_blocks: int
@@ -62,9 +64,9 @@ def compilation_cache() -> None:
 
 
 def seed_keras(seed: int) -> None:
-    """``keras.utils.set_random_seed`` less its TensorFlow seed: Python's, numpy's and Keras's seeds.
-    Keras seeds TensorFlow too whenever it can import it, and importing TensorFlow costs a JAX run
-    that never uses it seconds."""
+    """``keras.utils.set_random_seed`` less its TensorFlow seed: Python's, numpy's and Keras's
+    seeds. Keras seeds TensorFlow too whenever it can import it, and importing TensorFlow costs a
+    JAX run that never uses it seconds."""
     import random
 
     import keras
@@ -149,16 +151,19 @@ class JaxEngine(SingleProcessEngine):
 
     @property
     def fit_wrapper(self) -> keras.Model | None:
-        """No wrapper model: ``train`` checks the model's own ``stop_training`` after each element."""
+        """No wrapper model: ``train`` checks the model's own ``stop_training`` after each
+        element."""
         return None
 
     def in_flight_bytes(self) -> int:
-        """Memory of what trains beside the blocks: one element's offsets and classes, one batch of windows."""
+        """Memory of what trains beside the blocks: one element's offsets and classes, one batch of
+        windows."""
         s, b = self.shapes, self.opts.batch_size
         return 2 * self.steps * b * 8 + b * s.window * s.channels * 4
 
     def pad_groups_to(self, group_samples: int) -> None:
-        """Every training group's samples are padded to this many rows: the element compiles once."""
+        """Every training group's samples are padded to this many rows: the element compiles
+        once."""
         self.group_samples = group_samples
 
     def tensors(self, data: BlockData, training: bool) -> JaxBlock:
@@ -182,8 +187,9 @@ class JaxEngine(SingleProcessEngine):
         )
 
     def choose_compile(self, run_batches: int) -> None:
-        """Set how an element's batches run (``--jax-loop``; for ``auto``, by timing both in the first
-        full elements, chunkfit.train.jax.loopchoice). ``run_batches``: the run's training batches."""
+        """Set how an element's batches run (``--jax-loop``; for ``auto``, by timing both in the
+        first full elements, chunkfit.train.jax.loopchoice). ``run_batches``: the run's training
+        batches."""
         import jax
 
         self.loop = LoopChoice(
@@ -211,13 +217,15 @@ class JaxEngine(SingleProcessEngine):
         if self.loop is None or not self.loop.decided:
             return None
         return (
-            f"JAX engine: each step under XLA with its windows gathered inside, {self.steps} steps per "
-            f"callback call, {self.loop.describe(self.opts.batch_size)}; {self.describe_threads()}; "
+            "JAX engine: each step under XLA with its windows gathered inside, "
+            f"{self.steps} steps per callback call, {self.loop.describe(self.opts.batch_size)}; "
+            f"{self.describe_threads()}; "
             "--jax-loop dispatch|scan to choose"
         )
 
     def prepare(self) -> None:
-        """Create the optimizer slots and metric totals before the first step (a resumed run puts its own back)."""
+        """Create the optimizer slots and metric totals before the first step (a resumed run puts
+        its own back)."""
         if not self._ready:
             build_state(self.model, self.shapes.window, self.shapes.channels, self.shapes.classes)
             if not self.model.optimizer.built:
@@ -228,8 +236,8 @@ class JaxEngine(SingleProcessEngine):
         return step_batches(n_windows, self.opts.batch_size, self.steps)
 
     def train(self, tensors: JaxBlock, callbacks: keras.callbacks.CallbackList) -> None:
-        """One group: its elements in order (dispatched or looped, ``--jax-loop``), callbacks around each as
-        ``fit`` has them around each compiled call."""
+        """One group: its elements in order (dispatched or looped, ``--jax-loop``), callbacks around
+        each as ``fit`` has them around each compiled call."""
         self.prepare()
         self.model.reset_metrics()  # as each fit call does; the bridge puts the epoch's totals back
         self.model.stop_training = False
@@ -238,8 +246,8 @@ class JaxEngine(SingleProcessEngine):
         for k, (lo, hi, n) in enumerate(self._elements(tensors.n_windows)):
             callbacks.on_train_batch_begin(k)
             state = train_state(self.model)
-            # Only full elements take part in the trial, each with its first TRIAL_BATCHES batches (the
-            # rest dispatched); the other elements follow the choice once made.
+            # Only full elements take part in the trial, each with its first TRIAL_BATCHES batches
+            # (the rest dispatched); the other elements follow the choice once made.
             if n == self.steps and not loop.decided:
                 state, logs = self._trial(state, tensors, lo, hi, n)
             else:
@@ -252,8 +260,9 @@ class JaxEngine(SingleProcessEngine):
                 return
 
     def _trial(self, state: Any, tensors: JaxBlock, lo: int, hi: int, n: int) -> tuple[Any, Any]:
-        """A full element of the loop trial: its first TRIAL_BATCHES batches in the mode on trial, timed
-        (after one untimed batch the first time, which compiles the step), the rest dispatched."""
+        """A full element of the loop trial: its first TRIAL_BATCHES batches in the mode on trial,
+        timed (after one untimed batch the first time, which compiles the step), the rest
+        dispatched."""
         loop, b = self.loop, self.opts.batch_size
         assert loop is not None
         scan = loop.next_mode()
@@ -270,7 +279,8 @@ class JaxEngine(SingleProcessEngine):
         return state, logs
 
     def evaluate(self, tensors: JaxBlock, callbacks: keras.callbacks.CallbackList) -> None:
-        """One group of validation windows in order; the metrics hold its totals (the bridge carries them on)."""
+        """One group of validation windows in order; the metrics hold its totals (the bridge carries
+        them on)."""
         self.prepare()
         self.model.reset_metrics()
         b, batch, scan = self.opts.batch_size, 0, self.loop is not None and self.loop.jit is True
@@ -287,8 +297,8 @@ class JaxEngine(SingleProcessEngine):
         self, state: Any, tensors: JaxBlock, lo: int, hi: int, n: int, scan: bool, training: bool
     ) -> tuple[Any, Any]:
         """The windows ``lo:hi`` of a group (``n`` full batches, 0: one short batch): looped inside
-        compiled calls with ``scan`` (the rest of a group's last element, under MIN_SCAN batches, one
-        call each), else one call per batch. Returns (state, the last batch's logs)."""
+        compiled calls with ``scan`` (the rest of a group's last element, under MIN_SCAN batches,
+        one call each), else one call per batch. Returns (state, the last batch's logs)."""
         c, b, logs = self.compiled, self.opts.batch_size, None
         if scan and n:
             sizes, _ = scan_sizes(n, self.steps)
@@ -304,7 +314,8 @@ class JaxEngine(SingleProcessEngine):
         return single(state, tensors.samples, *self._batches(offsets, labels, n))
 
     def _elements(self, n_windows: int) -> list[tuple[int, int, int]]:
-        """(first window, end, full batches or 0 for the short last batch) of each element of a group."""
+        """(first window, end, full batches or 0 for the short last batch) of each element of a
+        group."""
         out, lo, b = [], 0, self.opts.batch_size
         for k in step_batches(n_windows, b, self.steps):
             hi = min(lo + k * b, n_windows)
@@ -315,7 +326,8 @@ class JaxEngine(SingleProcessEngine):
     def _batches(
         self, offsets: np.ndarray, labels: np.ndarray, n: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """An element's offsets and classes as [batches, batch] (n full batches; 0: one short batch)."""
+        """An element's offsets and classes as [batches, batch] (n full batches; 0: one short
+        batch)."""
         shape = (n, self.opts.batch_size) if n else (1, offsets.size)
         return offsets.reshape(shape), labels.reshape(shape)
 

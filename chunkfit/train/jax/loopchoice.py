@@ -56,8 +56,8 @@ class LoopChoice(TwoModeTrial):
             self._default(f"a run of {run_elements} training calls of up to {steps} batches")
 
     def timed(self, jit: bool, seconds: float, batches: int) -> None:
-        """As ``TwoModeTrial.timed``; after the first timing, a run estimated too short to pay for the
-        trial (TRIAL_SECONDS over 5% of it) stops it and takes the default."""
+        """As ``TwoModeTrial.timed``; after the first timing, a run estimated too short to pay for
+        the trial (TRIAL_SECONDS over 5% of it) stops it and takes the default."""
         super().timed(jit, seconds, batches)
         first = not self.decided and sum(map(len, self.timings.values())) == 1 and self.at == 1
         if first:
@@ -91,6 +91,7 @@ class LoopChoice(TwoModeTrial):
         rates = self.to_dict(batch_size).get("windows_per_s", {})
         timed = ""
         if rates:
-            timed = f" (dispatch {rates.get('dispatch', 0):,.0f}, scan {rates.get('scan', 0):,.0f} windows/s)"
+            dispatch, scan = rates.get("dispatch", 0), rates.get("scan", 0)
+            timed = f" (dispatch {dispatch:,.0f}, scan {scan:,.0f} windows/s)"
         how = "looped inside one compiled call" if self.jit else "one compiled call each"
         return f"an element's batches {how} (--jax-loop {self.mode}), chosen by {self.by}{timed}"

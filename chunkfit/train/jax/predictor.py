@@ -1,4 +1,5 @@
-"""``Predictor`` on JAX: a model's outputs for windows gathered from a block's raw samples, in batches of one size.
+"""``Predictor`` on JAX: a model's outputs for windows gathered from a block's raw samples, in
+batches of one size.
 
 The same contract as chunkfit.train.tensorflow.predictor: every batch holds exactly
 ``batch_size`` windows (the last one padded with copies of the block's last window), so a
@@ -44,7 +45,8 @@ class Predictor:
         self._block = jax.jit(block)
 
     def __call__(self, samples: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        """float32 [len(offsets), outputs]: the outputs for the windows ``samples[o : o + window]``."""
+        """float32 [len(offsets), outputs]: the outputs for the windows
+        ``samples[o : o + window]``."""
         b, n = self.batch_size, int(offsets.size)
         batches = bucket(-(-n // b))
         padded = np.full(batches * b, offsets[-1], dtype=np.int32)

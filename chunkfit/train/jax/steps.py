@@ -1,4 +1,5 @@
-"""The JAX engine's compiled step: a batch's windows gathered from raw samples, then the model's train step.
+"""The JAX engine's compiled step: a batch's windows gathered from raw samples, then the model's
+train step.
 
 A group of blocks crosses into JAX as its raw samples (float32, padded to one length for the
 run) and its shuffled window offsets and class indices, never as a (windows x window) array.
@@ -50,7 +51,8 @@ def standardise(normalizer: Normalizer, x: Any) -> Any:
 
 
 def gather(samples: Any, offsets: Any, window: int) -> Any:
-    """The windows ``samples[o : o + window]`` of ``offsets``: float32 [len(offsets), window, channels]."""
+    """The windows ``samples[o : o + window]`` of ``offsets``: float32 [len(offsets), window,
+    channels]."""
     import jax.numpy as jnp
 
     return samples[offsets[:, None] + jnp.arange(window, dtype=offsets.dtype)]
@@ -66,7 +68,8 @@ def batch_of(
     normalizer: Normalizer,
     class_weights: tuple[float, ...] | None,
 ) -> tuple[Any, ...]:
-    """One batch as a train step takes it, ``(x, y[, sample_weight])`` (see the module docstring)."""
+    """One batch as a train step takes it, ``(x, y[, sample_weight])`` (see the module
+    docstring)."""
     import jax
     import jax.numpy as jnp
 
@@ -139,8 +142,8 @@ class Steps:
         batch_size: int,
         batches: int,
     ) -> Any:
-        """``batches`` full batches in turn, inside one call: the group's offsets and classes stay on the
-        device whole, and each batch is sliced from them from window ``first`` on."""
+        """``batches`` full batches in turn, inside one call: the group's offsets and classes stay
+        on the device whole, and each batch is sliced from them from window ``first`` on."""
         import jax
 
         def body(state: Any, k: Any) -> tuple[Any, Any]:
@@ -156,7 +159,8 @@ class Steps:
     def train(
         self, state: Any, samples: Any, offsets: np.ndarray, labels: np.ndarray
     ) -> tuple[Any, Any]:
-        """The batches ``offsets[k]``, ``labels[k]`` in turn, one compiled step each: (state, last logs)."""
+        """The batches ``offsets[k]``, ``labels[k]`` in turn, one compiled step each: (state, last
+        logs)."""
         return self._run(self._train, state, samples, offsets, labels)
 
     def test(
@@ -167,8 +171,8 @@ class Steps:
     def train_scan(
         self, state: Any, samples: Any, offsets: Any, labels: Any, first: int, batches: int
     ) -> tuple[Any, Any]:
-        """``batches`` full batches of a group from window ``first``, in one compiled call (compiled once
-        per number of batches): ``offsets`` and ``labels`` are the group's, on the device."""
+        """``batches`` full batches of a group from window ``first``, in one compiled call (compiled
+        once per number of batches): ``offsets`` and ``labels`` are the group's, on the device."""
         return self._train_scan(state, samples, offsets, labels, first, batches=batches)
 
     def test_scan(
@@ -234,7 +238,8 @@ def put_state(model: keras.Model, state: tuple[list[Any], ...]) -> None:
 
 
 def python_logs(logs: dict[str, Any]) -> dict[str, Any]:
-    """Logs as Python floats (what callbacks get), waiting for the element to finish (one transfer)."""
+    """Logs as Python floats (what callbacks get), waiting for the element to finish (one
+    transfer)."""
     import jax
 
     logs = jax.device_get(logs)

@@ -50,7 +50,8 @@ class JitChoice(TwoModeTrial):
         elif run_elements < MIN_ELEMENTS:
             self.jit, self.by = (
                 False,
-                f"autotune: a run of {run_elements} training calls of up to {steps} batches is too short to try XLA",
+                f"autotune: a run of {run_elements} training calls of up to {steps} batches is "
+                "too short to try XLA",
             )
 
     def to_dict(self, batch_size: int) -> dict[str, Any]:
@@ -69,6 +70,7 @@ class JitChoice(TwoModeTrial):
         rates = d.get("windows_per_s", {})
         timed = ""
         if rates:
-            timed = f" (without XLA {rates.get('graph', 0):,.0f}, XLA {rates.get('xla', 0):,.0f} windows/s)"
+            graph, xla = rates.get("graph", 0), rates.get("xla", 0)
+            timed = f" (without XLA {graph:,.0f}, XLA {xla:,.0f} windows/s)"
         used = "under XLA" if self.jit else "without XLA"
         return f"train step {used}, chosen by {self.by}{timed}"

@@ -21,7 +21,8 @@ DEVICE_CHOICES = "all or cpu:N"
 
 @dataclasses.dataclass(frozen=True)
 class Cluster:
-    """The workers of a TF_CONFIG run: their addresses in rank order (the chief first) and this one's rank."""
+    """The workers of a TF_CONFIG run: their addresses in rank order (the chief first) and this
+    one's rank."""
 
     addresses: tuple[str, ...]
     rank: int
@@ -54,7 +55,8 @@ def parse_tf_config(text: str) -> Cluster | None:
         shown = text if len(text) <= 200 else text[:200] + "..."
         return UsageError(
             f"TF_CONFIG is not a valid cluster description ({why}; received {shown}); set it to "
-            '{"cluster": {"worker": ["host1:port", "host2:port"]}, "task": {"type": "worker", "index": 0}}'
+            '{"cluster": {"worker": ["host1:port", "host2:port"]}, '
+            '"task": {"type": "worker", "index": 0}}'
         )
 
     try:
@@ -98,7 +100,8 @@ def parse_tf_config(text: str) -> Cluster | None:
 
 
 def check_devices(devices: str | None) -> int | None:
-    """``--devices``: None (one device), "all" (0 here: every GPU) or "cpu:N" (N logical CPU devices)."""
+    """``--devices``: None (one device), "all" (0 here: every GPU) or "cpu:N" (N logical CPU
+    devices)."""
     if devices is None or devices == "all":
         return None if devices is None else 0
     match = re.fullmatch(r"cpu:(\d+)", devices)
@@ -129,7 +132,8 @@ def shares(n: int, batch: int, replicas: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def share_ranges(n: int, batch: int, replicas: int, replica: int) -> dict[str, list[int]]:
-    """Replica ``replica``'s slice of a full global batch and of the short last one, for run.json."""
+    """Replica ``replica``'s slice of a full global batch and of the short last one, for
+    run.json."""
     full, short = divmod(n, batch)
     out = {"full_batches": [full, replica * batch // replicas, (replica + 1) * batch // replicas]}
     if short:

@@ -1,4 +1,5 @@
-"""Synchronous data-parallel training on tf.distribute: several workers (TF_CONFIG) or several devices.
+"""Synchronous data-parallel training on tf.distribute: several workers (TF_CONFIG) or several
+devices.
 
 ``MultiWorkerMirroredStrategy`` runs one process per machine (TF_CONFIG, as Kubeflow's TFJob,
 Vertex AI and SageMaker set it); ``MirroredStrategy`` the devices of one machine (``--devices all``,
@@ -6,12 +7,13 @@ or ``cpu:N`` logical CPU devices for trying it out). Keras 3's ``model.fit`` fai
 MultiWorkerMirroredStrategy (keras-team/keras#20585), so this engine runs its own step under
 ``strategy.run``: Keras layers, losses, optimizer and metrics, not Keras's loop.
 
-Sharding (chunkfit.train.tensorflow.cluster.shares): every worker reads every group of blocks and shuffles its windows alike;
-the shuffled windows are cut into global batches of ``--batch-size`` windows and replica r trains
-its contiguous slice of each global batch, padded to the same size with zero-weight windows. A
-replica's loss is sum(weight * loss) over its slice divided by the real windows of the whole global
-batch, and the optimizer sums the replicas' gradients: the step is the single-process step on the
-global batch, up to float32 summation order. Metric variables are summed across replicas when read.
+Sharding (chunkfit.train.tensorflow.cluster.shares): every worker reads every group of blocks and
+shuffles its windows alike; the shuffled windows are cut into global batches of ``--batch-size``
+windows and replica r trains its contiguous slice of each global batch, padded to the same size with
+zero-weight windows. A replica's loss is sum(weight * loss) over its slice divided by the real
+windows of the whole global batch, and the optimizer sums the replicas' gradients: the step is the
+single-process step on the global batch, up to float32 summation order. Metric variables are summed
+across replicas when read.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ class ShardedTensors(BlockTensors):
 
 
 class DistributedEngine(TensorFlowEngine):
-    """Keras on TensorFlow under a tf.distribute strategy; trains with its own step (module docstring)."""
+    """Keras on TensorFlow under a tf.distribute strategy; trains with its own step (module
+    docstring)."""
 
     name = "tensorflow-distributed"
 
@@ -96,8 +99,8 @@ class DistributedEngine(TensorFlowEngine):
                     cpu, [tf.config.LogicalDeviceConfiguration()] * logical
                 )
             if cluster is not None:
-                # No collective timeout: a worker waits while the chief writes the run folder; a dead
-                # worker is found by TensorFlow's coordination service heartbeats (about 10 s).
+                # No collective timeout: a worker waits while the chief writes the run folder; a
+                # dead worker is found by TensorFlow's coordination service heartbeats (about 10 s).
                 made.append(tf.distribute.MultiWorkerMirroredStrategy())
 
         try:
@@ -153,7 +156,8 @@ class DistributedEngine(TensorFlowEngine):
         )
         return engine
 
-    # -- what the loop asks of an engine ------------------------------------------------------------
+    # -- what the loop asks of an engine
+    # ------------------------------------------------------------
     @property
     def fit_wrapper(self) -> keras.Model | None:
         return None  # the engine's own step, no model's fit
@@ -191,7 +195,8 @@ class DistributedEngine(TensorFlowEngine):
             self.exchange([0])  # the others leave once the chief has written the run
 
     def epoch_shares(self, groups: list[int]) -> list[list[dict[str, Any]]] | None:
-        """For each replica, its share of each trained group of ``groups`` windows (see ``share_ranges``)."""
+        """For each replica, its share of each trained group of ``groups`` windows (see
+        ``share_ranges``)."""
         b = self.opts.batch_size
         return [
             [
@@ -326,8 +331,8 @@ class DistributedEngine(TensorFlowEngine):
         differ = [r for r in range(len(hashes)) if list(hashes[r]) != list(hashes[0])]
         if differ:
             raise UsageError(
-                f"{c.name(differ[0])} was started with other settings, model or store than the chief, "
-                f"{c.name(0)}; run the same chunkfit train command on every worker"
+                f"{c.name(differ[0])} was started with other settings, model or store than the "
+                f"chief, {c.name(0)}; run the same chunkfit train command on every worker"
             )
         nonce = int.from_bytes(os.urandom(7), "big")
         write = write if c.chief else None
@@ -353,9 +358,9 @@ class DistributedEngine(TensorFlowEngine):
         blind = [r for r in range(len(verdicts)) if not verdicts[r][0]]
         if blind:
             raise RunError(
-                f"{where}: {c.name(blind[0])} cannot read the run folder the chief, {c.name(0)}, writes; "
-                "give every worker the same --out on storage they all reach (a shared file system, or "
-                "the same s3:// URL)"
+                f"{where}: {c.name(blind[0])} cannot read the run folder the chief, {c.name(0)}, "
+                "writes; give every worker the same --out on storage they all reach (a shared file "
+                "system, or the same s3:// URL)"
             )
 
     @contextlib.contextmanager
@@ -389,13 +394,15 @@ class DistributedEngine(TensorFlowEngine):
             "stopped answering" if "heartbeat" in text or "unhealthy" in text else "is unreachable"
         )
         return (
-            f"{who} {reason}, so this worker, {c.name(c.rank)}, stopped training; run the same chunkfit train "
-            "command on every worker to resume from the run's last checkpoint"
+            f"{who} {reason}, so this worker, {c.name(c.rank)}, stopped training; run the same "
+            "chunkfit train command on every worker to resume from the run's last checkpoint"
         )
 
-    # -- the step -----------------------------------------------------------------------------------
+    # -- the step
+    # -----------------------------------------------------------------------------------
     def _compiled(self, replica_fn: Callable[..., Any]) -> Any:
-        """One compiled call per element: ``replica_fn`` under ``strategy.run`` for each of its global batches."""
+        """One compiled call per element: ``replica_fn`` under ``strategy.run`` for each of its
+        global batches."""
         import tensorflow as tf
 
         s = self.shapes
@@ -465,10 +472,10 @@ class DistributedEngine(TensorFlowEngine):
         self._track(tf.reduce_sum(self._loss(y, p) * mask), extra, mask, x, y, p, None)
 
     def _track(self, total: Any, extra: Any, mask: Any, x: Any, y: Any, p: Any, w: Any) -> None:
-        """The loss tracker and compiled metrics, as Keras's step updates them, for this replica's part:
-        summed over replicas, the tracker gets the global batch's loss weighted by its windows. The
-        metrics see the real windows only (the padding comes last): Keras's unweighted metrics
-        ignore sample weights."""
+        """The loss tracker and compiled metrics, as Keras's step updates them, for this replica's
+        part: summed over replicas, the tracker gets the global batch's loss weighted by its
+        windows. The metrics see the real windows only (the padding comes last): Keras's unweighted
+        metrics ignore sample weights."""
         import tensorflow as tf
 
         model = self.model

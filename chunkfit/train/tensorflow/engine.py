@@ -81,11 +81,11 @@ class TensorFlowEngine(SingleProcessEngine):
         group_samples: int = 0,
         say: Callable[[str], None] | None = None,
     ) -> TensorFlowEngine:
-        """Start TensorFlow (threads before its runtime starts: chunkfit.train.tensorflow.threadtune,
-        for a run of ``run_windows`` training windows in groups of up to ``group_samples`` samples),
-        seed it, and build and compile ``model``, which trains on windows standardised by
-        ``normalizer``, weighted by ``class_weights`` (one per class index; None: unweighted).
-        ``say`` is told before threads are measured."""
+        """Start TensorFlow (threads before its runtime starts:
+        chunkfit.train.tensorflow.threadtune, for a run of ``run_windows`` training windows in
+        groups of up to ``group_samples`` samples), seed it, and build and compile ``model``, which
+        trains on windows standardised by ``normalizer``, weighted by ``class_weights`` (one per
+        class index; None: unweighted). ``say`` is told before threads are measured."""
         tuned = choose_threads(
             opts.compute_threads,
             model,
@@ -100,8 +100,9 @@ class TensorFlowEngine(SingleProcessEngine):
         )
         if isinstance(tuned, ProbeSpec) and say is not None:
             say(
-                f"measuring how fast {model} trains on every core, on one thread and in halves of each batch side "
-                f"by side (once for this machine and model: cached in {cache_path()})"
+                f"measuring how fast {model} trains on every core, on one thread and in halves of "
+                "each batch side by side (once for this machine and model: cached in "
+                f"{cache_path()})"
             )
         decided: list[ThreadChoice] = []
         gpus: list[bool] = []
@@ -154,7 +155,8 @@ class TensorFlowEngine(SingleProcessEngine):
             choice = dataclasses.replace(
                 choice, halves=1
             )  # TensorFlow started before, or another model
-        # On a CPU the input pipeline copies the windows (numpy), a GPU's step gathers them on the device
+        # On a CPU the input pipeline copies the windows (numpy), a GPU's step gathers them on the
+        # device
         return cls(
             built,
             opts,
@@ -187,7 +189,8 @@ class TensorFlowEngine(SingleProcessEngine):
         self.group_samples = group_samples
 
     def tensors(self, data: BlockData, training: bool) -> BlockTensors:
-        """A group's samples as tensors with the dataset it trains (or validates) from; runs in the loader thread."""
+        """A group's samples as tensors with the dataset it trains (or validates) from; runs in the
+        loader thread."""
         if training:
             tensors = to_tensors(data, self.group_samples)
             window = self.shapes.window if self.gathered else None
@@ -210,8 +213,9 @@ class TensorFlowEngine(SingleProcessEngine):
         )
 
     def choose_compile(self, run_batches: int) -> None:
-        """Set how the train step is compiled (``--jit``; for ``auto``, by timing the first elements of
-        training, chunkfit.train.tensorflow.autotune). ``run_batches``: the run's training batches."""
+        """Set how the train step is compiled (``--jit``; for ``auto``, by timing the first elements
+        of training, chunkfit.train.tensorflow.autotune). ``run_batches``: the run's training
+        batches."""
         from ...errors import UsageError
         from .autotune import JitChoice
 
@@ -220,8 +224,9 @@ class TensorFlowEngine(SingleProcessEngine):
         determinism = self.opts.deterministic or _op_determinism()
         if determinism and self.opts.jit == "on":
             raise UsageError(
-                "jit='on' cannot be used in this process: TensorFlow op determinism is on (an earlier "
-                "deterministic run turned it on), and XLA has no deterministic form of some ops"
+                "jit='on' cannot be used in this process: TensorFlow op determinism is on (an "
+                "earlier deterministic run turned it on), and XLA has no deterministic form of "
+                "some ops"
             )
         measured = self.thread_choice.jit if self.thread_choice is not None else None
         self.stepper.choice = JitChoice(
@@ -263,7 +268,8 @@ class TensorFlowEngine(SingleProcessEngine):
         )
 
     def step_batches(self, n_windows: int) -> list[int]:
-        """Batches in each training step of a group of ``n_windows``, for callbacks' batch numbers."""
+        """Batches in each training step of a group of ``n_windows``, for callbacks' batch
+        numbers."""
         return step_batches(n_windows, self.opts.batch_size, self.steps)
 
     def train(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:

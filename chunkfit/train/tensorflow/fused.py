@@ -1,4 +1,5 @@
-"""Keras's Adam update of one variable as TensorFlow's one fused kernel, inside chunkfit's train step.
+"""Keras's Adam update of one variable as TensorFlow's one fused kernel, inside chunkfit's train
+step.
 
 Keras's ``Adam.update_step`` spells the update out in about fifteen small ops per variable (powers
 of the betas, the step size, two moment updates, the variable's), each a separate kernel launch in
@@ -29,7 +30,8 @@ import keras
 
 
 def fusable(optimizer: Any) -> bool:
-    """Whether ``optimizer``'s per-variable update can run as ``ResourceApplyAdam`` (see the module docstring)."""
+    """Whether ``optimizer``'s per-variable update can run as ``ResourceApplyAdam`` (see the module
+    docstring)."""
     import tensorflow as tf
 
     return (

@@ -14,6 +14,6 @@ def check_options(opts: FitOptions) -> None:
     """Refuse the options of other engines, in one line."""
     if opts.jax_loop != "auto":
         raise UsageError(
-            f"--jax-loop {opts.jax_loop} is for the JAX engine (TensorFlow loops its batches in its "
-            "own compiled call); leave it out, or train on JAX (--backend jax)"
+            f"--jax-loop {opts.jax_loop} is for the JAX engine (TensorFlow loops its batches in "
+            "its own compiled call); leave it out, or train on JAX (--backend jax)"
         )

@@ -1,16 +1,17 @@
-"""Handing a block (or a group of blocks) to TensorFlow: raw samples in, windows gathered where they are used.
+"""Handing a block (or a group of blocks) to TensorFlow: raw samples in, windows gathered where they
+are used.
 
 A block crosses into TensorFlow as three float32/int32 tensors (its raw samples, the shuffled window
 offsets and their class indices), never as a (windows x window) array. On a CPU the windows of each
 training element are copied out of the raw samples in the input pipeline, by numpy, while the step
-before trains (``train_dataset``'s ``window``; ``host_windows``): TensorFlow's gather copies a window
-sample by sample, numpy copies it as one row of a strided view of the samples, several times
-faster, and the step then runs about as fast as on a constant batch. On a GPU the compiled step gathers the
-windows of each batch itself (``chunkfit.train.tensorflow.stepper.Stepper``), from the samples on
-the device. The samples are padded to one length for the whole run (``to_tensors``' ``capacity``),
-so that XLA compiles the step once. Evaluation batches are gathered in the input pipeline too, for
-``model.evaluate``. A block costs about (chunk + window) x channels x 4 bytes, and the elements in
-flight a few times ``ELEMENT_BYTES`` of windows (chunkfit.train.steps).
+before trains (``train_dataset``'s ``window``; ``host_windows``): TensorFlow's gather copies a
+window sample by sample, numpy copies it as one row of a strided view of the samples, several times
+faster, and the step then runs about as fast as on a constant batch. On a GPU the compiled step
+gathers the windows of each batch itself (``chunkfit.train.tensorflow.stepper.Stepper``), from the
+samples on the device. The samples are padded to one length for the whole run (``to_tensors``'
+``capacity``), so that XLA compiles the step once. Evaluation batches are gathered in the input
+pipeline too, for ``model.evaluate``. A block costs about (chunk + window) x channels x 4 bytes, and
+the elements in flight a few times ``ELEMENT_BYTES`` of windows (chunkfit.train.steps).
 """
 
 from __future__ import annotations
@@ -95,16 +96,17 @@ def windows_at(samples: Any, offsets: Any, window: int) -> Any:
 
 
 def host_windows(samples: Any, window: int) -> Callable[[Any], Any]:
-    """A function of the input pipeline's graph: offsets (any shape) in, their windows of ``samples``
-    (a CPU tensor [samples, channels]) out, shaped offsets' shape + [window, channels], each copied
-    by numpy as one row of a strided view (see the module docstring)."""
+    """A function of the input pipeline's graph: offsets (any shape) in, their windows of
+    ``samples`` (a CPU tensor [samples, channels]) out, shaped offsets' shape + [window, channels],
+    each copied by numpy as one row of a strided view (see the module docstring)."""
     import tensorflow as tf
 
     shape = [window, int(samples.shape[-1])]
 
     def windows(offsets: Any) -> Any:
         # One module-level function for every block: TensorFlow's registry of numpy functions holds
-        # each function the graphs of a run name (a function of this block's would keep its samples).
+        # each function the graphs of a run name (a function of this block's would keep its
+        # samples).
         out = tf.numpy_function(_rows, [samples, offsets, window], tf.float32, stateful=False)
         return tf.ensure_shape(out, [*offsets.shape, *shape])
 
@@ -112,8 +114,8 @@ def host_windows(samples: Any, window: int) -> Callable[[Any], Any]:
 
 
 def _rows(samples: np.ndarray, offsets: np.ndarray, window: np.ndarray) -> np.ndarray:
-    """The windows of ``offsets``: rows of the [starts, window, channels] view of ``samples`` (no copy
-    until they are indexed)."""
+    """The windows of ``offsets``: rows of the [starts, window, channels] view of ``samples`` (no
+    copy until they are indexed)."""
     rows = np.lib.stride_tricks.sliding_window_view(samples, int(window), axis=0).transpose(0, 2, 1)
     return rows[offsets]
 
@@ -126,9 +128,9 @@ def batch_of(
     normalize: Callable[[Any], Any] | None = None,
     class_weights: Any = None,
 ) -> tuple[Any, ...]:
-    """One batch as a train step takes it, ``(x, y[, sample_weight])``: the ``windows`` (standardised
-    by ``normalize``), the one-hot ``labels`` and, with ``class_weights`` (a tensor, one weight per
-    class index), each window's weight."""
+    """One batch as a train step takes it, ``(x, y[, sample_weight])``: the ``windows``
+    (standardised by ``normalize``), the one-hot ``labels`` and, with ``class_weights`` (a tensor,
+    one weight per class index), each window's weight."""
     import tensorflow as tf
 
     x = windows if normalize is None else normalize(windows)
@@ -171,7 +173,8 @@ def train_dataset(
     )
 
     def any_length(o: tf.Tensor, y: tf.Tensor, last: tf.Tensor) -> tuple[tf.Tensor, ...]:
-        # one spec for every block, whatever its parts (else Keras retraces its train function per block)
+        # one spec for every block, whatever its parts (else Keras retraces its train function per
+        # block)
         o = tf.raw_ops.PlaceholderWithDefault(input=o, shape=[None, b])
         if gather is not None:
             o = gather(o)
@@ -188,9 +191,9 @@ def eval_dataset(
     n_classes: int,
     normalize: Callable[[Any], Any] | None = None,
 ) -> tf.data.Dataset:
-    """The block's windows (float32 [b, window, channels], standardised by ``normalize``) and one-hot
-    labels (float32 [b, classes]), a batch per element, for ``model.evaluate``. Batches have unknown
-    sizes, so that every block matches the test function Keras traced for the first one."""
+    """The block's windows (float32 [b, window, channels], standardised by ``normalize``) and
+    one-hot labels (float32 [b, classes]), a batch per element, for ``model.evaluate``. Batches have
+    unknown sizes, so that every block matches the test function Keras traced for the first one."""
     import tensorflow as tf
 
     gather, b = host_windows(block.samples, window), batch_size
@@ -234,8 +237,9 @@ def _sliced(
 
 
 def _finish(ds: tf.data.Dataset) -> tf.data.Dataset:
-    """A fixed prefetch, and nothing left for tf.data's autotuning: with it on, deleting the iterator
-    at the end of a fit call sometimes waited seconds for a tf.data thread; with it off, never."""
+    """A fixed prefetch, and nothing left for tf.data's autotuning: with it on, deleting the
+    iterator at the end of a fit call sometimes waited seconds for a tf.data thread; with it off,
+    never."""
     import tensorflow as tf
 
     options = tf.data.Options()

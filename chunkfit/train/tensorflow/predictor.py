@@ -1,4 +1,5 @@
-"""``Predictor``: a model's outputs for windows gathered from a block's raw samples, in batches of one size.
+"""``Predictor``: a model's outputs for windows gathered from a block's raw samples, in batches of
+one size.
 
 Every batch has exactly ``batch_size`` windows (the last one of a block padded with copies of its
 own last window), so the model runs one compiled function with the batch size in its shapes. A
@@ -53,7 +54,8 @@ class Predictor:
         )
 
     def __call__(self, samples: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        """float32 [len(offsets), outputs]: the outputs for the windows ``samples[o : o + window]``."""
+        """float32 [len(offsets), outputs]: the outputs for the windows
+        ``samples[o : o + window]``."""
         import tensorflow as tf
 
         b, n = self.batch_size, int(offsets.size)

@@ -7,10 +7,11 @@ fit runs well below the same step run back to back on one constant batch. ``Step
 model around the user's: ``fit`` hands it elements of up to ``steps_per_execution`` batches of
 window offsets and class indices (``chunkfit.train.tensorflow.pipeline.train_dataset``), with the
 block's raw samples beside them (``fit(..., samples=...)``), and its compiled loop runs, for each
-batch in turn, the gather of its windows (``pipeline.windows_at``), the batch (``pipeline.batch_of``:
-standardisation, one-hot labels, class weights) and the wrapped model's own ``train_step``; with
-``gathered`` the elements hold the windows, copied by numpy in the input pipeline (on a CPU, where
-numpy copies windows faster than TensorFlow's gather: chunkfit.train.tensorflow.pipeline).
+batch in turn, the gather of its windows (``pipeline.windows_at``), the batch
+(``pipeline.batch_of``: standardisation, one-hot labels, class weights) and the wrapped model's own
+``train_step``; with ``gathered`` the elements hold the windows, copied by numpy in the input
+pipeline (on a CPU, where numpy copies windows faster than TensorFlow's gather:
+chunkfit.train.tensorflow.pipeline).
 
 Loss, optimizer, metrics and any custom ``train_step`` are the wrapped model's, batch by batch, as
 ``fit`` would run them, with one difference: where the model keeps Keras's own ``train_step`` and
@@ -73,8 +74,8 @@ class Stepper(keras.Model):
         self.choice: JitChoice | None = (
             None  # set before the first step: chunkfit.train.tensorflow.autotune
         )
-        # Elements hold the windows, gathered in the input pipeline (``train_dataset``'s ``window``),
-        # instead of their offsets.
+        # Elements hold the windows, gathered in the input pipeline (``train_dataset``'s
+        # ``window``), instead of their offsets.
         self.gathered = gathered
         # Keras's Adam update as one kernel per variable (chunkfit.train.tensorflow.fused); off, the
         # step is Keras's op for op, and its logs equal model.fit's to the last digit.
@@ -107,21 +108,22 @@ class Stepper(keras.Model):
             self.whole(self._next_mode()).get_concrete_function()
 
     def fit(self, x: Any = None, *args: Any, samples: Any = None, **kwargs: Any) -> Any:
-        """``keras.Model.fit`` on a dataset of multi-batch elements whose windows start in ``samples``
-        (float32 [samples, channels]; see the module docstring)."""
+        """``keras.Model.fit`` on a dataset of multi-batch elements whose windows start in
+        ``samples`` (float32 [samples, channels]; see the module docstring)."""
         self._samples = samples
         self.build_state(x.element_spec, int(samples.shape[-1]))
         try:
             return super().fit(x, *args, **kwargs)
-        finally:  # no thread of TensorFlow's outlives the call (one still in it at exit aborts the process)
+        # no thread of TensorFlow's outlives the call (one still in it at exit aborts the process)
+        finally:
             self._wait_for_short()
             self._samples = None
 
     def build_state(self, element_spec: Any, n_channels: int) -> None:
-        """Create the variables the first step would create inside the trace: tf.function then traces
-        it again (optimizer slots: a third of a second for baseline-cnn). The compiled metrics are
-        built too (their state is discarded by fit's reset), so that the step can start its loop from
-        their results and be traced once."""
+        """Create the variables the first step would create inside the trace: tf.function then
+        traces it again (optimizer slots: a third of a second for baseline-cnn). The compiled
+        metrics are built too (their state is discarded by fit's reset), so that the step can start
+        its loop from their results and be traced once."""
         import tensorflow as tf
 
         model = self.wrapped
@@ -139,7 +141,8 @@ class Stepper(keras.Model):
             )
 
     def whole(self, jit: bool) -> Any:
-        """The compiled loop for elements of full batches, its step under XLA or not (each built once)."""
+        """The compiled loop for elements of full batches, its step under XLA or not (each built
+        once)."""
         import tensorflow as tf
 
         if jit not in self._wholes:
@@ -163,9 +166,9 @@ class Stepper(keras.Model):
             return self.wrapped.train_step(self._batch_of(samples, offsets, labels))
 
     def _one_kept(self, samples: Any, offsets: Any, labels: Any) -> tuple[Any, ...]:
-        """``_one`` without the update of the compiled metrics: it returns the batch's one-hot labels,
-        predictions (float32, as the metrics read them) and, with class weights, its weights, for
-        ``_train_kept`` to update them once."""
+        """``_one`` without the update of the compiled metrics: it returns the batch's one-hot
+        labels, predictions (float32, as the metrics read them) and, with class weights, its
+        weights, for ``_train_kept`` to update them once."""
         import tensorflow as tf
 
         model = self.wrapped
@@ -326,10 +329,11 @@ def _default_logs(model: keras.Model) -> bool:
 
 
 def _deferrable(model: keras.Model, n_classes: int) -> bool:
-    """Whether the compiled metrics of ``model`` can be updated once on many batches instead of batch
-    by batch (``Stepper._train_kept``): Keras's own ``train_step`` and ``compute_metrics``, one output
-    of ``n_classes`` scores per window, and only Keras's own metrics (confusion counts, sums and means
-    of per-window values, which add up across batches); a metric of the user's own might not."""
+    """Whether the compiled metrics of ``model`` can be updated once on many batches instead of
+    batch by batch (``Stepper._train_kept``): Keras's own ``train_step`` and ``compute_metrics``,
+    one output of ``n_classes`` scores per window, and only Keras's own metrics (confusion counts,
+    sums and means of per-window values, which add up across batches); a metric of the user's own
+    might not."""
     compiled = getattr(model, "_compile_metrics", None)
     if not _default_logs(model) or compiled is None or not compiled.built or not compiled.metrics:
         return False

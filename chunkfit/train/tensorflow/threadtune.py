@@ -6,7 +6,8 @@ one process the way ``--jit auto`` tries XLA (chunkfit.train.tensorflow.autotune
 one machine was wrong on the next (one compute thread beat every core on one machine and lost on
 another). So, when ``--compute-threads`` is not given:
 
-- a measurement cached for this machine, TensorFlow version, model and shapes is used (``by: cache``);
+- a measurement cached for this machine, TensorFlow version, model and shapes is used
+  (``by: cache``);
 - else, for a run long enough that measuring costs at most ``BUDGET_SHARE`` of it (at
   ``ASSUMED_RATE``; ``PROBE_SECONDS``), each candidate (``candidates``: every core, one thread, and
   on 2 cores or more each batch as two halves side by side, chunkfit.train.tensorflow.halves, where
@@ -19,8 +20,8 @@ another). So, when ``--compute-threads`` is not given:
   size, then take turns timing bursts of ``PROBE_BATCHES`` batches (A B A B ...), so that a change
   in the machine's load hits every candidate alike. The median burst of each counts; another thread
   count than the rule's must beat it by ``MARGIN`` (children's timings flatter one thread against
-  whole runs: a close call stays with the rule). The fastest candidate trains the run, and the choice is cached. Linux only: a fork of a
-  process that imported TensorFlow is not safe on macOS;
+  whole runs: a close call stays with the rule). The fastest candidate trains the run, and the
+  choice is cached. Linux only: a fork of a process that imported TensorFlow is not safe on macOS;
 - else, for a run too short to measure, a built-in model trains each batch in halves side by side
   (``short_rule``: the fastest constant-batch step wherever it was measured), another on every core;
 - else, and for models a child cannot rebuild (a ``keras.Model`` object; ``module:function``, whose
@@ -75,7 +76,8 @@ SHORT_RULE = "the rule for built-in models: each batch in halves side by side"
 @dataclasses.dataclass(frozen=True)
 class ThreadChoice:
     """The compute threads a run starts TensorFlow with (None: the rule), why, what was measured
-    (windows/s by ``"threads/mode"``), and the compile mode the measurement chose (None: not chosen)."""
+    (windows/s by ``"threads/mode"``), and the compile mode the measurement chose (None: not
+    chosen)."""
 
     compute: int | None
     by: str
@@ -199,8 +201,8 @@ def choose_threads(
 ) -> ThreadChoice | ProbeSpec:
     """The compute threads for this run (see the module docstring), or the ``ProbeSpec`` to measure
     them with (``Probe``, started before TensorFlow is imported). ``run_windows``: the windows the
-    run will train, all epochs together; ``group_samples``: the samples of one of its groups of blocks;
-    ``probe_windows``: the fewest worth measuring for (default: where the measurement is
+    run will train, all epochs together; ``group_samples``: the samples of one of its groups of
+    blocks; ``probe_windows``: the fewest worth measuring for (default: where the measurement is
     ``BUDGET_SHARE`` of the run)."""
     if compute_threads is not None:
         return ThreadChoice(compute_threads, "--compute-threads")
@@ -258,9 +260,10 @@ def short_rule(model: str, why: str) -> ThreadChoice:
 
 
 def measure(spec: ProbeSpec) -> ThreadChoice:
-    """Measure ``spec`` now, in this process's children, and cache the fastest. Call it with TensorFlow
-    imported and its runtime not started (``start_tensorflow``'s callable): each child is a fork of
-    this process, so it starts TensorFlow with its own threads without importing it again."""
+    """Measure ``spec`` now, in this process's children, and cache the fastest. Call it with
+    TensorFlow imported and its runtime not started (``start_tensorflow``'s callable): each child is
+    a fork of this process, so it starts TensorFlow with its own threads without importing it again.
+    """
     t0 = time.perf_counter()
     children: list[_Child] = []
     try:
@@ -286,12 +289,14 @@ def candidates() -> list[tuple[int, int]]:
 
 
 def _key(compute: int, halves: int) -> str:
-    """A candidate's name in ``windows_per_s``: ``"1"``, or ``"1x2"`` for one thread on each of two halves."""
+    """A candidate's name in ``windows_per_s``: ``"1"``, or ``"1x2"`` for one thread on each of two
+    halves."""
     return f"{compute}x{halves}" if halves > 1 else str(compute)
 
 
 def _import_for_children() -> None:
-    """What a child needs, imported once here (this process needs it next anyway), not in each child."""
+    """What a child needs, imported once here (this process needs it next anyway), not in each
+    child."""
     from .. import models  # noqa: F401  (Keras)
     from . import halves, pipeline, stepper  # noqa: F401
 
@@ -320,9 +325,9 @@ def _chosen(spec: ProbeSpec, speeds: dict[str, float] | None, seconds: float) ->
 
 
 def _fastest(speeds: dict[str, float]) -> str:
-    """The fastest ``"threads/mode"`` of ``speeds``; another thread count than the rule's (every core,
-    "0") only when it beats the rule's best mode by ``MARGIN``: on a shared machine one thread's
-    bursts moved more than every core's, so a close call stays with the rule."""
+    """The fastest ``"threads/mode"`` of ``speeds``; another thread count than the rule's (every
+    core, "0") only when it beats the rule's best mode by ``MARGIN``: on a shared machine one
+    thread's bursts moved more than every core's, so a close call stays with the rule."""
     best = max(speeds, key=lambda k: speeds[k])
     rule = max((k for k in speeds if k.startswith("0/")), key=lambda k: speeds[k], default=best)
     return best if speeds[best] >= MARGIN * speeds[rule] else rule
@@ -395,7 +400,8 @@ class _Child:
         return cls(pid, requests[1], answers[0], compute, halves)
 
     def ask(self, request: str, deadline: float) -> float | None:
-        """Send ``request``; its answer (seconds, or 0.0 for "ready"), or None on failure or timeout."""
+        """Send ``request``; its answer (seconds, or 0.0 for "ready"), or None on failure or
+        timeout."""
         try:
             if request != "ready":
                 os.write(self.requests, request.encode() + b"\n")
