@@ -20,30 +20,26 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import json
-import os
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import RunError, UsageError, WorkerLostError
+from ...errors import UsageError
 from ..blocks import BlockData
 from ..singleprocess import C
 from ..steps import Shapes, element_steps
 from .cluster import Cluster, check_devices, share_ranges, shares
 from .engine import TensorFlowEngine
 from .pipeline import BlockTensors, to_tensors
+from .replicastep import ReplicaStep
+from .workers import Workers
 
 if TYPE_CHECKING:
     import keras
 
     from ...config import FitOptions
     from ..normalize import Normalizer
-
-PROBE_FILE = ".chunkfit-workers"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +63,18 @@ class DistributedEngine(TensorFlowEngine):
         super().__init__(*args, **kwargs)
         self.strategy, self.cluster = strategy, cluster
         self.replicas = int(strategy.num_replicas_in_sync)
-        self._loss = _elementwise_loss(self.model)
+        self.workers = Workers(strategy, cluster, self.replicas)
+        self.step = ReplicaStep(
+            self.model,
+            strategy,
+            self.normalizer,
+            self.shapes,
+            self.replicas,
+            self.opts.batch_size,
+            weighted=self.class_weights is not None,
+        )
         self._train_fn: Any = None
         self._eval_fn: Any = None
-        self._exchange_fn: Any = None
 
     @classmethod
     def start_distributed(
@@ -192,7 +196,7 @@ class DistributedEngine(TensorFlowEngine):
 
     def finish(self) -> None:
         if self.cluster is not None:
-            self.exchange([0])  # the others leave once the chief has written the run
+            self.workers.exchange([0])  # the others leave once the chief has written the run
 
     def epoch_shares(self, groups: list[int]) -> list[list[dict[str, Any]]] | None:
         """For each replica, its share of each trained group of ``groups`` windows (see
@@ -242,45 +246,17 @@ class DistributedEngine(TensorFlowEngine):
 
     def train(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:
         if self._train_fn is None:
-            self._train_fn = self._compiled(self._replica_train)
+            self._train_fn = self.step.compiled(training=True)
         self._run(self._train_fn, tensors, callbacks, "train")
 
     def evaluate(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:
         if self._eval_fn is None:
-            self._eval_fn = self._compiled(self._replica_eval)
+            self._eval_fn = self.step.compiled(training=False)
         self._run(self._eval_fn, tensors, callbacks, "test")
 
     def metrics(self) -> dict[str, float]:
-        with self.lost_worker():
+        with self.workers.lost():
             return super().metrics()
-
-    def exchange(self, values: list[int]) -> np.ndarray:
-        """Every worker's ``values`` (up to 3 int64), in rank order: [workers, 3] (by one all-reduce
-        of a matrix where each worker fills its own row, compiled once)."""
-        import tensorflow as tf
-
-        workers = len(self.cluster.addresses) if self.cluster is not None else 1
-        rank = self.cluster.rank if self.cluster is not None else 0
-        if self._exchange_fn is None:
-            strategy = self.strategy
-            local = self.replicas // workers
-
-            def replica(m: Any) -> Any:
-                ctx = tf.distribute.get_replica_context()
-                first = tf.cast(
-                    tf.equal(ctx.replica_id_in_sync_group % local, 0), tf.int64
-                )  # one replica per worker
-                return ctx.all_reduce(tf.distribute.ReduceOp.SUM, m * first)
-
-            self._exchange_fn = tf.function(
-                lambda m: strategy.experimental_local_results(strategy.run(replica, (m,)))[0],
-                input_signature=[tf.TensorSpec([workers, 3], tf.int64)],
-                autograph=False,
-            )
-        mine = np.zeros((workers, 3), np.int64)
-        mine[rank, : len(values)] = values
-        with self.lost_worker():
-            return np.asarray(self._exchange_fn(tf.constant(mine)))
 
     def rendezvous(
         self,
@@ -292,197 +268,17 @@ class DistributedEngine(TensorFlowEngine):
         read: Callable[[str], str | None] | None = None,
         remove: Callable[[str], None] | None = None,
     ) -> C | None:
-        """The workers check each other (``meet``); returns the checkpoint this worker resumes
-        from, ``latest()``: the chief's, read by every other worker after the chief settled it and
-        before it can write another, refused unless every worker found the same one."""
-        self.meet(identity, where, write=write, read=read, remove=remove)
+        """The workers check each other (``Workers.meet``); returns the checkpoint this worker
+        resumes from, ``latest()``: the chief's, read by every other worker after the chief settled
+        it and before it can write another, refused unless every worker found the same one."""
+        self.workers.meet(identity, where, write=write, read=read, remove=remove)
         resumed = latest()
-        c = self.cluster
-        if c is not None:
-            sequence = self.exchange([resumed.sequence if resumed is not None else -1])
-            if int(sequence[c.rank][0]) != int(sequence[0][0]):
-                raise RunError(
-                    f"{where}: this worker found another checkpoint in the run folder than the "
-                    "chief; give every worker the same --out on storage they all reach"
-                )
+        self.workers.same_checkpoint(where, resumed.sequence if resumed is not None else None)
         return resumed
 
-    def meet(
-        self,
-        identity: dict[str, Any],
-        where: str | None,
-        *,
-        write: Callable[[str, str], None] | None = None,
-        read: Callable[[str], str | None] | None = None,
-        remove: Callable[[str], None] | None = None,
-    ) -> None:
-        """Before training: every worker was started with the chief's settings (a hash of the run's
-        identity, gathered), and every worker reads the run folder ``where`` the chief writes (on a
-        shared file system or on object storage): the chief writes a nonce there by ``write(name,
-        text)``, every other worker reads it back by ``read(name)`` (None when there is none), the
-        verdicts are gathered, and the chief removes it by ``remove(name)``. Refuses with one line
-        naming the worker."""
-        c = self.cluster
-        if c is None:
-            return
-        digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).digest()
-        mine = [int.from_bytes(digest[i : i + 7], "big") for i in (0, 7, 14)]
-        hashes = self.exchange(mine)
-        differ = [r for r in range(len(hashes)) if list(hashes[r]) != list(hashes[0])]
-        if differ:
-            raise UsageError(
-                f"{c.name(differ[0])} was started with other settings, model or store than the "
-                f"chief, {c.name(0)}; run the same chunkfit train command on every worker"
-            )
-        nonce = int.from_bytes(os.urandom(7), "big")
-        write = write if c.chief else None
-        try:
-            if write is not None:
-                write(PROBE_FILE, str(nonce))
-            chief_nonce, chief_wrote = (
-                int(v) for v in self.exchange([nonce, int(write is not None)])[0][:2]
-            )
-            seen = 1
-            if not c.chief and chief_wrote:  # without a run folder there is nothing to read
-                try:
-                    seen = int(
-                        read is not None and (read(PROBE_FILE) or "").strip() == str(chief_nonce)
-                    )
-                except (OSError, ValueError):
-                    seen = 0
-            verdicts = self.exchange([seen])
-        finally:
-            if write is not None and remove is not None:
-                with contextlib.suppress(OSError):
-                    remove(PROBE_FILE)
-        blind = [r for r in range(len(verdicts)) if not verdicts[r][0]]
-        if blind:
-            raise RunError(
-                f"{where}: {c.name(blind[0])} cannot read the run folder the chief, {c.name(0)}, "
-                "writes; give every worker the same --out on storage they all reach (a shared file "
-                "system, or the same s3:// URL)"
-            )
-
-    @contextlib.contextmanager
-    def lost_worker(self) -> Iterator[None]:
+    def lost_worker(self) -> contextlib.AbstractContextManager[Any]:
         """A collective that failed because a worker stopped, as one line naming it."""
-        import tensorflow as tf
-
-        try:
-            yield
-        except (
-            tf.errors.UnavailableError,
-            tf.errors.AbortedError,
-            tf.errors.DeadlineExceededError,
-            tf.errors.CancelledError,
-            tf.errors.InternalError,
-        ) as err:
-            if self.cluster is None:
-                raise
-            raise WorkerLostError(self._lost_message(str(err))) from None
-
-    def _lost_message(self, text: str) -> str:
-        c = self.cluster
-        assert c is not None
-        who = "another worker"
-        for job, index in re.findall(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)", text):
-            rank = c.rank_of(job, int(index))
-            if rank is not None and rank != c.rank:
-                who = c.name(rank)
-                break
-        reason = (
-            "stopped answering" if "heartbeat" in text or "unhealthy" in text else "is unreachable"
-        )
-        return (
-            f"{who} {reason}, so this worker, {c.name(c.rank)}, stopped training; run the same "
-            "chunkfit train command on every worker to resume from the run's last checkpoint"
-        )
-
-    # -- the step
-    # -----------------------------------------------------------------------------------
-    def _compiled(self, replica_fn: Callable[..., Any]) -> Any:
-        """One compiled call per element: ``replica_fn`` under ``strategy.run`` for each of its
-        global batches."""
-        import tensorflow as tf
-
-        s = self.shapes
-        per = -(-self.opts.batch_size // self.replicas)
-        grid = tf.TensorSpec([None, self.replicas, per])
-        spec = (
-            tf.TensorSpec([None, s.channels], tf.float32),
-            tf.TensorSpec([None, self.replicas, per], tf.int32),
-            tf.TensorSpec([None, self.replicas, per], tf.int32),
-            grid,
-            grid,
-            tf.TensorSpec([None], tf.float32),
-        )
-        strategy = self.strategy
-
-        def loop(
-            samples: Any, index: Any, classes: Any, weights: Any, real: Any, counts: Any
-        ) -> Any:
-            def body(k: Any) -> Any:
-                strategy.run(
-                    replica_fn, args=(samples, index[k], classes[k], weights[k], real[k], counts[k])
-                )
-                return k + 1
-
-            return tf.while_loop(lambda k: k < tf.shape(index)[0], body, [tf.constant(0)])
-
-        return tf.function(loop, input_signature=spec, autograph=False)
-
-    def _windows(self, samples: Any, index: Any, classes: Any) -> tuple[Any, Any]:
-        import tensorflow as tf
-
-        r = tf.distribute.get_replica_context().replica_id_in_sync_group
-        x = tf.gather(samples, index[r][:, None] + tf.range(self.shapes.window))
-        return self.normalizer.apply(x), tf.one_hot(
-            classes[r], self.shapes.classes, dtype=tf.float32
-        )
-
-    def _replica_train(
-        self, samples: Any, index: Any, classes: Any, weights: Any, real: Any, count: Any
-    ) -> None:
-        import tensorflow as tf
-
-        model = self.model
-        r = tf.distribute.get_replica_context().replica_id_in_sync_group
-        x, y = self._windows(samples, index, classes)
-        w, mask = weights[r], real[r]
-        with tf.GradientTape() as tape:
-            p = model(x, training=True)
-            total = tf.reduce_sum(self._loss(y, p) * w)
-            extra = tf.add_n(model.losses) if model.losses else tf.constant(0.0)
-            loss = total / tf.maximum(count, 1.0) + extra / self.replicas
-        grads = tape.gradient(loss, model.trainable_variables)
-        model.optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        self._track(total, extra, mask, x, y, p, w if self.class_weights is not None else None)
-
-    def _replica_eval(
-        self, samples: Any, index: Any, classes: Any, weights: Any, real: Any, count: Any
-    ) -> None:
-        import tensorflow as tf
-
-        model = self.model
-        r = tf.distribute.get_replica_context().replica_id_in_sync_group
-        x, y = self._windows(samples, index, classes)
-        mask = real[r]
-        p = model(x, training=False)
-        extra = tf.add_n(model.losses) if model.losses else tf.constant(0.0)
-        self._track(tf.reduce_sum(self._loss(y, p) * mask), extra, mask, x, y, p, None)
-
-    def _track(self, total: Any, extra: Any, mask: Any, x: Any, y: Any, p: Any, w: Any) -> None:
-        """The loss tracker and compiled metrics, as Keras's step updates them, for this replica's
-        part: summed over replicas, the tracker gets the global batch's loss weighted by its
-        windows. The metrics see the real windows only (the padding comes last): Keras's unweighted
-        metrics ignore sample weights."""
-        import tensorflow as tf
-
-        model = self.model
-        n = tf.reduce_sum(mask)
-        model._loss_tracker.update_state(tf.math.divide_no_nan(total, n) + extra, sample_weight=n)
-        k = tf.cast(n, tf.int32)
-        model.compute_metrics(x[:k], y[:k], p[:k], sample_weight=None if w is None else w[:k])
+        return self.workers.lost()
 
     def _run(
         self, fn: Any, t: BlockTensors, callbacks: keras.callbacks.CallbackList, phase: str
@@ -493,7 +289,7 @@ class DistributedEngine(TensorFlowEngine):
         begin = getattr(callbacks, f"on_{phase}_batch_begin")
         end = getattr(callbacks, f"on_{phase}_batch_end")
         batches = int(t.counts.shape[0])
-        with self.lost_worker():
+        with self.workers.lost():
             for step, lo in enumerate(range(0, batches, self.steps)):
                 hi = min(lo + self.steps, batches)
                 begin(step)
@@ -511,19 +307,3 @@ class DistributedEngine(TensorFlowEngine):
                 )
                 if phase == "train" and self.model.stop_training:
                     break
-
-
-def _elementwise_loss(model: keras.Model) -> Callable[[Any, Any], Any]:
-    """The compiled loss of a single-output model, one value per window (no reduction)."""
-    import keras
-
-    spec = model.loss
-    if isinstance(spec, (list, tuple, dict)):
-        raise UsageError(
-            "several workers or devices train single-output models only (the model's loss is a "
-            f"{type(spec).__name__} of losses)"
-        )
-    fn = keras.losses.get(spec) if isinstance(spec, str) else spec
-    if isinstance(fn, keras.losses.Loss):
-        return fn.call  # type: ignore[no-any-return]
-    return fn  # type: ignore[no-any-return]
