@@ -115,7 +115,8 @@ def test_the_jax_engine_trains_and_records_itself_in_run_json(store: Path, tmp_p
     )
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["engine"] == "jax"
-    # 50 batches of 64 in one call: too short a run to try both loops, and JAX computes on the CPU here
+    # 50 batches of 64 in one call: too short a run to try both loops, and JAX computes on the CPU
+    # here
     assert run["compile"] == {
         "jit": True,
         "loop": "dispatch",
@@ -130,8 +131,8 @@ def test_the_jax_engine_trains_and_records_itself_in_run_json(store: Path, tmp_p
 def test_a_long_enough_run_times_both_loops_records_them_and_trains_every_window_once(
     store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One batch per call: 50 calls per epoch, enough calls for the trial (6 calls, both loops, timed),
-    once the trial's cost bound allows it in a run of a second."""
+    """One batch per call: 50 calls per epoch, enough calls for the trial (6 calls, both loops,
+    timed), once the trial's cost bound allows it in a run of a second."""
     from chunkfit.train.jax import loopchoice
 
     monkeypatch.setattr(loopchoice, "TRIAL_SECONDS", 0.0)
@@ -162,7 +163,8 @@ def test_a_long_enough_run_times_both_loops_records_them_and_trains_every_window
 def test_the_cli_trains_on_jax_and_both_backends_score_the_saved_model_alike(
     store: Path, tmp_path: Path
 ) -> None:
-    """``--backend jax`` trains on the JAX engine; the model.keras it saves scores the same on TensorFlow."""
+    """``--backend jax`` trains on the JAX engine; the model.keras it saves scores the same on
+    TensorFlow."""
     run = tmp_path / "run"
     trained = run_cli(
         "--backend",

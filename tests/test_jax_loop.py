@@ -1,4 +1,5 @@
-"""--jax-loop: the JAX engine's batches one compiled call each or looped in one (chunkfit.train.jax.loopchoice).
+"""--jax-loop: the JAX engine's batches one compiled call each or looped in one
+(chunkfit.train.jax.loopchoice).
 
 The pure parts run here; training under each loop runs in the JAX pytest (tests/test_jax_engine.py,
 tests/test_trainer.py's logs-equal test), and the CLI's refusals in real subprocesses below.
@@ -33,8 +34,8 @@ def test_the_trial_alternates_dispatch_and_scan_skips_the_scans_compile_and_keep
         "windows_per_s": {"dispatch": 256.0, "scan": 1024.0},
     }
     assert (
-        "looped inside one compiled call (--jax-loop scan), chosen by autotune (dispatch 256, scan 1,024"
-        in choice.describe(128)
+        "looped inside one compiled call (--jax-loop scan), chosen by autotune (dispatch 256, "
+        "scan 1,024" in choice.describe(128)
     )
 
 
