@@ -34,22 +34,6 @@ if TYPE_CHECKING:
     import keras
 
 
-def standardise(normalizer: Normalizer, x: Any) -> Any:
-    """``normalizer.apply`` in jax.numpy, on windows [..., window, channels]."""
-    import jax
-    import jax.numpy as jnp
-
-    if normalizer.mode == "none":
-        return x
-    if normalizer.mode == "global":
-        mean = jnp.asarray(normalizer.mean, jnp.float32)
-        scale = jnp.maximum(jnp.asarray(normalizer.std, jnp.float32), normalizer.epsilon)
-        return (x - mean) / scale
-    mean = jnp.mean(x, axis=-2, keepdims=True)
-    var = jnp.mean(jnp.square(x - mean), axis=-2, keepdims=True)
-    return (x - mean) * jax.lax.rsqrt(var + normalizer.epsilon)
-
-
 def gather(samples: Any, offsets: Any, window: int) -> Any:
     """The windows ``samples[o : o + window]`` of ``offsets``: float32 [len(offsets), window,
     channels]."""
@@ -73,7 +57,7 @@ def batch_of(
     import jax
     import jax.numpy as jnp
 
-    x = standardise(normalizer, gather(samples, offsets, window))
+    x = normalizer.apply(gather(samples, offsets, window))
     y = jax.nn.one_hot(labels, n_classes, dtype=jnp.float32)
     if class_weights is None:
         return x, y
