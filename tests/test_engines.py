@@ -4,6 +4,7 @@ and engines that import nothing from each other."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,16 @@ def test_choosing_an_engine_loads_neither_tensorflow_nor_jax() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "False False"
+
+
+def test_the_jax_engine_loads_nothing_of_tensorflow() -> None:
+    code = (
+        "import sys, chunkfit.train.jax.engine, chunkfit.train.jax.predictor; "
+        "print([m for m in sys.modules if m.split('.')[0] == 'tensorflow' "
+        "or m.startswith('chunkfit.train.tensorflow')])"
+    )
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert proc.stdout.strip() == "[]"
