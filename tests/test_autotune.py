@@ -1,4 +1,5 @@
-"""--jit: the train step under XLA or not, chosen by timing both on this machine (chunkfit.train.tensorflow.autotune)."""
+"""--jit: the train step under XLA or not, chosen by timing both on this machine
+(chunkfit.train.tensorflow.autotune)."""
 
 from __future__ import annotations
 
@@ -69,7 +70,8 @@ def test_xla_must_win_the_trial_by_the_margin(xla_speedup: float, jit: bool) -> 
             False,
             MIN_ELEMENTS - 1,
             False,
-            f"autotune: a run of {MIN_ELEMENTS - 1} training calls of up to 256 batches is too short to try XLA",
+            f"autotune: a run of {MIN_ELEMENTS - 1} training calls of up to 256 batches is too "
+            "short to try XLA",
         ),
     ],
 )
@@ -86,7 +88,8 @@ def test_an_unknown_jit_mode_is_refused() -> None:
 
 
 def test_xla_with_deterministic_is_refused_in_one_line() -> None:
-    """TensorFlow raises deep inside the first step otherwise (no deterministic XLA MaxPool gradient)."""
+    """TensorFlow raises deep inside the first step otherwise (no deterministic XLA MaxPool
+    gradient)."""
     with pytest.raises(
         UsageError,
         match=r"--jit on cannot be combined with --deterministic: XLA has no deterministic",

@@ -1,4 +1,5 @@
-"""chunkfit.train.tensorflow.fused: Keras's Adam update as one TensorFlow kernel, against Keras's own."""
+"""chunkfit.train.tensorflow.fused: Keras's Adam update as one TensorFlow kernel, against Keras's
+own."""
 
 from __future__ import annotations
 
@@ -65,7 +66,8 @@ def test_the_fused_update_ends_where_keras_adam_ends(options: dict[str, Any]) ->
 
 
 def _kernels(optimizer: keras.optimizers.Optimizer, fuse: bool = True) -> list[str]:
-    """The op types of chunkfit's traced multi-batch step for baseline-cnn compiled with ``optimizer``."""
+    """The op types of chunkfit's traced multi-batch step for baseline-cnn compiled with
+    ``optimizer``."""
     keras.utils.set_random_seed(0)
     model = build_model("baseline-cnn", 12, 1, 2)
     compile_model(model, optimizer=None, lr=None, loss=None, steps_per_execution=2)

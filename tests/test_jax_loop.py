@@ -1,4 +1,5 @@
-"""--jax-loop: the JAX engine's batches one compiled call each or looped in one (chunkfit.train.jax.loopchoice).
+"""--jax-loop: the JAX engine's batches one compiled call each or looped in one
+(chunkfit.train.jax.loopchoice).
 
 The pure parts run here; training under each loop runs in the JAX pytest (tests/test_jax_engine.py,
 tests/test_trainer.py's logs-equal test), and the CLI's refusals in real subprocesses below.
@@ -16,7 +17,7 @@ from chunkfit.errors import UsageError
 from chunkfit.synth import SynthSpec, synth
 from chunkfit.train.jax.loopchoice import LoopChoice
 from chunkfit.train.jax.steps import MIN_SCAN, scan_sizes
-from chunkfit.train.tensorflow.autotune import MIN_ELEMENTS, TRIALS
+from chunkfit.train.trial import MIN_ELEMENTS, TRIALS
 
 
 def test_the_trial_alternates_dispatch_and_scan_skips_the_scans_compile_and_keeps_the_faster() -> (
@@ -33,8 +34,8 @@ def test_the_trial_alternates_dispatch_and_scan_skips_the_scans_compile_and_keep
         "windows_per_s": {"dispatch": 256.0, "scan": 1024.0},
     }
     assert (
-        "looped inside one compiled call (--jax-loop scan), chosen by autotune (dispatch 256, scan 1,024"
-        in choice.describe(128)
+        "looped inside one compiled call (--jax-loop scan), chosen by autotune (dispatch 256, "
+        "scan 1,024" in choice.describe(128)
     )
 
 

@@ -70,9 +70,7 @@ def _run(code: str, *args: str, env: dict[str, str] | None = None) -> dict[str, 
     )
 
 
-def test_cap_holds_a_threaded_process_to_that_many_arenas_where_uncapped_it_takes_one_per_thread() -> (
-    None
-):
+def test_cap_holds_a_threaded_process_to_that_many_arenas_uncapped_one_per_thread() -> None:
     uncapped = _run(THREADS, "-")
     capped = _run(THREADS, "2")
     assert capped["capped"] == "True"

@@ -1,4 +1,5 @@
-"""chunkfit.train.tensorflow.stepper.Stepper on chunkfit.train.tensorflow.pipeline.train_dataset, against plain model.fit on the same windows."""
+"""chunkfit.train.tensorflow.stepper.Stepper on chunkfit.train.tensorflow.pipeline.train_dataset,
+against plain model.fit on the same windows."""
 
 from __future__ import annotations
 
@@ -11,11 +12,10 @@ import tensorflow as tf
 
 from chunkfit.train.blocks import BlockData
 from chunkfit.train.models import build_model, compile_model
+from chunkfit.train.steps import element_steps, step_batches
 from chunkfit.train.tensorflow.pipeline import (
-    element_steps,
     eval_dataset,
     host_windows,
-    step_batches,
     to_tensors,
     train_dataset,
     train_element_spec,
@@ -117,7 +117,8 @@ def test_stepper_trains_every_batch_as_model_fit_does_short_last_batch_included(
     if (
         not custom
     ):  # a custom train_step's logs are those of its last batch, under Keras's fit as here
-        # Keras's own metrics, updated once per element of several batches: the same as batch by batch.
+        # Keras's own metrics, updated once per element of several batches: the same as batch by
+        # batch.
         assert _deferrable(ours, 2)
         results = {k: float(v) for k, v in ours.get_metrics_result().items()}
         assert (
@@ -134,8 +135,8 @@ def test_stepper_trains_every_batch_as_model_fit_does_short_last_batch_included(
 def test_a_metric_of_the_users_own_is_updated_batch_by_batch_as_model_fit_does(
     gathered: bool,
 ) -> None:
-    """Keras's own metrics are updated once per element (they add up); a user's metric might not, and
-    is updated after each batch: its last-batch value is fit's, not the element's."""
+    """Keras's own metrics are updated once per element (they add up); a user's metric might not,
+    and is updated after each batch: its last-batch value is fit's, not the element's."""
     data = _block(6 * BATCH, seed=5)
     ours, theirs = _twins(custom=False)
     for model in (ours, theirs):
@@ -217,9 +218,9 @@ def test_the_windows_the_input_pipeline_copies_are_those_the_step_gathers() -> N
 def test_padded_samples_class_weights_and_standardisation_train_as_model_fit_with_class_weight(
     jit: bool, gathered: bool
 ) -> None:
-    """What a run hands the step: samples padded to the run's capacity, windows (gathered in the step,
-    or in the input pipeline) standardised and weighted by class inside the step; as Keras's fit on
-    the standardised windows with class_weight."""
+    """What a run hands the step: samples padded to the run's capacity, windows (gathered in the
+    step, or in the input pipeline) standardised and weighted by class inside the step; as Keras's
+    fit on the standardised windows with class_weight."""
     n_windows = 4 * BATCH + 9
     data = _block(n_windows, seed=3)
     ours, theirs = _twins(custom=False)
@@ -292,7 +293,8 @@ class _Counting(Stepper):
 
 @pytest.mark.parametrize("prepared", [False, True])
 def test_blocks_of_other_sizes_and_short_batches_reuse_the_compiled_steps(prepared: bool) -> None:
-    """Each compiled step is traced once, for the first block (or by ``prepare``, before any data)."""
+    """Each compiled step is traced once, for the first block (or by ``prepare``, before any
+    data)."""
     ours, _ = _twins(custom=False)
     stepper = _Counting(ours)
     if prepared:
@@ -313,7 +315,8 @@ def test_blocks_of_other_sizes_and_short_batches_reuse_the_compiled_steps(prepar
 @pytest.mark.usefixtures("no_op_determinism")
 @pytest.mark.parametrize("custom", [False, True])
 def test_the_xla_step_trains_every_batch_as_model_fit_does(custom: bool) -> None:
-    """``jit``: the full batches' step under XLA; same weights and logs as fit, to XLA's rounding."""
+    """``jit``: the full batches' step under XLA; same weights and logs as fit, to XLA's
+    rounding."""
     n_windows = 5 * BATCH + 7
     data = _block(n_windows)
     ours, theirs = _twins(custom)

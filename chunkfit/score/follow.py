@@ -53,7 +53,7 @@ from .runs import (
 from .scorer import make_predictor
 
 if TYPE_CHECKING:
-    from ..train.tensorflow.predictor import Predictor
+    from ..train.engines import Predictor
 
 # Windows scored per read: bounds memory when following starts on a store that is already long.
 READ_WINDOWS = 65_536

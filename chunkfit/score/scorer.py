@@ -22,7 +22,7 @@ from .runs import RunSpec
 if TYPE_CHECKING:
     import keras
 
-    from ..train.tensorflow.predictor import Predictor
+    from ..train.engines import Predictor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,16 +59,10 @@ def make_predictor(
     model: keras.Model, window: int, n_channels: int, batch_size: int = 1024
 ) -> Predictor:
     """The compiled scoring function of ``model`` for windows of ``window`` samples, ``batch_size`` at a
-    time, on the engine of Keras's backend (chunkfit.train.backend)."""
-    from ..train.backend import keras_backend
+    time, on the engine of Keras's backend (chunkfit.train.engines)."""
+    from ..train.engines import engine_for_backend
 
-    if keras_backend() == "jax":
-        from ..train.jax.predictor import Predictor as JaxPredictor
-
-        return JaxPredictor(model, window, n_channels, batch_size)  # type: ignore[return-value]
-    from ..train.tensorflow.predictor import Predictor
-
-    return Predictor(model, window, n_channels, batch_size)
+    return engine_for_backend().predictor(model, window, n_channels, batch_size)
 
 
 def score_store(

@@ -26,7 +26,7 @@ from .scorer import score_store
 if TYPE_CHECKING:
     import keras
 
-    from ..train.tensorflow.predictor import Predictor
+    from ..train.engines import Predictor
 
 # Validation windows whose scores are kept (4 bytes each, with 8 for the start) for the events'
 # figures; a longer validation split is scored a second time instead.

@@ -46,8 +46,9 @@ def use_backend(name: str | None) -> None:
         raise UsageError(f"--backend must be tensorflow or jax (received {name!r})")
     if "keras" in sys.modules and sys.modules["keras"].backend.backend() != name:
         raise UsageError(
-            f"--backend {name}: Keras already runs on {sys.modules['keras'].backend.backend()} in this "
-            "process; set KERAS_BACKEND before Keras is imported"
+            f"--backend {name}: Keras already runs on "
+            f"{sys.modules['keras'].backend.backend()} in this process; set KERAS_BACKEND before "
+            "Keras is imported"
         )
     os.environ["KERAS_BACKEND"] = name
 

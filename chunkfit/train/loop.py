@@ -30,17 +30,14 @@ from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
 from ..errors import (
     ChunkfitError,
     RemoteError,
-    RunError,
     StoreChangedError,
     UsageError,
     WorkerLostError,
 )
 from ..store import Store, open_store
-from .backend import keras_backend
 from .blocks import Block, prefetched, read_group, window_order
 from .budget import chunk_in_budget
-from .jax.engine import JaxEngine
-from .jax.engine import check_options as check_jax_options
+from .engines import Engine, EngineEntry, Predictor, engine_for_backend
 from .malloc import cap_arenas
 from .metrics import ordered
 from .models import DEFAULT_MODEL
@@ -57,7 +54,7 @@ from .runfolder import (
     open_peer_folder,
     open_run_folder,
 )
-from .tensorflow.engine import Shapes, TensorFlowEngine
+from .steps import Shapes
 from .weights import class_weights
 
 if TYPE_CHECKING:
@@ -66,6 +63,9 @@ if TYPE_CHECKING:
     from .tensorflow.pipeline import BlockTensors
 
 __all__ = ["TrainProgress", "fit"]
+
+# Windows per batch of the per-epoch threshold scoring (chunkfit.score.scorer's default).
+SCORING_BATCH = 1024
 
 
 def fit(
@@ -158,14 +158,9 @@ def fit(
     if out is None and resume != "auto":
         raise UsageError(f"resume={resume!r} needs a run folder: pass out=RUN")
     cap_arenas()  # before the run's threads allocate: memory flat at 20M samples (chunkfit.train.malloc)
-    distribution = _distribution(devices)
-    if keras_backend() == "jax":
-        check_jax_options(opts)
-    elif opts.jax_loop != "auto":
-        raise UsageError(
-            f"--jax-loop {opts.jax_loop} is for the JAX engine (TensorFlow loops its batches in its "
-            "own compiled call); leave it out, or train on JAX (--backend jax)"
-        )
+    engine = engine_for_backend()
+    distribution = _distribution(devices, engine)
+    engine.check(opts)
     with contextlib.ExitStack() as stack:
         if not isinstance(store, Store):
             store = stack.enter_context(open_store(store))
@@ -193,6 +188,7 @@ def fit(
                 identity,
                 distribution,
                 peer,
+                engine,
             )
             history = trainer.train(tensorboard)
         except BaseException:
@@ -224,6 +220,7 @@ class Trainer:
         identity: dict[str, Any],
         distribution: tuple[Any, str | None] | None = None,
         peer: PeerFolder | None = None,
+        engine: EngineEntry | None = None,
     ) -> None:
         self.store, self.opts, self.user_callbacks, self.progress, self.folder = (
             store,
@@ -256,9 +253,10 @@ class Trainer:
                     message=self.weights.notice,
                 )
             )
+        self.entry = entry = engine if engine is not None else engine_for_backend()
+        self.engine: Engine
         if distribution is None:
-            engine = JaxEngine if keras_backend() == "jax" else TensorFlowEngine
-            self.engine = engine.start(
+            self.engine = entry.engine().start(
                 model,
                 opts,
                 shapes,
@@ -269,9 +267,8 @@ class Trainer:
                 say=self._notice,
             )
         else:
-            from .tensorflow.distributed import DistributedEngine
-
-            self.engine = DistributedEngine.start_distributed(
+            assert entry.distributed is not None  # refused in ``_distribution``
+            self.engine = entry.distributed().start_distributed(
                 model, opts, shapes, self.normalizer, self.weights.weights, *distribution
             )
             if folder is not None:
@@ -293,13 +290,13 @@ class Trainer:
         else:
             chunk = opts.blocks.chunk
         self.plan: TrainPlan = split.blocks(opts, chunk)
-        self.engine.sized(self.plan.group_samples())
+        self.engine.pad_groups_to(self.plan.group_samples())
         batches = (
             sum(-(-b.n_windows // opts.batch_size) for b in self.plan.train_blocks) * opts.epochs
         )
         self.engine.choose_compile(batches)
         self._said_compile = False
-        self._scoring: tuple[keras.Model, Any] | None = None
+        self._scoring: tuple[keras.Model, Predictor] | None = None
         self._last_chosen: tuple[dict[str, Any] | None, list[Any]] | None = (
             None  # last epoch's, and its weights
         )
@@ -344,32 +341,33 @@ class Trainer:
             "class_weight": self.weights.to_dict(plan.labeller.classes),
             "engine": self.engine.name,
             "threads": self.engine.threads_info(),
-            **({"distribution": about} if (about := self.engine.about()) is not None else {}),
+            **(
+                {"distribution": about}
+                if (about := self.engine.distribution_info()) is not None
+                else {}
+            ),
         }
 
     def _meet(
         self, identity: dict[str, Any], folder: RunFolder | None, peer: PeerFolder | None
     ) -> Any:
-        """The workers check each other (chunkfit.train.tensorflow.distributed); returns the checkpoint
-        this worker resumes from: the chief's, read by every other worker (from a shared file system, or
+        """The workers check each other (``Engine.rendezvous``); returns the checkpoint this worker
+        resumes from: the chief's, read by every other worker (from a shared file system, or
         through an s3 run's pointer) after the chief settled it and before it can write another."""
-        engine: Any = self.engine
         if folder is not None:
-            where: str | None = folder.shown
-            engine.meet(identity, where, write=folder.write_probe, remove=folder.remove_probe)
-            resumed = folder.checkpoint
-        else:
-            where = peer.shown if peer is not None else None
-            engine.meet(identity, where, read=peer.read_probe if peer is not None else None)
-            resumed = peer.latest() if peer is not None else None
-        if engine.cluster is not None:
-            sequence = engine.exchange([resumed.sequence if resumed is not None else -1])
-            if int(sequence[engine.cluster.rank][0]) != int(sequence[0][0]):
-                raise RunError(
-                    f"{where}: this worker found another checkpoint in the run folder than the chief; "
-                    "give every worker the same --out on storage they all reach"
-                )
-        return resumed
+            return self.engine.rendezvous(
+                identity,
+                folder.shown,
+                lambda: folder.checkpoint,
+                write=folder.write_probe,
+                remove=folder.remove_probe,
+            )
+        return self.engine.rendezvous(
+            identity,
+            peer.shown if peer is not None else None,
+            peer.latest if peer is not None else lambda: None,
+            read=peer.read_probe if peer is not None else None,
+        )
 
     # -- the loop ---------------------------------------------------------------------------------
     def train(self, tensorboard: str | os.PathLike[str] | None = None) -> keras.callbacks.History:
@@ -417,7 +415,7 @@ class Trainer:
         self.bridge = BlockBridge(
             run_callbacks,
             on_batch=self._on_batch if self.progress else None,
-            fitting=self.engine.fitting,
+            fitting=self.engine.fit_wrapper,
         )
         self.inner = keras.callbacks.CallbackList([self.bridge], model=model)
         model.stop_training = False
@@ -704,16 +702,16 @@ class Trainer:
         assert self.progress is not None
         self.progress(self._tick.at(batches, logs))
 
-    def _scorer(self) -> tuple[keras.Model, Any]:
-        """The model that takes raw signal and its compiled scorer, made once: it shares the trained
-        model's weights, so it scores them as they are now."""
-        from ..score.scorer import make_predictor
-
+    def _scorer(self) -> tuple[keras.Model, Predictor]:
+        """The model that takes raw signal and its engine's compiled scorer, made once: it shares
+        the trained model's weights, so it scores them as they are now."""
         if self._scoring is None:
             exported = self.engine.exported()
             self._scoring = (
                 exported,
-                make_predictor(exported, self.opts.windows.window, self.store.n_channels),
+                self.entry.predictor(
+                    exported, self.opts.windows.window, self.store.n_channels, SCORING_BATCH
+                ),
             )
         return self._scoring
 
@@ -861,16 +859,16 @@ def _restore_copy(source: Path | None, target: Path) -> None:
     os.replace(tmp, target)
 
 
-def _distribution(devices: str | None) -> tuple[Any, str | None] | None:
+def _distribution(devices: str | None, engine: EngineEntry) -> tuple[Any, str | None] | None:
     """(cluster, devices) when this run is distributed (TF_CONFIG or ``devices``), else None; refuses
     what cannot work, before TensorFlow loads."""
-    from .tensorflow.distributed import check_devices, cluster_from_env
+    from .tensorflow.cluster import check_devices, cluster_from_env
 
     cluster = cluster_from_env()
     logical = check_devices(devices)
     if cluster is None and devices is None:
         return None
-    if keras_backend() == "jax":
+    if engine.distributed is None:
         raise UsageError(
             f"{'TF_CONFIG' if devices is None else '--devices ' + devices}: several devices or workers "
             "train on the TensorFlow engine; unset KERAS_BACKEND=jax (or pass --backend tensorflow)"

@@ -1,4 +1,5 @@
-"""Inputs in any units: the standardisation a run applies to its windows, and the layer that carries it.
+"""Inputs in any units: the standardisation a run applies to its windows, and the layer that carries
+it.
 
 - ``global`` (the default): per channel, (x - mean) / std, with mean and std of the **training
   split only** (validation ranges are never looked at), streamed from the store in bounded memory;
@@ -57,17 +58,22 @@ class Normalizer:
         return {"mode": self.mode, "mean": list(self.mean), "std": list(self.std)}
 
     def apply(self, x: Any) -> Any:
-        """The standardised windows of a TensorFlow tensor [..., window, channels] (in the graph that gathers them)."""
-        import tensorflow as tf
+        """The standardised windows of a float32 tensor [..., window, channels] of the process's
+        Keras backend, inside the compiled step that gathers them (every engine's: written with
+        ``keras.ops``, which compiles to the same speed as each backend's own ops)."""
+        from keras import ops
 
         if self.mode == "none":
             return x
         if self.mode == "global":
-            mean = tf.constant(self.mean, tf.float32)
-            scale = tf.maximum(tf.constant(self.std, tf.float32), self.epsilon)
+            mean = ops.convert_to_tensor(np.asarray(self.mean, np.float32))
+            scale = ops.maximum(
+                ops.convert_to_tensor(np.asarray(self.std, np.float32)), self.epsilon
+            )
             return (x - mean) / scale
-        mean, var = tf.nn.moments(x, axes=[-2], keepdims=True)
-        return (x - mean) * tf.math.rsqrt(var + self.epsilon)
+        mean = ops.mean(x, axis=-2, keepdims=True)
+        var = ops.mean(ops.square(x - mean), axis=-2, keepdims=True)
+        return (x - mean) * ops.rsqrt(var + self.epsilon)
 
     def wrap(self, model: keras.Model) -> keras.Model:
         """``model`` behind a built-in layer doing ``apply``: the model that takes raw signal."""
@@ -96,7 +102,8 @@ class Normalizer:
 
 
 def training_stats(store: Store, ranges: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per-channel mean and std of the samples in ``ranges`` (the training split), in bounded memory."""
+    """Per-channel mean and std of the samples in ``ranges`` (the training split), in bounded
+    memory."""
     channels = [str(c) for c in range(store.n_channels)]
     stats = empty_stats(channels)
     for a, b in np.asarray(ranges, dtype=np.int64).reshape(-1, 2):
@@ -119,7 +126,8 @@ def normalizer_for(mode: str, store: Store, train_ranges: np.ndarray) -> Normali
     ]
     if bad:
         raise WindowError(
-            f"{store.path}: channel(s) {', '.join(bad)} hold no finite value in the training split, so they "
-            "cannot be standardised; re-ingest without NaN (--nan interpolate) or pass --normalize none"
+            f"{store.path}: channel(s) {', '.join(bad)} hold no finite value in the training "
+            "split, so they cannot be standardised; re-ingest without NaN (--nan interpolate) or "
+            "pass --normalize none"
         )
     return Normalizer(mode, mean, std)

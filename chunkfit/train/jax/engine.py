@@ -1,7 +1,8 @@
-"""``JaxEngine``: Keras on the JAX backend, driven one group of blocks at a time by the training loop.
+"""``JaxEngine``: Keras on the JAX backend, driven one group of blocks at a time by the training
+loop.
 
-The same interface as ``chunkfit.train.tensorflow.engine.TensorFlowEngine``: the loop owns
-epochs, block order, callbacks and checkpoints. Here a group's samples (and its shuffled window
+The interface chunkfit.train.engines.Engine describes: the loop owns epochs, block order,
+callbacks and checkpoints. Here a group's samples (and its shuffled window
 offsets and classes) become JAX arrays in the loader thread, and ``train`` runs the group's
 elements (``steps.Steps``: the windows gathered inside each compiled step; an element's batches one
 call each, or looped inside one call, ``--jax-loop``, chosen per machine by
@@ -22,25 +23,24 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...config import FitOptions
-from ...errors import UsageError
 from ..blocks import BlockData
 from ..keras_state import build as build_state
 from ..models import build_model, check_model, compile_model
 from ..normalize import Normalizer
-from ..oneprocess import OneProcess
-from ..tensorflow.pipeline import element_steps, step_batches
+from ..singleprocess import SingleProcessEngine
+from ..steps import Shapes, bucket, cache_dir, element_steps, step_batches
 from .loopchoice import LoopChoice
+from .options import check_options
 from .steps import Steps, put_state, python_logs, scan_sizes, test_state, train_state
 
 if TYPE_CHECKING:
     import keras
 
-    from ..tensorflow.engine import Shapes
-
 
 @dataclasses.dataclass(frozen=True)
 class JaxBlock:
-    """A group of blocks as the JAX engine trains it: samples on the device, offsets and classes in numpy."""
+    """A group of blocks as the JAX engine trains it: samples on the device, offsets and classes in
+    numpy."""
 
     n_windows: int
     n_blocks: int
@@ -50,38 +50,23 @@ class JaxBlock:
     on_device: tuple[Any, Any]  # the same offsets and labels as jax.Arrays, for the scan
 
 
-def check_options(opts: FitOptions) -> None:
-    """Refuse what the JAX engine cannot do, in one line each, before anything trains."""
-    if opts.jit == "off":
-        raise UsageError(
-            "--jit off: the JAX engine compiles every step with XLA; leave out --jit, or train on "
-            "TensorFlow (KERAS_BACKEND=tensorflow)"
-        )
-    if opts.compute_threads is not None:
-        raise UsageError(
-            "--compute-threads is for the TensorFlow engine (XLA on JAX uses every core); leave it "
-            "out, or train on TensorFlow (KERAS_BACKEND=tensorflow)"
-        )
-
-
 def compilation_cache() -> None:
     """Keep XLA's compiled steps on disk for the next run of the same model and shapes (JAX's
     persistent compilation cache, beside chunkfit's thread cache), unless the user chose a cache:
-    on 2 cores compiling a model's steps and scorer took seconds of every short run."""
+    compiling a model's steps and scorer costs every short run seconds otherwise."""
     import jax
 
-    if jax.config.jax_compilation_cache_dir or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    chosen = getattr(jax.config, "jax_compilation_cache_dir", None)
+    if chosen or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return
-    from ..tensorflow.threadtune import cache_path
-
-    jax.config.update("jax_compilation_cache_dir", str(cache_path().parent / "jax"))
+    jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
 
 
 def seed_keras(seed: int) -> None:
-    """``keras.utils.set_random_seed`` less its TensorFlow seed: Python's, numpy's and Keras's seeds.
-    Keras seeds TensorFlow too whenever it can import it, and importing it took 5 s of a JAX run
-    that never uses it (2 cores)."""
+    """``keras.utils.set_random_seed`` less its TensorFlow seed: Python's, numpy's and Keras's
+    seeds. Keras seeds TensorFlow too whenever it can import it, and importing TensorFlow costs a
+    JAX run that never uses it seconds."""
     import random
 
     import keras
@@ -99,7 +84,7 @@ def seed_keras(seed: int) -> None:
     np.random.seed(seed)
 
 
-class JaxEngine(OneProcess):
+class JaxEngine(SingleProcessEngine):
     """Keras on JAX: see the module docstring. Build with ``start``."""
 
     name = "jax"
@@ -165,17 +150,20 @@ class JaxEngine(OneProcess):
         return cls(built, opts, shapes, steps, normalizer, class_weights)
 
     @property
-    def fitting(self) -> keras.Model | None:
-        """No wrapper model: ``train`` checks the model's own ``stop_training`` after each element."""
+    def fit_wrapper(self) -> keras.Model | None:
+        """No wrapper model: ``train`` checks the model's own ``stop_training`` after each
+        element."""
         return None
 
     def in_flight_bytes(self) -> int:
-        """Memory of what trains beside the blocks: one element's offsets and classes, one batch of windows."""
+        """Memory of what trains beside the blocks: one element's offsets and classes, one batch of
+        windows."""
         s, b = self.shapes, self.opts.batch_size
         return 2 * self.steps * b * 8 + b * s.window * s.channels * 4
 
-    def sized(self, group_samples: int) -> None:
-        """Every training group's samples are padded to this many rows: the element compiles once."""
+    def pad_groups_to(self, group_samples: int) -> None:
+        """Every training group's samples are padded to this many rows: the element compiles
+        once."""
         self.group_samples = group_samples
 
     def tensors(self, data: BlockData, training: bool) -> JaxBlock:
@@ -183,7 +171,7 @@ class JaxEngine(OneProcess):
         import jax
 
         samples = data.samples
-        capacity = self.group_samples if training else _bucket(samples.shape[0])
+        capacity = self.group_samples if training else bucket(samples.shape[0])
         if capacity is not None and capacity > samples.shape[0]:
             padded = np.zeros((capacity, *samples.shape[1:]), dtype=np.float32)
             padded[: samples.shape[0]] = samples
@@ -199,8 +187,9 @@ class JaxEngine(OneProcess):
         )
 
     def choose_compile(self, run_batches: int) -> None:
-        """Set how an element's batches run (``--jax-loop``; for ``auto``, by timing both in the first
-        full elements, chunkfit.train.jax.loopchoice). ``run_batches``: the run's training batches."""
+        """Set how an element's batches run (``--jax-loop``; for ``auto``, by timing both in the
+        first full elements, chunkfit.train.jax.loopchoice). ``run_batches``: the run's training
+        batches."""
         import jax
 
         self.loop = LoopChoice(
@@ -228,13 +217,15 @@ class JaxEngine(OneProcess):
         if self.loop is None or not self.loop.decided:
             return None
         return (
-            f"JAX engine: each step under XLA with its windows gathered inside, {self.steps} steps per "
-            f"callback call, {self.loop.describe(self.opts.batch_size)}; {self.describe_threads()}; "
+            "JAX engine: each step under XLA with its windows gathered inside, "
+            f"{self.steps} steps per callback call, {self.loop.describe(self.opts.batch_size)}; "
+            f"{self.describe_threads()}; "
             "--jax-loop dispatch|scan to choose"
         )
 
     def prepare(self) -> None:
-        """Create the optimizer slots and metric totals before the first step (a resumed run puts its own back)."""
+        """Create the optimizer slots and metric totals before the first step (a resumed run puts
+        its own back)."""
         if not self._ready:
             build_state(self.model, self.shapes.window, self.shapes.channels, self.shapes.classes)
             if not self.model.optimizer.built:
@@ -245,8 +236,8 @@ class JaxEngine(OneProcess):
         return step_batches(n_windows, self.opts.batch_size, self.steps)
 
     def train(self, tensors: JaxBlock, callbacks: keras.callbacks.CallbackList) -> None:
-        """One group: its elements in order (dispatched or looped, ``--jax-loop``), callbacks around each as
-        ``fit`` has them around each compiled call."""
+        """One group: its elements in order (dispatched or looped, ``--jax-loop``), callbacks around
+        each as ``fit`` has them around each compiled call."""
         self.prepare()
         self.model.reset_metrics()  # as each fit call does; the bridge puts the epoch's totals back
         self.model.stop_training = False
@@ -255,8 +246,8 @@ class JaxEngine(OneProcess):
         for k, (lo, hi, n) in enumerate(self._elements(tensors.n_windows)):
             callbacks.on_train_batch_begin(k)
             state = train_state(self.model)
-            # Only full elements take part in the trial, each with its first TRIAL_BATCHES batches (the
-            # rest dispatched); the other elements follow the choice once made.
+            # Only full elements take part in the trial, each with its first TRIAL_BATCHES batches
+            # (the rest dispatched); the other elements follow the choice once made.
             if n == self.steps and not loop.decided:
                 state, logs = self._trial(state, tensors, lo, hi, n)
             else:
@@ -269,8 +260,9 @@ class JaxEngine(OneProcess):
                 return
 
     def _trial(self, state: Any, tensors: JaxBlock, lo: int, hi: int, n: int) -> tuple[Any, Any]:
-        """A full element of the loop trial: its first TRIAL_BATCHES batches in the mode on trial, timed
-        (after one untimed batch the first time, which compiles the step), the rest dispatched."""
+        """A full element of the loop trial: its first TRIAL_BATCHES batches in the mode on trial,
+        timed (after one untimed batch the first time, which compiles the step), the rest
+        dispatched."""
         loop, b = self.loop, self.opts.batch_size
         assert loop is not None
         scan = loop.next_mode()
@@ -287,7 +279,8 @@ class JaxEngine(OneProcess):
         return state, logs
 
     def evaluate(self, tensors: JaxBlock, callbacks: keras.callbacks.CallbackList) -> None:
-        """One group of validation windows in order; the metrics hold its totals (the bridge carries them on)."""
+        """One group of validation windows in order; the metrics hold its totals (the bridge carries
+        them on)."""
         self.prepare()
         self.model.reset_metrics()
         b, batch, scan = self.opts.batch_size, 0, self.loop is not None and self.loop.jit is True
@@ -304,8 +297,8 @@ class JaxEngine(OneProcess):
         self, state: Any, tensors: JaxBlock, lo: int, hi: int, n: int, scan: bool, training: bool
     ) -> tuple[Any, Any]:
         """The windows ``lo:hi`` of a group (``n`` full batches, 0: one short batch): looped inside
-        compiled calls with ``scan`` (the rest of a group's last element, under MIN_SCAN batches, one
-        call each), else one call per batch. Returns (state, the last batch's logs)."""
+        compiled calls with ``scan`` (the rest of a group's last element, under MIN_SCAN batches,
+        one call each), else one call per batch. Returns (state, the last batch's logs)."""
         c, b, logs = self.compiled, self.opts.batch_size, None
         if scan and n:
             sizes, _ = scan_sizes(n, self.steps)
@@ -321,7 +314,8 @@ class JaxEngine(OneProcess):
         return single(state, tensors.samples, *self._batches(offsets, labels, n))
 
     def _elements(self, n_windows: int) -> list[tuple[int, int, int]]:
-        """(first window, end, full batches or 0 for the short last batch) of each element of a group."""
+        """(first window, end, full batches or 0 for the short last batch) of each element of a
+        group."""
         out, lo, b = [], 0, self.opts.batch_size
         for k in step_batches(n_windows, b, self.steps):
             hi = min(lo + k * b, n_windows)
@@ -332,7 +326,8 @@ class JaxEngine(OneProcess):
     def _batches(
         self, offsets: np.ndarray, labels: np.ndarray, n: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """An element's offsets and classes as [batches, batch] (n full batches; 0: one short batch)."""
+        """An element's offsets and classes as [batches, batch] (n full batches; 0: one short
+        batch)."""
         shape = (n, self.opts.batch_size) if n else (1, offsets.size)
         return offsets.reshape(shape), labels.reshape(shape)
 
@@ -349,12 +344,3 @@ def _finished(state: Any, t0: float) -> float:
 
     jax.block_until_ready(state)
     return time.perf_counter() - t0
-
-
-def _bucket(n: int) -> int:
-    """``n`` rounded up to one of 8 sizes per power of two: validation groups of other lengths
-    then share a few compiled shapes, at most 1/8 padding."""
-    if n <= 8:
-        return max(n, 1)
-    step = 1 << max(n.bit_length() - 4, 0)
-    return -(-n // step) * step

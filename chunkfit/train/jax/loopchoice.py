@@ -1,32 +1,33 @@
-"""How the JAX engine runs an element's batches, chosen by timing both on this machine, for this model.
+"""How the JAX engine runs an element's batches, chosen by timing both on this machine, for this
+model.
 
 ``dispatch`` calls the compiled step once per batch from Python; ``scan`` loops an element's
 batches inside one compiled call (chunkfit.train.jax.steps). Which is faster depends on how long
-a step takes against a call's dispatch: on a 2-core CPU baseline-cnn's step ran slower inside the
-loop, on a GPU a step is shorter than its dispatch. So under ``--jax-loop auto`` (the default) the
-first full elements of the run alternate between the two, each timed on its first 32 batches (the
-scan's first element compiles it and is not counted), and the faster trains the rest: the same
-trial, and the same rule for a run too short to pay for it, as TensorFlow's XLA trial
-(chunkfit.train.tensorflow.autotune), and a bound: the trial runs only where it costs under 5%
-of the run (TRIAL_SECONDS), judged from its first timing; a shorter run takes the default for
-where JAX computes (scan on a GPU or TPU, dispatch on a CPU). Measured on an H200 GPU: the scan 1.2M windows/s against
-dispatch 0.23M for baseline-cnn; on a 2-core AMD EPYC: the scan 0.55x dispatch. ``--jax-loop dispatch|scan`` skips the trial;
-``--deterministic`` runs dispatch: a fixed choice, so that a resumed run is bit-identical.
+a step takes against a call's dispatch: on a CPU a small model's step runs slower inside the loop,
+on a GPU a step is shorter than its dispatch and the loop is much faster. So under
+``--jax-loop auto`` (the default) the first full elements of the run alternate between the two,
+each timed on its first batches (the scan's first element compiles it and is not counted), and
+the faster trains the rest: the same trial, and the same rule for a run too short to pay for it,
+as TensorFlow's XLA trial (chunkfit.train.trial), and a bound: the trial runs only where it costs
+under 5% of the run (TRIAL_SECONDS), judged from its first timing; a shorter run takes the default
+for where JAX computes (scan on a GPU or TPU, dispatch on a CPU). ``--jax-loop dispatch|scan``
+skips the trial; ``--deterministic`` runs dispatch: a fixed choice, so that a resumed run is
+bit-identical.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..tensorflow.autotune import MIN_ELEMENTS, JitChoice
+from ..trial import MIN_ELEMENTS, TwoModeTrial
 
-# What the trial may cost a run: it is tried only when this is under 5% of the run's estimated
-# time (the scan's compile on 2 cores took about 2 s; the slower mode's batches cost little).
+# What the trial may cost a run (about the scan's compile; the slower mode's batches cost little):
+# it is tried only when this is under 5% of the run's estimated time.
 TRIAL_SECONDS = 2.0
 
 
-class LoopChoice(JitChoice):
-    """``JitChoice``'s trial with the JAX engine's two modes: True is ``scan``, False ``dispatch``.
+class LoopChoice(TwoModeTrial):
+    """The trial with the JAX engine's two modes: True is ``scan``, False ``dispatch``.
 
     ``accelerator``: JAX computes on a GPU or TPU, where the scan is the default for a run too short
     for the trial (dispatch on a CPU). ``run_batches`` sizes the run for the trial's bound.
@@ -42,7 +43,7 @@ class LoopChoice(JitChoice):
         accelerator: bool = False,
         run_batches: int = 0,
     ) -> None:
-        super().__init__("auto", False, run_elements, steps)
+        super().__init__()
         self.accelerator, self.run_batches = accelerator, run_batches
         if mode in ("dispatch", "scan"):
             self.jit, self.by = mode == "scan", f"--jax-loop {mode}"
@@ -55,8 +56,8 @@ class LoopChoice(JitChoice):
             self._default(f"a run of {run_elements} training calls of up to {steps} batches")
 
     def timed(self, jit: bool, seconds: float, batches: int) -> None:
-        """As ``JitChoice.timed``; after the first timing, a run estimated too short to pay for the
-        trial (TRIAL_SECONDS over 5% of it) stops it and takes the default."""
+        """As ``TwoModeTrial.timed``; after the first timing, a run estimated too short to pay for
+        the trial (TRIAL_SECONDS over 5% of it) stops it and takes the default."""
         super().timed(jit, seconds, batches)
         first = not self.decided and sum(map(len, self.timings.values())) == 1 and self.at == 1
         if first:
@@ -90,6 +91,7 @@ class LoopChoice(JitChoice):
         rates = self.to_dict(batch_size).get("windows_per_s", {})
         timed = ""
         if rates:
-            timed = f" (dispatch {rates.get('dispatch', 0):,.0f}, scan {rates.get('scan', 0):,.0f} windows/s)"
+            dispatch, scan = rates.get("dispatch", 0), rates.get("scan", 0)
+            timed = f" (dispatch {dispatch:,.0f}, scan {scan:,.0f} windows/s)"
         how = "looped inside one compiled call" if self.jit else "one compiled call each"
         return f"an element's batches {how} (--jax-loop {self.mode}), chosen by {self.by}{timed}"

@@ -1,4 +1,5 @@
-"""``Predictor`` on JAX: a model's outputs for windows gathered from a block's raw samples, in batches of one size.
+"""``Predictor`` on JAX: a model's outputs for windows gathered from a block's raw samples, in
+batches of one size.
 
 The same contract as chunkfit.train.tensorflow.predictor: every batch holds exactly
 ``batch_size`` windows (the last one padded with copies of the block's last window), so a
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .engine import _bucket, compilation_cache
+from ..steps import bucket
+from .engine import compilation_cache
 from .steps import gather
 
 if TYPE_CHECKING:
@@ -43,12 +45,13 @@ class Predictor:
         self._block = jax.jit(block)
 
     def __call__(self, samples: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        """float32 [len(offsets), outputs]: the outputs for the windows ``samples[o : o + window]``."""
+        """float32 [len(offsets), outputs]: the outputs for the windows
+        ``samples[o : o + window]``."""
         b, n = self.batch_size, int(offsets.size)
-        batches = _bucket(-(-n // b))
+        batches = bucket(-(-n // b))
         padded = np.full(batches * b, offsets[-1], dtype=np.int32)
         padded[:n] = offsets
-        rows = _bucket(samples.shape[0])
+        rows = bucket(samples.shape[0])
         x = np.zeros((rows, self.n_channels), dtype=np.float32)
         x[: samples.shape[0]] = samples
         m = self.model

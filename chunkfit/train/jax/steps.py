@@ -1,4 +1,5 @@
-"""The JAX engine's compiled step: a batch's windows gathered from raw samples, then the model's train step.
+"""The JAX engine's compiled step: a batch's windows gathered from raw samples, then the model's
+train step.
 
 A group of blocks crosses into JAX as its raw samples (float32, padded to one length for the
 run) and its shuffled window offsets and class indices, never as a (windows x window) array.
@@ -12,9 +13,9 @@ compiles one of its own per size (the batch size is in the shapes, as in Keras's
 An element's batches run in one of two ways (``--jax-loop``, chosen by timing both when
 ``auto``: chunkfit.train.jax.loopchoice): ``dispatch``, one compiled call per batch from Python,
 JAX dispatching ahead while the steps run; or ``scan``, the element's batches looped inside one
-compiled call (``lax.scan``), which spares the per-call dispatch. On a 2-core AMD EPYC the scan
-ran baseline-cnn's steps at 0.55-0.6x the rate of the calls one by one (XLA on the CPU runs a
-loop's body slower); where a step is shorter than its dispatch (a GPU) the loop is the faster.
+compiled call (``lax.scan``), which spares the per-call dispatch. On a CPU the scan runs a small
+model's steps slower than the calls one by one (XLA on the CPU runs a loop's body slower); where a
+step is shorter than its dispatch (a GPU) the loop is the faster.
 
 Evaluation is the same with ``test_step``.
 """
@@ -33,24 +34,9 @@ if TYPE_CHECKING:
     import keras
 
 
-def standardise(normalizer: Normalizer, x: Any) -> Any:
-    """``normalizer.apply`` in jax.numpy, on windows [..., window, channels]."""
-    import jax
-    import jax.numpy as jnp
-
-    if normalizer.mode == "none":
-        return x
-    if normalizer.mode == "global":
-        mean = jnp.asarray(normalizer.mean, jnp.float32)
-        scale = jnp.maximum(jnp.asarray(normalizer.std, jnp.float32), normalizer.epsilon)
-        return (x - mean) / scale
-    mean = jnp.mean(x, axis=-2, keepdims=True)
-    var = jnp.mean(jnp.square(x - mean), axis=-2, keepdims=True)
-    return (x - mean) * jax.lax.rsqrt(var + normalizer.epsilon)
-
-
 def gather(samples: Any, offsets: Any, window: int) -> Any:
-    """The windows ``samples[o : o + window]`` of ``offsets``: float32 [len(offsets), window, channels]."""
+    """The windows ``samples[o : o + window]`` of ``offsets``: float32 [len(offsets), window,
+    channels]."""
     import jax.numpy as jnp
 
     return samples[offsets[:, None] + jnp.arange(window, dtype=offsets.dtype)]
@@ -66,11 +52,12 @@ def batch_of(
     normalizer: Normalizer,
     class_weights: tuple[float, ...] | None,
 ) -> tuple[Any, ...]:
-    """One batch as a train step takes it, ``(x, y[, sample_weight])`` (see the module docstring)."""
+    """One batch as a train step takes it, ``(x, y[, sample_weight])`` (see the module
+    docstring)."""
     import jax
     import jax.numpy as jnp
 
-    x = standardise(normalizer, gather(samples, offsets, window))
+    x = normalizer.apply(gather(samples, offsets, window))
     y = jax.nn.one_hot(labels, n_classes, dtype=jnp.float32)
     if class_weights is None:
         return x, y
@@ -139,8 +126,8 @@ class Steps:
         batch_size: int,
         batches: int,
     ) -> Any:
-        """``batches`` full batches in turn, inside one call: the group's offsets and classes stay on the
-        device whole, and each batch is sliced from them from window ``first`` on."""
+        """``batches`` full batches in turn, inside one call: the group's offsets and classes stay
+        on the device whole, and each batch is sliced from them from window ``first`` on."""
         import jax
 
         def body(state: Any, k: Any) -> tuple[Any, Any]:
@@ -156,7 +143,8 @@ class Steps:
     def train(
         self, state: Any, samples: Any, offsets: np.ndarray, labels: np.ndarray
     ) -> tuple[Any, Any]:
-        """The batches ``offsets[k]``, ``labels[k]`` in turn, one compiled step each: (state, last logs)."""
+        """The batches ``offsets[k]``, ``labels[k]`` in turn, one compiled step each: (state, last
+        logs)."""
         return self._run(self._train, state, samples, offsets, labels)
 
     def test(
@@ -167,8 +155,8 @@ class Steps:
     def train_scan(
         self, state: Any, samples: Any, offsets: Any, labels: Any, first: int, batches: int
     ) -> tuple[Any, Any]:
-        """``batches`` full batches of a group from window ``first``, in one compiled call (compiled once
-        per number of batches): ``offsets`` and ``labels`` are the group's, on the device."""
+        """``batches`` full batches of a group from window ``first``, in one compiled call (compiled
+        once per number of batches): ``offsets`` and ``labels`` are the group's, on the device."""
         return self._train_scan(state, samples, offsets, labels, first, batches=batches)
 
     def test_scan(
@@ -234,7 +222,8 @@ def put_state(model: keras.Model, state: tuple[list[Any], ...]) -> None:
 
 
 def python_logs(logs: dict[str, Any]) -> dict[str, Any]:
-    """Logs as Python floats (what callbacks get), waiting for the element to finish (one transfer)."""
+    """Logs as Python floats (what callbacks get), waiting for the element to finish (one
+    transfer)."""
     import jax
 
     logs = jax.device_get(logs)

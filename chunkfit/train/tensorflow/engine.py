@@ -1,8 +1,5 @@
-"""``TensorFlowEngine``: Keras on TensorFlow, driven one group of blocks at a time by the training loop.
-
-The loop owns epochs, block order, callbacks and checkpoints; an engine owns the model's runtime:
-starting it (threads, seeds, determinism), building and compiling the model, turning a block's
-samples into the runtime's tensors (in the loader thread), and training or evaluating one group.
+"""``TensorFlowEngine``: Keras on TensorFlow, driven one group of blocks at a time by the training
+loop, as chunkfit.train.engines.Engine describes.
 """
 
 from __future__ import annotations
@@ -15,17 +12,9 @@ from ...config import FitOptions
 from ..blocks import BlockData
 from ..models import build_model, check_model, compile_model
 from ..normalize import Normalizer
-from ..oneprocess import OneProcess
-from .pipeline import (
-    BlockTensors,
-    batch_bytes,
-    element_steps,
-    eval_dataset,
-    step_batches,
-    to_tensors,
-    train_dataset,
-    train_element_spec,
-)
+from ..singleprocess import SingleProcessEngine
+from ..steps import Shapes, batch_bytes, element_steps, step_batches
+from .pipeline import BlockTensors, eval_dataset, to_tensors, train_dataset, train_element_spec
 from .threads import start_tensorflow
 from .threadtune import RULE, ProbeSpec, ThreadChoice, cache_path, choose_threads, measure
 
@@ -33,16 +22,7 @@ if TYPE_CHECKING:
     import keras
 
 
-@dataclasses.dataclass(frozen=True)
-class Shapes:
-    """What every window of a run looks like: samples, channels, classes."""
-
-    window: int
-    channels: int
-    classes: int
-
-
-class TensorFlowEngine(OneProcess):
+class TensorFlowEngine(SingleProcessEngine):
     """Keras on TensorFlow: see the module docstring. Build with ``start``."""
 
     name = "tensorflow"
@@ -73,7 +53,7 @@ class TensorFlowEngine(OneProcess):
         self.normalizer = normalizer
         self.class_weights = None if class_weights is None else list(class_weights)
         self.group_samples: int | None = (
-            None  # training groups' samples are padded to this (``sized``)
+            None  # training groups' samples are padded to this (``pad_groups_to``)
         )
         self.gathered = (
             gathered  # training windows gathered in the input pipeline (on a CPU; see pipeline)
@@ -101,11 +81,11 @@ class TensorFlowEngine(OneProcess):
         group_samples: int = 0,
         say: Callable[[str], None] | None = None,
     ) -> TensorFlowEngine:
-        """Start TensorFlow (threads before its runtime starts: chunkfit.train.tensorflow.threadtune,
-        for a run of ``run_windows`` training windows in groups of up to ``group_samples`` samples),
-        seed it, and build and compile ``model``, which trains on windows standardised by
-        ``normalizer``, weighted by ``class_weights`` (one per class index; None: unweighted).
-        ``say`` is told before threads are measured."""
+        """Start TensorFlow (threads before its runtime starts:
+        chunkfit.train.tensorflow.threadtune, for a run of ``run_windows`` training windows in
+        groups of up to ``group_samples`` samples), seed it, and build and compile ``model``, which
+        trains on windows standardised by ``normalizer``, weighted by ``class_weights`` (one per
+        class index; None: unweighted). ``say`` is told before threads are measured."""
         tuned = choose_threads(
             opts.compute_threads,
             model,
@@ -120,8 +100,9 @@ class TensorFlowEngine(OneProcess):
         )
         if isinstance(tuned, ProbeSpec) and say is not None:
             say(
-                f"measuring how fast {model} trains on every core, on one thread and in halves of each batch side "
-                f"by side (once for this machine and model: cached in {cache_path()})"
+                f"measuring how fast {model} trains on every core, on one thread and in halves of "
+                "each batch side by side (once for this machine and model: cached in "
+                f"{cache_path()})"
             )
         decided: list[ThreadChoice] = []
         gpus: list[bool] = []
@@ -174,7 +155,8 @@ class TensorFlowEngine(OneProcess):
             choice = dataclasses.replace(
                 choice, halves=1
             )  # TensorFlow started before, or another model
-        # On a CPU the input pipeline copies the windows (numpy), a GPU's step gathers them on the device
+        # On a CPU the input pipeline copies the windows (numpy), a GPU's step gathers them on the
+        # device
         return cls(
             built,
             opts,
@@ -189,7 +171,7 @@ class TensorFlowEngine(OneProcess):
         )
 
     @property
-    def fitting(self) -> keras.Model:
+    def fit_wrapper(self) -> keras.Model | None:
         """The model whose ``fit`` trains the blocks (it wraps ``self.model``)."""
         return self.stepper
 
@@ -201,13 +183,14 @@ class TensorFlowEngine(OneProcess):
         windows = (3 * self.steps if self.gathered else 1) * batch_bytes(b, s.window, s.channels)
         return 3 * self.steps * b * 8 + windows
 
-    def sized(self, group_samples: int) -> None:
+    def pad_groups_to(self, group_samples: int) -> None:
         """The most samples a training group holds (chunkfit.train.plan): every group's samples are
         padded to it, so that the compiled step sees one shape all run (XLA compiles once)."""
         self.group_samples = group_samples
 
     def tensors(self, data: BlockData, training: bool) -> BlockTensors:
-        """A group's samples as tensors with the dataset it trains (or validates) from; runs in the loader thread."""
+        """A group's samples as tensors with the dataset it trains (or validates) from; runs in the
+        loader thread."""
         if training:
             tensors = to_tensors(data, self.group_samples)
             window = self.shapes.window if self.gathered else None
@@ -230,8 +213,9 @@ class TensorFlowEngine(OneProcess):
         )
 
     def choose_compile(self, run_batches: int) -> None:
-        """Set how the train step is compiled (``--jit``; for ``auto``, by timing the first elements of
-        training, chunkfit.train.tensorflow.autotune). ``run_batches``: the run's training batches."""
+        """Set how the train step is compiled (``--jit``; for ``auto``, by timing the first elements
+        of training, chunkfit.train.tensorflow.autotune). ``run_batches``: the run's training
+        batches."""
         from ...errors import UsageError
         from .autotune import JitChoice
 
@@ -240,8 +224,9 @@ class TensorFlowEngine(OneProcess):
         determinism = self.opts.deterministic or _op_determinism()
         if determinism and self.opts.jit == "on":
             raise UsageError(
-                "jit='on' cannot be used in this process: TensorFlow op determinism is on (an earlier "
-                "deterministic run turned it on), and XLA has no deterministic form of some ops"
+                "jit='on' cannot be used in this process: TensorFlow op determinism is on (an "
+                "earlier deterministic run turned it on), and XLA has no deterministic form of "
+                "some ops"
             )
         measured = self.thread_choice.jit if self.thread_choice is not None else None
         self.stepper.choice = JitChoice(
@@ -283,7 +268,8 @@ class TensorFlowEngine(OneProcess):
         )
 
     def step_batches(self, n_windows: int) -> list[int]:
-        """Batches in each training step of a group of ``n_windows``, for callbacks' batch numbers."""
+        """Batches in each training step of a group of ``n_windows``, for callbacks' batch
+        numbers."""
         return step_batches(n_windows, self.opts.batch_size, self.steps)
 
     def train(self, tensors: BlockTensors, callbacks: keras.callbacks.CallbackList) -> None:

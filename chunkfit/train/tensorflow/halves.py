@@ -1,13 +1,10 @@
 """Each training batch as independent halves that TensorFlow runs side by side, one thread each.
 
-A small model's step is a chain of small kernels, each too small for TensorFlow's intra-op threads to
-share well: on 2 cores of an Intel Xeon, baseline-cnn's step ran about as fast on one compute thread
-as on every core. Cut the batch in two instead: the forward pass of each half, and its backward pass,
-are independent chains of ops, and TensorFlow's inter-op executor runs two chains at once. Measured
-there, chunkfit's multi-batch step on one element, 1 compute thread for each of 2 halves (2 inter-op
-threads): baseline-cnn 145k windows/s against 126k whole on one thread (1.15x, each half's windows
-gathered apart in the step; the windows now come gathered from the input pipeline:
-chunkfit.train.tensorflow.pipeline), dilated-resnet about 1.6x every core.
+A small model's step is a chain of small kernels, each too small for TensorFlow's intra-op threads
+to share well: a small model's step can run about as fast on one compute thread as on every core.
+Cut the batch in two instead: the forward pass of each half, and its backward pass, are independent
+chains of ops, and TensorFlow's inter-op executor runs two chains at once, one compute thread each,
+which beat both one thread and every core for the built-in models where measured.
 
 Only where the halves compute exactly what the whole batch would: the model's outputs are those of
 its layers applied to each window alone (convolutions, dense layers, pooling, activations, dropout,
@@ -105,9 +102,9 @@ def _per_window(layer: Any) -> bool:
 
 @contextmanager
 def split_batch(model: keras.Model, parts: int) -> Iterator[None]:
-    """While tracing a step, ``model``'s forward pass cut along the batch into ``parts`` slices whose
-    outputs are concatenated (``parts`` of 1 changes nothing). The caller holds the trace lock: the
-    model's ``call`` is replaced on the instance meanwhile."""
+    """While tracing a step, ``model``'s forward pass cut along the batch into ``parts`` slices
+    whose outputs are concatenated (``parts`` of 1 changes nothing). The caller holds the trace
+    lock: the model's ``call`` is replaced on the instance meanwhile."""
     if parts <= 1:
         yield
         return

@@ -1,26 +1,24 @@
-"""Handing a block (or a group of blocks) to TensorFlow: raw samples in, windows gathered where they are used.
+"""Handing a block (or a group of blocks) to TensorFlow: raw samples in, windows gathered where they
+are used.
 
 A block crosses into TensorFlow as three float32/int32 tensors (its raw samples, the shuffled window
 offsets and their class indices), never as a (windows x window) array. On a CPU the windows of each
 training element are copied out of the raw samples in the input pipeline, by numpy, while the step
-before trains (``train_dataset``'s ``window``; ``host_windows``): TensorFlow's gather copies a window
-sample by sample, numpy copies it as one row of a strided view of the samples. Measured on 2 cores
-of an Intel Xeon, one thread, 32,768 windows of 104: ``tf.gather`` 30 ms, numpy 5.9 ms; the gather
-inside baseline-cnn's step had been an eighth of it (on one thread, on every core, and in halves),
-and with the windows copied in the pipeline the step ran at 0.95-0.99x of one on a constant batch
-(every core, and halves: 1.03-1.11x the gather in the step). On a GPU the compiled step gathers the
-windows of each batch itself (``chunkfit.train.tensorflow.stepper.Stepper``), from the samples on
-the device. The samples are padded to one length for the whole run (``to_tensors``' ``capacity``),
-so that XLA compiles the step once. Evaluation batches are gathered in the input pipeline too, for
-``model.evaluate``. A block costs about (chunk + window) x channels x 4 bytes, and the elements in
-flight a few times 16 MB of windows (``ELEMENT_BYTES``).
+before trains (``train_dataset``'s ``window``; ``host_windows``): TensorFlow's gather copies a
+window sample by sample, numpy copies it as one row of a strided view of the samples, several times
+faster, and the step then runs about as fast as on a constant batch. On a GPU the compiled step
+gathers the windows of each batch itself (``chunkfit.train.tensorflow.stepper.Stepper``), from the
+samples on the device. The samples are padded to one length for the whole run (``to_tensors``'
+``capacity``), so that XLA compiles the step once. Evaluation batches are gathered in the input
+pipeline too, for ``model.evaluate``. A block costs about (chunk + window) x channels x 4 bytes, and
+the elements in flight a few times ``ELEMENT_BYTES`` of windows (chunkfit.train.steps).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -65,31 +63,6 @@ def to_tensors(data: BlockData, capacity: int | None = None) -> BlockTensors:
     )
 
 
-# Training elements hold up to MAX_STEPS batches and, unless asked for more, batches of at most
-# ELEMENT_BYTES of windows in all (the steps of one element are one call: progress and callbacks
-# hear of them together). On baseline-cnn (2 cores) 256 batches per element trained 4-7% faster
-# than 64: each element costs a compiled call of its own and a pass through Keras's loop.
-MAX_STEPS = 256
-ELEMENT_BYTES = 16 << 20
-
-
-def batch_bytes(batch_size: int, window: int, n_channels: int, n_classes: int = 0) -> int:
-    """Bytes of one batch of gathered float32 windows (and of its one-hot labels)."""
-    return batch_size * (window * n_channels + n_classes) * 4
-
-
-def element_steps(batch_size: int, window: int, n_channels: int) -> int:
-    """Default batches per training element: MAX_STEPS, or fewer when they would exceed ELEMENT_BYTES."""
-    return max(1, min(MAX_STEPS, ELEMENT_BYTES // batch_bytes(batch_size, window, n_channels)))
-
-
-def step_batches(n_windows: int, batch_size: int, steps: int) -> list[int]:
-    """Batches in each element of a training dataset of ``n_windows`` (see ``train_dataset``)."""
-    full, short = divmod(n_windows, batch_size)
-    groups, rest = divmod(full, steps)
-    return [steps] * groups + ([rest] if rest else []) + ([1] if short else [])
-
-
 def train_element_spec(
     batch_size: int, window: int | None = None, n_channels: int = 1
 ) -> tuple[tf.TypeSpec, ...]:
@@ -123,16 +96,17 @@ def windows_at(samples: Any, offsets: Any, window: int) -> Any:
 
 
 def host_windows(samples: Any, window: int) -> Callable[[Any], Any]:
-    """A function of the input pipeline's graph: offsets (any shape) in, their windows of ``samples``
-    (a CPU tensor [samples, channels]) out, shaped offsets' shape + [window, channels], each copied
-    by numpy as one row of a strided view (see the module docstring)."""
+    """A function of the input pipeline's graph: offsets (any shape) in, their windows of
+    ``samples`` (a CPU tensor [samples, channels]) out, shaped offsets' shape + [window, channels],
+    each copied by numpy as one row of a strided view (see the module docstring)."""
     import tensorflow as tf
 
     shape = [window, int(samples.shape[-1])]
 
     def windows(offsets: Any) -> Any:
         # One module-level function for every block: TensorFlow's registry of numpy functions holds
-        # each function the graphs of a run name (a function of this block's would keep its samples).
+        # each function the graphs of a run name (a function of this block's would keep its
+        # samples).
         out = tf.numpy_function(_rows, [samples, offsets, window], tf.float32, stateful=False)
         return tf.ensure_shape(out, [*offsets.shape, *shape])
 
@@ -140,8 +114,8 @@ def host_windows(samples: Any, window: int) -> Callable[[Any], Any]:
 
 
 def _rows(samples: np.ndarray, offsets: np.ndarray, window: np.ndarray) -> np.ndarray:
-    """The windows of ``offsets``: rows of the [starts, window, channels] view of ``samples`` (no copy
-    until they are indexed)."""
+    """The windows of ``offsets``: rows of the [starts, window, channels] view of ``samples`` (no
+    copy until they are indexed)."""
     rows = np.lib.stride_tricks.sliding_window_view(samples, int(window), axis=0).transpose(0, 2, 1)
     return rows[offsets]
 
@@ -154,9 +128,9 @@ def batch_of(
     normalize: Callable[[Any], Any] | None = None,
     class_weights: Any = None,
 ) -> tuple[Any, ...]:
-    """One batch as a train step takes it, ``(x, y[, sample_weight])``: the ``windows`` (standardised
-    by ``normalize``), the one-hot ``labels`` and, with ``class_weights`` (a tensor, one weight per
-    class index), each window's weight."""
+    """One batch as a train step takes it, ``(x, y[, sample_weight])``: the ``windows``
+    (standardised by ``normalize``), the one-hot ``labels`` and, with ``class_weights`` (a tensor,
+    one weight per class index), each window's weight."""
     import tensorflow as tf
 
     x = windows if normalize is None else normalize(windows)
@@ -171,7 +145,7 @@ def train_dataset(
     batch_size], last)``, whole groups of ``steps`` full batches, then the remaining full batches,
     then the short last batch alone, padded to ``batch_size`` with window 0; ``last`` is how many
     windows the element's last batch really holds. Elements keep the batch size in their shape: a
-    train step traced for unknown batch sizes ran baseline-cnn 10-15% slower. With ``window``, an
+    train step traced for unknown batch sizes runs slower. With ``window``, an
     element holds the windows of its offsets instead, gathered in tf.data's thread (a core the train
     step does not use; see chunkfit.train.tensorflow.engine).
 
@@ -199,7 +173,8 @@ def train_dataset(
     )
 
     def any_length(o: tf.Tensor, y: tf.Tensor, last: tf.Tensor) -> tuple[tf.Tensor, ...]:
-        # one spec for every block, whatever its parts (else Keras retraces its train function per block)
+        # one spec for every block, whatever its parts (else Keras retraces its train function per
+        # block)
         o = tf.raw_ops.PlaceholderWithDefault(input=o, shape=[None, b])
         if gather is not None:
             o = gather(o)
@@ -216,9 +191,9 @@ def eval_dataset(
     n_classes: int,
     normalize: Callable[[Any], Any] | None = None,
 ) -> tf.data.Dataset:
-    """The block's windows (float32 [b, window, channels], standardised by ``normalize``) and one-hot
-    labels (float32 [b, classes]), a batch per element, for ``model.evaluate``. Batches have unknown
-    sizes, so that every block matches the test function Keras traced for the first one."""
+    """The block's windows (float32 [b, window, channels], standardised by ``normalize``) and
+    one-hot labels (float32 [b, classes]), a batch per element, for ``model.evaluate``. Batches have
+    unknown sizes, so that every block matches the test function Keras traced for the first one."""
     import tensorflow as tf
 
     gather, b = host_windows(block.samples, window), batch_size
@@ -241,13 +216,13 @@ def eval_dataset(
 
 
 def _sliced(
-    parts: list[tuple[tuple[int, ...], int]],
+    parts: Sequence[tuple[tuple[int, ...], int]],
     slices: Callable[[int, int, tuple[int, ...], int], tuple[Any, ...]],
 ) -> tf.data.Dataset:
     """The parts that hold windows, one after the other: each part is (shape of its offsets, windows
     of its elements' last batch), cut from the offsets in order by ``slices(lo, hi, shape, last)``.
     Offsets arrive grouped, a dataset element per batch (or group of batches): slicing single
-    windows and batching them again costs tf.data ~15% of a baseline-cnn training step."""
+    windows and batching them again costs tf.data a sizeable share of a small model's step."""
     import tensorflow as tf
 
     ds, lo = None, 0
@@ -262,9 +237,9 @@ def _sliced(
 
 
 def _finish(ds: tf.data.Dataset) -> tf.data.Dataset:
-    """A fixed prefetch, and nothing left for tf.data's autotuning: with it on, deleting the iterator
-    at the end of a fit call waited 1-4 s for a tf.data thread in about one fit call in ten
-    (measured on 2 cores); with it off, in none of 32."""
+    """A fixed prefetch, and nothing left for tf.data's autotuning: with it on, deleting the
+    iterator at the end of a fit call sometimes waited seconds for a tf.data thread; with it off,
+    never."""
     import tensorflow as tf
 
     options = tf.data.Options()

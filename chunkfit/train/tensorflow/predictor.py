@@ -1,4 +1,5 @@
-"""``Predictor``: a model's outputs for windows gathered from a block's raw samples, in batches of one size.
+"""``Predictor``: a model's outputs for windows gathered from a block's raw samples, in batches of
+one size.
 
 Every batch has exactly ``batch_size`` windows (the last one of a block padded with copies of its
 own last window), so the model runs one compiled function with the batch size in its shapes. A
@@ -6,9 +7,8 @@ window's score then depends only on the batch it falls in: scoring that keeps ba
 place (chunkfit.score.scorer) gives bit-identical scores whatever the block size.
 
 A block is one call: a compiled loop over its batches, each batch's gather and forward pass one
-step. On 2 cores that scored baseline-cnn at 90-99k windows/s, twice the rate of one call per
-batch; the same step under XLA (samples padded to one length) was no faster (38-84k), so scoring
-runs without XLA whatever the run trained with.
+step, which scores much faster than one call per batch. The same step under XLA (samples padded
+to one length) was no faster, so scoring runs without XLA whatever the run trained with.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 if TYPE_CHECKING:
     import keras
 
-# batches in flight at once inside a block's call: 2 scored 10-15% faster than 1 on 2 cores, 4 no faster
+# batches in flight at once inside a block's call: 2 scored faster than 1, more no faster
 PARALLEL = 2
 
 
@@ -54,7 +54,8 @@ class Predictor:
         )
 
     def __call__(self, samples: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        """float32 [len(offsets), outputs]: the outputs for the windows ``samples[o : o + window]``."""
+        """float32 [len(offsets), outputs]: the outputs for the windows
+        ``samples[o : o + window]``."""
         import tensorflow as tf
 
         b, n = self.batch_size, int(offsets.size)

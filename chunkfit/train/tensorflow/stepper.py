@@ -1,30 +1,33 @@
 """Several training steps per element of the input pipeline, each the model's own ``train_step`` on
 windows the input pipeline copied (on a CPU) or the compiled step gathers (on a GPU).
 
-On a CPU a model as small as the original question's CNN spends a step on fixed costs, and
-``model.fit`` adds its own per step: taking the next batch out of the tf.data iterator inside
-Keras's compiled loop. Measured on 2 cores with baseline-cnn, fit reached 0.6-0.8x of the same
-train step run back to back on one constant batch, however the batches were made. ``Stepper``
-is a thin model around the user's: ``fit`` hands it elements of up to ``steps_per_execution``
-batches of window offsets and class indices (``chunkfit.train.tensorflow.pipeline.train_dataset``),
-with the block's raw samples beside them (``fit(..., samples=...)``), and its compiled loop runs,
-for each batch in turn, the gather of its windows (``pipeline.windows_at``), the batch
-(``pipeline.batch_of``: standardisation, one-hot labels, class weights) and the wrapped model's
-own ``train_step``; with ``gathered`` the elements hold the windows, copied by numpy in the input
-pipeline (on a CPU, where TensorFlow's gather was an eighth of the step: chunkfit.train.tensorflow.pipeline). Loss,
-optimizer, metrics and any custom ``train_step`` are the wrapped model's, batch by batch, as
+On a CPU a model as small as baseline-cnn spends a step on fixed costs, and ``model.fit`` adds its
+own per step (taking the next batch out of the tf.data iterator inside Keras's compiled loop), so
+fit runs well below the same step run back to back on one constant batch. ``Stepper`` is a thin
+model around the user's: ``fit`` hands it elements of up to ``steps_per_execution`` batches of
+window offsets and class indices (``chunkfit.train.tensorflow.pipeline.train_dataset``), with the
+block's raw samples beside them (``fit(..., samples=...)``), and its compiled loop runs, for each
+batch in turn, the gather of its windows (``pipeline.windows_at``), the batch
+(``pipeline.batch_of``: standardisation, one-hot labels, class weights) and the wrapped model's own
+``train_step``; with ``gathered`` the elements hold the windows, copied by numpy in the input
+pipeline (on a CPU, where numpy copies windows faster than TensorFlow's gather:
+chunkfit.train.tensorflow.pipeline).
+
+Loss, optimizer, metrics and any custom ``train_step`` are the wrapped model's, batch by batch, as
 ``fit`` would run them, with one difference: where the model keeps Keras's own ``train_step`` and
-its compiled metrics are all Keras's own (PR-AUC, precision, recall, accuracy...), they are updated
-once per element, on the labels and predictions of all its batches, instead of after each batch.
-Those metrics add counts and sums, so their results are the same up to float rounding; the update
-was a sixth of baseline-cnn's step (1 thread, AMD EPYC: 150k windows/s with it per batch, 179k
-without). A metric of the user's own is updated batch by batch. With ``fuse``, a plain Adam
-updates each variable in one kernel (chunkfit.train.tensorflow.fused). With ``jit`` the gather and the
-step of a full batch are one XLA computation: XLA fuses the gather with the first layer, and the step ran as fast as on one constant batch (2-core AMD EPYC), where
-gathering in tf.data beside it cost a core. With ``halves`` each full batch's forward and
-backward pass run as independent halves on two threads (chunkfit.train.tensorflow.halves). The
-batch size is part of the traced shapes, and the short last batch of a block gets a compiled step of its own (without XLA): for unknown batch sizes
-TensorFlow ran baseline-cnn's step 10-15% slower.
+its compiled metrics are all Keras's own (PR-AUC, precision, recall, accuracy...), they are
+updated once per element, on the labels and predictions of all its batches, instead of after each
+batch: those metrics add counts and sums, so their results are the same up to float rounding, and
+the per-batch update is a sizeable share of a small model's step. A metric of the user's own is
+updated batch by batch.
+
+With ``fuse``, a plain Adam updates each variable in one kernel (chunkfit.train.tensorflow.fused).
+With ``jit`` the gather and the step of a full batch are one XLA computation: XLA fuses the gather
+with the first layer, so the step runs about as fast as on one constant batch. With ``halves``
+each full batch's forward and backward pass run as independent halves on two threads
+(chunkfit.train.tensorflow.halves). The batch size is part of the traced shapes (TensorFlow runs a
+step traced for unknown batch sizes slower), and the short last batch of a block gets a compiled
+step of its own (without XLA).
 """
 
 from __future__ import annotations
@@ -71,8 +74,8 @@ class Stepper(keras.Model):
         self.choice: JitChoice | None = (
             None  # set before the first step: chunkfit.train.tensorflow.autotune
         )
-        # Elements hold the windows, gathered in the input pipeline (``train_dataset``'s ``window``),
-        # instead of their offsets.
+        # Elements hold the windows, gathered in the input pipeline (``train_dataset``'s
+        # ``window``), instead of their offsets.
         self.gathered = gathered
         # Keras's Adam update as one kernel per variable (chunkfit.train.tensorflow.fused); off, the
         # step is Keras's op for op, and its logs equal model.fit's to the last digit.
@@ -105,21 +108,22 @@ class Stepper(keras.Model):
             self.whole(self._next_mode()).get_concrete_function()
 
     def fit(self, x: Any = None, *args: Any, samples: Any = None, **kwargs: Any) -> Any:
-        """``keras.Model.fit`` on a dataset of multi-batch elements whose windows start in ``samples``
-        (float32 [samples, channels]; see the module docstring)."""
+        """``keras.Model.fit`` on a dataset of multi-batch elements whose windows start in
+        ``samples`` (float32 [samples, channels]; see the module docstring)."""
         self._samples = samples
         self.build_state(x.element_spec, int(samples.shape[-1]))
         try:
             return super().fit(x, *args, **kwargs)
-        finally:  # no thread of TensorFlow's outlives the call (one still in it at exit aborts the process)
+        # no thread of TensorFlow's outlives the call (one still in it at exit aborts the process)
+        finally:
             self._wait_for_short()
             self._samples = None
 
     def build_state(self, element_spec: Any, n_channels: int) -> None:
-        """Create the variables the first step would create inside the trace: tf.function then traces
-        it again (optimizer slots: a third of a second for baseline-cnn). The compiled metrics are
-        built too (their state is discarded by fit's reset), so that the step can start its loop from
-        their results and be traced once."""
+        """Create the variables the first step would create inside the trace: tf.function then
+        traces it again (optimizer slots: a third of a second for baseline-cnn). The compiled
+        metrics are built too (their state is discarded by fit's reset), so that the step can start
+        its loop from their results and be traced once."""
         import tensorflow as tf
 
         model = self.wrapped
@@ -137,7 +141,8 @@ class Stepper(keras.Model):
             )
 
     def whole(self, jit: bool) -> Any:
-        """The compiled loop for elements of full batches, its step under XLA or not (each built once)."""
+        """The compiled loop for elements of full batches, its step under XLA or not (each built
+        once)."""
         import tensorflow as tf
 
         if jit not in self._wholes:
@@ -161,12 +166,13 @@ class Stepper(keras.Model):
             return self.wrapped.train_step(self._batch_of(samples, offsets, labels))
 
     def _one_kept(self, samples: Any, offsets: Any, labels: Any) -> tuple[Any, ...]:
-        """``_one`` without the update of the compiled metrics: it returns the batch's one-hot labels,
-        predictions (float32, as the metrics read them) and, with class weights, its weights, for
-        ``_train_kept`` to update them once."""
+        """``_one`` without the update of the compiled metrics: it returns the batch's one-hot
+        labels, predictions (float32, as the metrics read them) and, with class weights, its
+        weights, for ``_train_kept`` to update them once."""
         import tensorflow as tf
 
-        model, kept = self.wrapped, []
+        model = self.wrapped
+        kept: list[Any] = []
 
         def keep(x: Any, y: Any, y_pred: Any, sample_weight: Any = None) -> dict[str, Any]:
             kept.extend(t for t in (y, tf.cast(y_pred, tf.float32), sample_weight) if t is not None)
@@ -202,10 +208,11 @@ class Stepper(keras.Model):
     def make_train_function(self, force: bool = False) -> Any:
         """Keras's loop calls this function once per element. It picks the compiled step for full
         batches or the one for the short last batch; the latter is compiled in the background while
-        the first full element trains (on baseline-cnn, tracing it took a fifth of a second).
+        the first full element trains.
         Under a distribution strategy, or run eagerly, Keras's own function runs ``train_step``."""
-        if self.train_function is not None and not force:
-            return self.train_function
+        current: Any = getattr(self, "train_function", None)
+        if current is not None and not force:
+            return current
         if not self._own_loop():
             return super().make_train_function(force)
 
@@ -322,10 +329,11 @@ def _default_logs(model: keras.Model) -> bool:
 
 
 def _deferrable(model: keras.Model, n_classes: int) -> bool:
-    """Whether the compiled metrics of ``model`` can be updated once on many batches instead of batch
-    by batch (``Stepper._train_kept``): Keras's own ``train_step`` and ``compute_metrics``, one output
-    of ``n_classes`` scores per window, and only Keras's own metrics (confusion counts, sums and means
-    of per-window values, which add up across batches); a metric of the user's own might not."""
+    """Whether the compiled metrics of ``model`` can be updated once on many batches instead of
+    batch by batch (``Stepper._train_kept``): Keras's own ``train_step`` and ``compute_metrics``,
+    one output of ``n_classes`` scores per window, and only Keras's own metrics (confusion counts,
+    sums and means of per-window values, which add up across batches); a metric of the user's own
+    might not."""
     compiled = getattr(model, "_compile_metrics", None)
     if not _default_logs(model) or compiled is None or not compiled.built or not compiled.metrics:
         return False

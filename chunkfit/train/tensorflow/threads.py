@@ -3,9 +3,8 @@
 TensorFlow fixes these settings when its runtime starts, so they are applied as TensorFlow is
 imported; in a process where TensorFlow already ran an op (a model built before calling
 ``chunkfit.fit``) they stay as they are. Which number trains fastest depends on the machine and
-the model (chunkfit.train.tensorflow.threadtune measures it): one compute thread trained
-baseline-cnn 20-30% faster on one 2-core AMD EPYC while tf.data gathered its windows on the other
-core, and its XLA step 0.75x as fast on another once the gather moved into the step.
+the model (chunkfit.train.tensorflow.threadtune measures it): one compute thread beat every core
+on one machine and lost to it on another.
 """
 
 from __future__ import annotations
@@ -22,8 +21,8 @@ def start_tensorflow(
     compute_threads: int | None | Callable[[ModuleType], int | None | tuple[int | None, int]],
     before: Callable[[ModuleType], None] | None = None,
 ) -> dict[str, int]:
-    """Import TensorFlow with ``compute_threads`` for the model's arithmetic; returns the settings in
-    effect (0 meaning TensorFlow's default of every core).
+    """Import TensorFlow with ``compute_threads`` for the model's arithmetic; returns the settings
+    in effect (0 meaning TensorFlow's default of every core).
 
     None or 0 keeps TensorFlow's default; a set number of compute threads comes with one inter-op
     thread. A callable is asked for the number once TensorFlow is imported and before its runtime
@@ -65,8 +64,8 @@ def usable_cores() -> int:
 
 def set_compute_threads(tf: ModuleType, compute: int | None, inter: int = 1) -> None:
     """Before TensorFlow's runtime starts: ``compute`` threads for the model's arithmetic, with
-    ``inter`` inter-op threads (one; two to run a batch's halves side by side: chunkfit.train.tensorflow.halves).
-    None or 0: TensorFlow's default of every core."""
+    ``inter`` inter-op threads (one; two to run a batch's halves side by side:
+    chunkfit.train.tensorflow.halves). None or 0: TensorFlow's default of every core."""
     if compute is not None and compute > 0:
         tf.config.threading.set_intra_op_parallelism_threads(compute)
         tf.config.threading.set_inter_op_parallelism_threads(inter)

@@ -1,19 +1,32 @@
-"""``OneProcess``: what every engine does alike when it trains in one process on one device.
+"""``SingleProcessEngine``: what every engine does alike when it trains in one process on one
+device.
 
-The training loop asks each engine these questions; only several workers or devices
-(chunkfit.train.tensorflow.distributed) answer them otherwise.
+The training loop asks each engine these questions (chunkfit.train.engines.Engine); only several
+workers or devices (chunkfit.train.tensorflow.distributed) answer them otherwise.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from .metrics import with_f1
 
 
-class OneProcess:
-    """Defaults for an engine with a ``model`` and a ``normalizer``, in one process on one device."""
+class Checkpointed(Protocol):
+    """A checkpoint as workers compare theirs: by its sequence number."""
+
+    @property
+    def sequence(self) -> int: ...
+
+
+C = TypeVar("C", bound=Checkpointed)
+
+
+class SingleProcessEngine:
+    """Defaults for an engine with a ``model`` and a ``normalizer``, in one process on one
+    device."""
 
     model: Any
     normalizer: Any
@@ -30,12 +43,26 @@ class OneProcess:
         """Turns another worker's loss into one line (several workers only)."""
         return contextlib.nullcontext()
 
-    def about(self) -> dict[str, Any] | None:
+    def rendezvous(
+        self,
+        identity: dict[str, Any],
+        where: str | None,
+        latest: Callable[[], C | None],
+        *,
+        write: Callable[[str, str], None] | None = None,
+        read: Callable[[str], str | None] | None = None,
+        remove: Callable[[str], None] | None = None,
+    ) -> C | None:
+        """One process meets no one: the checkpoint to resume from is ``latest()``."""
+        return latest()
+
+    def distribution_info(self) -> dict[str, Any] | None:
         """The run's distribution for run.json (None: one process, one device)."""
         return None
 
     def epoch_shares(self, groups: list[int]) -> list[list[dict[str, Any]]] | None:
-        """Each replica's share of an epoch's trained groups of ``groups`` windows (None: one replica)."""
+        """Each replica's share of an epoch's trained groups of ``groups`` windows (None: one
+        replica)."""
         return None
 
     def finish(self) -> None:
