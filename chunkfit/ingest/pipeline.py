@@ -21,7 +21,8 @@ from .events import Anchor, read_events
 from .formats import in_time_order
 from .live import LiveWriter, commit_interval
 from .nanfill import Interpolator, refuse_nonfinite
-from .sources import Source, TextSource, open_source, source_path, split_hdf5_spec
+from .source import Source
+from .sources import TextSource, open_source, source_path, split_hdf5_spec
 
 RATE_TOLERANCE = 0.01
 

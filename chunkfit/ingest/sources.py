@@ -21,6 +21,7 @@ from ..config import IngestOptions
 from ..errors import SourceFormatError, SourceNotFoundError, UsageError
 from .csvtext import ParsedBlock, parse_blocks
 from .formats import open_recording
+from .source import Source
 from .textblocks import LineBlocks
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".log", ".tab", ".dat")
@@ -30,36 +31,6 @@ SUPPORTED = (
     "WFDB (.hea), EDF/BDF (.edf .bdf), MiniSEED (.mseed .miniseed .ms), Parquet (.parquet), "
     "WAV/FLAC (.wav .flac) or - for standard input"
 )
-
-
-class Source:
-    """One input: channel names and blocks of rows, plus a provenance record once read."""
-
-    name: str
-    channels: list[str]
-    has_time: bool = False
-    has_labels: bool = False
-    size: int | None = None
-    rows: int = 0
-    rate: float | None = None  # the sample rate the file itself declares (recording formats)
-    format: str | None = None  # the recording format's name, for the store's source record
-
-    def blocks(self) -> Iterator[ParsedBlock]:
-        raise NotImplementedError
-
-    def events(self) -> np.ndarray:
-        """Event markers the file carries (annotations), as sample indices counted from its first
-        row; read once ``blocks()`` is exhausted."""
-        return np.zeros(0, dtype=np.int64)
-
-    def sha256(self) -> str:
-        raise NotImplementedError
-
-    def record(self) -> dict[str, Any]:
-        out = {"name": self.name, "size": self.size, "rows": self.rows, "sha256": self.sha256()}
-        if self.format is not None:
-            out["format"] = self.format
-        return out
 
 
 class TextSource(Source):

@@ -15,14 +15,11 @@ import dataclasses
 import importlib
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
-
-from ...errors import UsageError
 
 if TYPE_CHECKING:
     from ...config import IngestOptions
-    from ..sources import Source
+    from ..source import Source
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,14 +96,3 @@ def in_time_order(specs: Sequence[str]) -> list[str]:
 
     starts = [mseed.first_start(s, p) for s, p in zip(specs, paths)]
     return [s for _, _, s in sorted(zip(starts, range(len(specs)), specs))]
-
-
-def require(library: str, extra: str, spec: str, what: str) -> ModuleType:
-    """Import a format's library, or say which extra installs it."""
-    try:
-        return importlib.import_module(library)
-    except ImportError:
-        raise UsageError(
-            f"{spec}: reading {what} needs the {library} package; install it with "
-            f"pip install 'chunkfit[{extra}]' (or chunkfit[formats] for every format)"
-        ) from None

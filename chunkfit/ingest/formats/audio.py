@@ -18,8 +18,7 @@ import numpy as np
 from ...config import IngestOptions
 from ...errors import SourceFormatError, UsageError
 from ..csvtext import ParsedBlock
-from . import require
-from .base import RecordingSource, refuse_text_options
+from .base import RecordingSource, refuse_text_options, require
 
 # Bits to shift libsndfile's left-justified int32 samples right to get the file's integers.
 INTEGER_SHIFT = {"PCM_S8": 24, "PCM_U8": 24, "PCM_16": 16, "PCM_24": 8, "PCM_32": 0}

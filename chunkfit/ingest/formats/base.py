@@ -1,12 +1,14 @@
-"""What the recording formats share: channel choice, labels from annotation spans, file hashes, and
-reading a random-access recording in blocks of rows.
+"""What the recording formats share: importing their optional library, channel choice, labels from
+annotation spans, file hashes, and reading a random-access recording in blocks of rows.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -14,7 +16,7 @@ import numpy as np
 from ...config import IngestOptions
 from ...errors import UsageError
 from ..csvtext import ParsedBlock
-from ..sources import Source
+from ..source import Source
 
 
 def pick_columns(spec: str, names: Sequence[str], columns: Sequence[str] | None) -> list[int]:
@@ -131,3 +133,14 @@ class RecordingSource(Source):
         if self.units is not None:
             out["units"] = dict(zip(self.channels, self.units))
         return out
+
+
+def require(library: str, extra: str, spec: str, what: str) -> ModuleType:
+    """Import a format's library, or say which extra installs it."""
+    try:
+        return importlib.import_module(library)
+    except ImportError:
+        raise UsageError(
+            f"{spec}: reading {what} needs the {library} package; install it with "
+            f"pip install 'chunkfit[{extra}]' (or chunkfit[formats] for every format)"
+        ) from None

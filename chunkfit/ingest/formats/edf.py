@@ -16,8 +16,7 @@ import numpy as np
 from ..._quiet import Silenced
 from ...config import IngestOptions
 from ...errors import SourceFormatError
-from . import require
-from .base import RecordingSource, pick_columns, refuse_text_options
+from .base import RecordingSource, pick_columns, refuse_text_options, require
 
 
 def annotation_marks(

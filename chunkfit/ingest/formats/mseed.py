@@ -32,9 +32,8 @@ import numpy as np
 from ...config import IngestOptions
 from ...errors import IncompatibleError, SourceFormatError, UsageError
 from ..csvtext import ParsedBlock
-from ..sources import Source
-from . import require
-from .base import files_sha256, pick_columns, refuse_text_options
+from ..source import Source
+from .base import files_sha256, pick_columns, refuse_text_options, require
 
 RATE_TOLERANCE = 1e-6
 

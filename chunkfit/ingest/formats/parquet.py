@@ -18,7 +18,7 @@ import numpy as np
 from ...config import IngestOptions
 from ...errors import SourceFormatError, UsageError
 from ..csvtext import LABEL_MAX, LABEL_MIN, ParsedBlock
-from ..sources import Source
+from ..source import Source
 from .base import files_sha256
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)

@@ -19,8 +19,7 @@ import numpy as np
 from ...config import IngestOptions
 from ...errors import SourceFormatError, SourceNotFoundError
 from ..csvtext import ParsedBlock
-from . import require
-from .base import RecordingSource, refuse_text_options
+from .base import RecordingSource, refuse_text_options, require
 
 # What wfdb raises on a damaged header, signal or annotation file (it has no error class of its own).
 WFDB_ERRORS = (ValueError, IndexError, TypeError, KeyError, OSError, EOFError)
