@@ -311,7 +311,7 @@ def test_arrow_columns_are_copied_with_nulls_as_nan_and_slices_honoured() -> Non
     """Values come straight from arrow buffers: slice offsets and the null bitmap must count."""
     import pyarrow as pa
 
-    from chunkfit.ingest.csvtext import _column
+    from chunkfit.ingest.csvparse import column_array as _column
 
     base = pa.array([0.5, None, 2.5, 3.5, None, 5.5, 6.5, 7.5, 8.5, None, 10.5])
     col = pa.chunked_array([base.slice(1, 4), base.slice(7), pa.array([], pa.float64())])
@@ -582,7 +582,7 @@ def test_a_threaded_block_parse_keeps_no_hold_on_the_block_once_it_returns() -> 
     at interpreter exit that aborts the process. ``read_csv_block`` hands it Arrow's own memory."""
     import pyarrow.csv as pacsv
 
-    from chunkfit.ingest.csvtext import read_csv_block
+    from chunkfit.ingest.csvparse import read_csv_block
 
     rows = np.round(np.random.default_rng(0).normal(size=(20_000, 2)), 5)
     body = "".join(f"{a:.5f},{b:.5f}\n" for a, b in rows).encode()

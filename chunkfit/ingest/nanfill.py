@@ -8,10 +8,12 @@ value so memory stays bounded.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import SourceFormatError
-from .csvtext import ParsedBlock, describe_value
+from .block import ParsedBlock
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -117,3 +119,8 @@ class Interpolator:
                 )
             col[~ok] = np.interp(np.flatnonzero(~ok), xs, ys)
         self.anchor = vals[-1].copy()
+
+
+def describe_value(v: float) -> str:
+    """A non-finite value as a message names it."""
+    return "NaN" if math.isnan(v) else ("Inf" if v > 0 else "-Inf")

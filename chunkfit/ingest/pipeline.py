@@ -16,7 +16,7 @@ from ..errors import IncompatibleError, SourceFormatError, SourceNotFoundError, 
 from ..store.layout import check_store_path
 from ..store.reader import Store
 from ..store.writer import StoreWriter
-from .csvtext import ParsedBlock
+from .block import ParsedBlock
 from .events import Anchor, read_events
 from .formats import in_time_order
 from .live import LiveWriter, commit_interval

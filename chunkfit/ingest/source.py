@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .csvtext import ParsedBlock
+from .block import ParsedBlock
 
 
 class Source:

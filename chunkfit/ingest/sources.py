@@ -19,7 +19,8 @@ import numpy as np
 
 from ..config import IngestOptions
 from ..errors import SourceFormatError, SourceNotFoundError, UsageError
-from .csvtext import ParsedBlock, parse_blocks
+from .block import ParsedBlock
+from .csvparse import parse_blocks
 from .formats import open_recording
 from .source import Source
 from .textblocks import LineBlocks

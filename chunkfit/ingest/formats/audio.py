@@ -17,7 +17,7 @@ import numpy as np
 
 from ...config import IngestOptions
 from ...errors import SourceFormatError, UsageError
-from ..csvtext import ParsedBlock
+from ..block import ParsedBlock
 from .base import RecordingSource, refuse_text_options, require
 
 # Bits to shift libsndfile's left-justified int32 samples right to get the file's integers.

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...config import IngestOptions
 from ...errors import UsageError
-from ..csvtext import ParsedBlock
+from ..block import ParsedBlock
 from ..source import Source
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from ...config import IngestOptions
 from ...errors import IncompatibleError, SourceFormatError, UsageError
-from ..csvtext import ParsedBlock
+from ..block import ParsedBlock
 from ..source import Source
 from .base import files_sha256, pick_columns, refuse_text_options, require
 

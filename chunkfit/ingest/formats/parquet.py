@@ -17,7 +17,7 @@ import numpy as np
 
 from ...config import IngestOptions
 from ...errors import SourceFormatError, UsageError
-from ..csvtext import LABEL_MAX, LABEL_MIN, ParsedBlock
+from ..block import LABEL_MAX, LABEL_MIN, ParsedBlock
 from ..source import Source
 from .base import files_sha256
 

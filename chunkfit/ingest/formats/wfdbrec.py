@@ -18,7 +18,7 @@ import numpy as np
 
 from ...config import IngestOptions
 from ...errors import SourceFormatError, SourceNotFoundError
-from ..csvtext import ParsedBlock
+from ..block import ParsedBlock
 from .base import RecordingSource, refuse_text_options, require
 
 # What wfdb raises on a damaged header, signal or annotation file (it has no error class of its own).
