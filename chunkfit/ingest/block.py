@@ -43,7 +43,7 @@ class ParsedBlock:
         return fields[col].strip().strip('"').strip() if col < len(fields) else None
 
     def where(self, row: int, channel: int | None = None) -> str:
-        """Where data row ``row`` (and ``channel``) of this block sits in its source, for messages."""
+        """Where data row ``row`` (and ``channel``) of this block sits in its source."""
         if self.unit == "row":
             at = f"{self.name}: row {self.first_line + row} (counted from 0)"
             return at if channel is None else f"{at}, column {channel} (counted from 0)"
@@ -53,7 +53,7 @@ class ParsedBlock:
         return at
 
     def line_of(self, row: int) -> int:
-        """File line number of data row ``row`` of this block (blank lines skipped by the parser)."""
+        """File line number of data row ``row`` of this block (blank lines are no rows)."""
         lines = self.raw.split(b"\n")
         seen = -1
         for i, line in enumerate(lines[self.header_lines :]):

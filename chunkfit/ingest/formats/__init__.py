@@ -1,4 +1,4 @@
-"""Recording formats, each in a module of its own, each library imported only when its format is read.
+"""Recording formats, each in a module of its own, its library imported only when it is read.
 
 | format    | module    | recognised by                                   | extra        |
 |-----------|-----------|-------------------------------------------------|--------------|
@@ -86,7 +86,7 @@ def open_recording(
 
 
 def in_time_order(specs: Sequence[str]) -> list[str]:
-    """Several MiniSEED files, ordered by their first record's start time; any other list as given."""
+    """Several MiniSEED files in the order of their first record's start; other lists as given."""
     paths = [Path(s) for s in specs]
     if len(specs) < 2 or not all(
         p.is_file() and find_format(p, by_content=True) == FORMATS[2] for p in paths
@@ -94,5 +94,5 @@ def in_time_order(specs: Sequence[str]) -> list[str]:
         return list(specs)
     from . import mseed
 
-    starts = [mseed.first_start(s, p) for s, p in zip(specs, paths)]
-    return [s for _, _, s in sorted(zip(starts, range(len(specs)), specs))]
+    starts = [mseed.first_start(s, p) for s, p in zip(specs, paths, strict=True)]
+    return [s for _, _, s in sorted(zip(starts, range(len(specs)), specs, strict=True))]

@@ -1,4 +1,4 @@
-"""MiniSEED (v2 and v3), read record by record with ``pymseed`` (extra ``[mseed]``), in bounded memory.
+"""MiniSEED (v2 and v3), read in bounded memory, record by record, with ``pymseed`` (``[mseed]``).
 
 One channel per source id, named network.station.location.channel (``XX.STA..HHZ``), in the order
 the file first names them; ``--columns`` picks among them, ``--names`` renames them. Every channel
@@ -77,7 +77,9 @@ class _ChannelRuns:
         return run.start_ns + round(run.n * self.period_ns)
 
     def add_record(self, start_ns: int, count: int) -> tuple[int, int]:
-        """Add a record's ``count`` samples from ``start_ns``: (samples dropped as an overlap, run index)."""
+        """Add a record's ``count`` samples from ``start_ns``.
+
+        Returns (samples dropped as an overlap, index of the run they joined)."""
         if count <= 0:
             return count, -1
         if not self.runs:
@@ -120,8 +122,8 @@ def _scan_headers(spec: str, path: Path) -> list[_ChannelRuns]:
                 )
                 if count > 0 and not rate > 0:
                     raise SourceFormatError(
-                        f"{spec}: the record at byte {offset:,} ({channel_name(sid)}) has {count} samples but no "
-                        "sample rate; chunkfit reads regularly sampled data"
+                        f"{spec}: the record at byte {offset:,} ({channel_name(sid)}) has {count} "
+                        "samples but no sample rate; chunkfit reads regularly sampled data"
                     )
                 runs = channel_runs.get(sid)
                 if count > 0 and runs is None:
@@ -129,14 +131,16 @@ def _scan_headers(spec: str, path: Path) -> list[_ChannelRuns]:
                 if count > 0 and runs is not None:
                     if abs(rate - runs.rate) > RATE_TOLERANCE * runs.rate:
                         raise SourceFormatError(
-                            f"{spec}: {channel_name(sid)} changes rate from {runs.rate:g} Hz to {rate:g} Hz at byte "
-                            f"{offset:,}; split the file where the rate changes and ingest the parts into separate stores"
+                            f"{spec}: {channel_name(sid)} changes rate from {runs.rate:g} Hz to "
+                            f"{rate:g} Hz at byte {offset:,}; split the file where the rate "
+                            "changes and ingest the parts into separate stores"
                         )
                     runs.add_record(start, count)
                 offset += int(r.reclen)
     except pymseed.MiniSEEDError as err:
         raise SourceFormatError(
-            f"{spec}: damaged MiniSEED data at byte {offset:,}: {_one_line(err)}; copy the file again"
+            f"{spec}: damaged MiniSEED data at byte {offset:,}: {_one_line(err)}; copy the file "
+            "again"
         ) from None
     if not channel_runs:
         raise SourceFormatError(f"{spec}: empty source: no MiniSEED record with data samples")
@@ -194,20 +198,21 @@ class _ChannelReader:
                 r = self.reader.read()
             if r is None:
                 raise SourceFormatError(
-                    f"{self.spec}: {channel_name(self.sid)} ended early; was the file changed while it was read?"
+                    f"{self.spec}: {channel_name(self.sid)} ended early; was the file changed "
+                    "while it was read?"
                 )
             count, start = int(r.samplecnt), int(r.starttime)
             data = np.array(r.np_datasamples) if r.numsamples else np.zeros(0)
             when = r.starttime_str()
         except self.error as err:
             raise SourceFormatError(
-                f"{self.spec}: damaged MiniSEED record of {channel_name(self.sid)} after {self.last_time}: "
-                f"{_one_line(err)}; copy the file again"
+                f"{self.spec}: damaged MiniSEED record of {channel_name(self.sid)} after "
+                f"{self.last_time}: {_one_line(err)}; copy the file again"
             ) from None
         if data.shape[0] != count:
             raise SourceFormatError(
-                f"{self.spec}: the record of {channel_name(self.sid)} at {when} declares {count} samples but "
-                f"holds {data.shape[0]}; copy the file again"
+                f"{self.spec}: the record of {channel_name(self.sid)} at {when} declares {count} "
+                f"samples but holds {data.shape[0]}; copy the file again"
             )
         self.last_time = when
         skip, run = self.replay.add_record(start, count)
@@ -263,7 +268,8 @@ class MiniSEEDSource(Source):
         if options.names is not None:
             if len(options.names) != len(names):
                 raise UsageError(
-                    f"{spec}: --names gives {len(options.names)} name(s) for {len(names)} channel(s) ({', '.join(names)})"
+                    f"{spec}: --names gives {len(options.names)} name(s) for {len(names)} "
+                    f"channel(s) ({', '.join(names)})"
                 )
             names = list(options.names)
         chosen = [channel_runs[i] for i in pick_columns(spec, names, options.columns)]
@@ -274,16 +280,16 @@ class MiniSEEDSource(Source):
                 f"{n} {t.rate:g} Hz" for n, t in zip(self.channels, chosen, strict=True)
             )
             raise IncompatibleError(
-                f"{spec}: the channels have different sample rates ({listed}); a store has one rate: pick "
-                "channels of one rate with --columns"
+                f"{spec}: the channels have different sample rates ({listed}); a store has one "
+                "rate: pick channels of one rate with --columns"
             )
         self.rate = chosen[0].rate
         self._chosen = chosen
         self._segments = _common_segments(chosen)
         if not self._segments:
             raise SourceFormatError(
-                f"{spec}: the channels {', '.join(self.channels)} never record at the same time; ingest them "
-                "separately (pick with --columns)"
+                f"{spec}: the channels {', '.join(self.channels)} never record at the same time; "
+                "ingest them separately (pick with --columns)"
             )
         self._step = max(1, options.block_bytes // (4 * len(chosen)))
 
@@ -311,8 +317,9 @@ class MiniSEEDSource(Source):
         over = np.isinf(cast) & np.isfinite(samples)
         if over.any():
             raise SourceFormatError(
-                f"{self.name}: {float(samples[np.flatnonzero(over)[0]]):g} in channel {self.channels[channel]!r} is "
-                f"beyond float32 storage (largest magnitude {float(np.finfo(np.float32).max):.4g}); rescale it"
+                f"{self.name}: {float(samples[np.flatnonzero(over)[0]]):g} in channel "
+                f"{self.channels[channel]!r} is beyond float32 storage (largest magnitude "
+                f"{float(np.finfo(np.float32).max):.4g}); rescale it"
             )
         return cast
 
