@@ -16,6 +16,7 @@ from ..errors import IncompatibleError, SourceFormatError, SourceNotFoundError, 
 from ..store.layout import check_store_path
 from ..store.reader import Store
 from ..store.writer import StoreWriter
+from .block import ParsedBlock
 from .events import Anchor, read_events
 from .formats import in_time_order
 from .live import LiveWriter, commit_interval
@@ -237,25 +238,12 @@ class _IngestJob:
                 at = w.total + (interp.pending if interp is not None else 0)
                 self._close_segment(w, seg_start, at, seg_t0)
                 seg_start, seg_t0 = at, block.segment_t0
-            if opts.nan == "refuse":
-                refuse_nonfinite(block, source.channels)
-            # Rows the interpolator still holds are written ahead of this block's rows.
-            base = w.total + (interp.pending if interp is not None else 0)
-            if interp is not None:
-                vals, labels = interp.push(block.values, block.labels)
-            else:
-                vals, labels = block.values, block.labels
-            w.write(vals, labels)
+            base = self._write_rows(block, source, interp, w)
             for row in cuts.tolist():
                 at = base + row
                 self._close_segment(w, seg_start, at, seg_t0)
                 seg_start, seg_t0 = at, float(times[row]) + block.time_origin
-            if self.progress is not None:
-                self.progress(
-                    IngestProgress(
-                        source.name, source.rows, getattr(source, "bytes_read", 0), source.size
-                    )
-                )
+            self._report(source)
             if live is not None:
                 live.commit_if_due()
         if interp is not None:
@@ -268,6 +256,30 @@ class _IngestJob:
         self.current = None
         if isinstance(source, TextSource) and source.interrupted:
             self.interrupted = True
+
+    def _write_rows(
+        self,
+        block: ParsedBlock,
+        source: Source,
+        interp: Interpolator | None,
+        w: StoreWriter | LiveWriter,
+    ) -> int:
+        """Write a block's rows under the ``--nan`` policy; returns the store row of its first."""
+        if self.options.nan == "refuse":
+            refuse_nonfinite(block, source.channels)
+        # Rows the interpolator still holds are written ahead of this block's rows.
+        base = w.total + (interp.pending if interp is not None else 0)
+        if interp is not None:
+            vals, labels = interp.push(block.values, block.labels)
+        else:
+            vals, labels = block.values, block.labels
+        w.write(vals, labels)
+        return base
+
+    def _report(self, source: Source) -> None:
+        if self.progress is not None:
+            bytes_read = getattr(source, "bytes_read", 0)
+            self.progress(IngestProgress(source.name, source.rows, bytes_read, source.size))
 
     def _close_segment(
         self, w: StoreWriter | LiveWriter, start: int, stop: int, t0: float | None
