@@ -60,7 +60,8 @@ def test_ecg_log_ingests_into_a_store_equal_to_the_csv(
     store, result = ecg_store
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(
-        f"created {store}: 108,000 samples at 360 Hz, 1 segment(s), 500 event(s) from 1 source(s) in "
+        f"created {store}: 108,000 samples at 360 Hz, 1 segment(s), 500 event(s) from 1 source(s) "
+        "in "
     )
     with chunkfit.open_store(store) as s:
         assert (s.n_samples, s.channels, s.sample_rate) == (ECG_SAMPLES, ["mlii_mv"], 360.0)
@@ -210,7 +211,7 @@ def test_synth_with_the_same_seed_writes_the_same_signal(tmp_path: Path) -> None
         np.testing.assert_array_equal(a.read(0, 3000), b.read(0, 3000))
 
 
-# -- standard input ---------------------------------------------------------------------------------
+# -- standard input --------------------------------------------------------------------------------
 
 
 def test_stdin_redirected_from_a_file_equals_ingesting_the_file(
@@ -375,7 +376,7 @@ def test_progress_bar_is_drawn_on_a_terminal_and_keeps_stdout_clean(
     assert json.loads(out)["samples"] == 300
 
 
-# -- bounded memory -----------------------------------------------------------------------------------
+# -- bounded memory --------------------------------------------------------------------------------
 
 MEASURE = textwrap.dedent(
     """
@@ -384,7 +385,10 @@ MEASURE = textwrap.dedent(
     print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     """
 )
-INGEST = "import chunkfit, sys; chunkfit.ingest(sys.argv[1], [sys.argv[2]], chunkfit.IngestOptions(rate=10.0, block_bytes=1 << 20))"
+INGEST = (
+    "import chunkfit, sys; chunkfit.ingest(sys.argv[1], [sys.argv[2]], "
+    "chunkfit.IngestOptions(rate=10.0, block_bytes=1 << 20))"
+)
 
 
 def _peak_rss_kib(tmp_path: Path, source: Path) -> int:
