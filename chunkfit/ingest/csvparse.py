@@ -228,6 +228,8 @@ def read_csv_block(body: bytes, read_opts: Any, parse_opts: Any, convert_opts: A
     taking the GIL is stopped midway, which aborts the process from inside Arrow ("terminate called
     without an active exception"); a live stream ended by Ctrl-C, the one path that parses blocks
     threaded right up to its exit, would hit it.
+
+    A parse that Ctrl-C cancelled is run again (see below).
     """
     import pyarrow as pa
     import pyarrow.csv as pacsv
@@ -237,9 +239,18 @@ def read_csv_block(body: bytes, read_opts: Any, parse_opts: Any, convert_opts: A
         np.frombuffer(source, dtype=np.uint8)[:] = np.frombuffer(body, dtype=np.uint8)
     else:
         source = pa.py_buffer(body)
-    return pacsv.read_csv(
-        source, read_options=read_opts, parse_options=parse_opts, convert_options=convert_opts
-    )
+    options = {
+        "read_options": read_opts,
+        "parse_options": parse_opts,
+        "convert_options": convert_opts,
+    }
+    try:
+        return pacsv.read_csv(source, **options)
+    except pa.ArrowCancelled:
+        # In the main thread pyarrow cancels a parse on Ctrl-C and hands the signal on to Python's
+        # handler. A live stream ends at its first Ctrl-C keeping the rows that arrived, so the
+        # block is parsed again; elsewhere the handler has raised KeyboardInterrupt already.
+        return pacsv.read_csv(source, **options)
 
 
 def _first_null(col: Any) -> int:
