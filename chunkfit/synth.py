@@ -42,7 +42,8 @@ class SynthSpec(_Config):
             raise UsageError(f"--samples must be positive (received {self.samples})")
         if not (0 <= self.anomalies <= self.samples):
             raise UsageError(
-                f"--anomalies must be between 0 and --samples={self.samples} (received {self.anomalies})"
+                f"--anomalies must be between 0 and --samples={self.samples} (received "
+                f"{self.anomalies})"
             )
         if self.seed < 0:
             raise UsageError(f"--seed must be non-negative (received {self.seed})")

@@ -28,7 +28,7 @@ from support import error_line, make_store, run_cli, tree
 Maker = Callable[[Path], None]
 
 
-# -- what a case folder can hold --------------------------------------------------------------------
+# -- what a case folder can hold -------------------------------------------------------------------
 
 
 def text(content: str | bytes) -> Maker:
@@ -95,7 +95,7 @@ def empty_store(path: Path) -> None:
 
 
 def edited(change: Callable[[dict], None]) -> Maker:
-    """A good store whose ``chunkfit`` attribute was then edited by hand (zarr.json or HDF5 attribute)."""
+    """A good store whose ``chunkfit`` attribute was then edited by hand (zarr.json or HDF5)."""
 
     def make(path: Path) -> None:
         store()(path)
@@ -174,7 +174,7 @@ RUN: Path  # set by the ``runs`` fixture before any case is built
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-    """Files to create (name -> maker), the command, and the error line after "chunkfit: error: "."""
+    """Files to create (name -> maker), the command, and the error line after "chunkfit: error:"."""
 
     id: str
     files: dict[str, Maker]
@@ -198,7 +198,8 @@ CASES = [
         "ragged-row",
         {"ragged.csv": text("a,b\n1,2\n3\n")},
         ["ingest", "s.zarr", "ragged.csv", "--rate", "1"],
-        "ragged.csv:3: ragged row: expected 2 fields separated by ',', found 1; fix or remove the line",
+        "ragged.csv:3: ragged row: expected 2 fields separated by ',', found 1; fix or remove the "
+        "line",
     ),
     Case(
         "unclosed-quote",
@@ -210,21 +211,22 @@ CASES = [
         "quoted-field-holding-the-delimiter",
         {"quoted.csv": text('a,b\n1,2\n"x,y",3\n')},
         ["ingest", "s.zarr", "quoted.csv", "--rate", "1"],
-        "quoted.csv:3:1: 'x,y' in column 'a' is not a number; fix the value or leave the column out with --columns",
+        "quoted.csv:3:1: 'x,y' in column 'a' is not a number; fix the value or leave the column "
+        "out with --columns",
     ),
     Case(
         "decimal-comma",
         {"comma.csv": text("a;b\n1,5;2,5\n3,5;4,5\n")},
         ["ingest", "s.zarr", "comma.csv", "--rate", "1"],
-        "comma.csv:2:1: '1,5' in column 'a' uses a decimal comma; chunkfit reads '.' as the decimal point: "
-        "convert the numbers (e.g. 1,5 -> 1.5)",
+        "comma.csv:2:1: '1,5' in column 'a' uses a decimal comma; chunkfit reads '.' as the "
+        "decimal point: convert the numbers (e.g. 1,5 -> 1.5)",
     ),
     Case(
         "wrong-delimiter-flag",
         {"semi.csv": text("a;b\n1;2\n3;4\n")},
         ["ingest", "s.zarr", "semi.csv", "--rate", "1", "--delimiter", ","],
-        "semi.csv: no numeric channel column found (columns: a;b); choose them with --columns, or pass "
-        "--delimiter ';' (the first line holds ';')",
+        "semi.csv: no numeric channel column found (columns: a;b); choose them with --columns, or "
+        "pass --delimiter ';' (the first line holds ';')",
     ),
     Case(
         "header-only",
@@ -278,20 +280,22 @@ CASES = [
         "truncated-gzip",
         {"cut.csv.gz": gzip_cut},
         ["ingest", "s.zarr", "cut.csv.gz", "--rate", "1"],
-        "cut.csv.gz: the gzip data is truncated or damaged (Compressed file ended before the end-of-stream "
-        "marker was reached); copy the file again",
+        "cut.csv.gz: the gzip data is truncated or damaged (Compressed file ended before the "
+        "end-of-stream marker was reached); copy the file again",
     ),
     Case(
         "plain-text-named-gz",
         {"plain.csv.gz": OK_CSV},
         ["ingest", "s.zarr", "plain.csv.gz", "--rate", "1"],
-        "plain.csv.gz: not gzip data (Not a gzipped file (b'a,')); if the file is plain text, remove the .gz suffix",
+        "plain.csv.gz: not gzip data (Not a gzipped file (b'a,')); if the file is plain text, "
+        "remove the .gz suffix",
     ),
     Case(
         "value-beyond-float64",
         {"huge.csv": text("a\n1\n1e400\n")},
         ["ingest", "s.zarr", "huge.csv", "--rate", "1"],
-        "huge.csv:3:1: '1e400' in channel 'a' is beyond float32 storage (largest magnitude 3.403e+38); rescale the column",
+        "huge.csv:3:1: '1e400' in channel 'a' is beyond float32 storage (largest magnitude "
+        "3.403e+38); rescale the column",
     ),
     Case(
         "text-in-the-time-column",
@@ -303,14 +307,15 @@ CASES = [
         "time-column-of-words",
         {"clock.csv": text("t,a\nstart,1\nstop,2\n")},
         ["ingest", "s.zarr", "clock.csv", "--time-column", "t"],
-        "clock.csv:2:1: 'start' in time column 't' is neither seconds nor an ISO 8601 timestamp; fix the value, "
-        "or pass --rate instead of --time-column",
+        "clock.csv:2:1: 'start' in time column 't' is neither seconds nor an ISO 8601 timestamp; "
+        "fix the value, or pass --rate instead of --time-column",
     ),
     Case(
         "unnamed-column",
         {"trailing.csv": text("a,b,\n1,2,\n3,4,\n")},
         ["ingest", "s.zarr", "trailing.csv", "--rate", "1"],
-        "trailing.csv:1:3: column 3 has no name in the header; name it, or choose the channels with --columns",
+        "trailing.csv:1:3: column 3 has no name in the header; name it, or choose the channels "
+        "with --columns",
     ),
     # -- ingest: other sources, flags and paths ----------------------------------------------------
     Case(
@@ -331,29 +336,30 @@ CASES = [
         "label-column-among-the-channels",
         {"ok.csv": OK_CSV},
         ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--label-column", "b", "--columns", "a,b"],
-        "ok.csv:1: --columns includes the label column 'b': the model would see the answer; leave it out of "
-        "--columns",
+        "ok.csv:1: --columns includes the label column 'b': the model would see the answer; leave "
+        "it out of --columns",
         2,
     ),
     Case(
         "npy-of-python-objects",
         {"objects.npy": npy(np.array([{"a": 1}, None], dtype=object))},
         ["ingest", "s.zarr", "objects.npy", "--rate", "1"],
-        "objects.npy: the array holds Python objects (dtype object), which load only by unpickling; chunkfit "
-        "never unpickles a file: save a plain numeric array",
+        "objects.npy: the array holds Python objects (dtype object), which load only by "
+        "unpickling; chunkfit never unpickles a file: save a plain numeric array",
     ),
     Case(
         "truncated-npy",
         {"cut.npy": npy_cut},
         ["ingest", "s.zarr", "cut.npy", "--rate", "1"],
-        "cut.npy: truncated .npy file: its header promises 928 bytes, the file has 888; copy it again",
+        "cut.npy: truncated .npy file: its header promises 928 bytes, the file has 888; copy it "
+        "again",
     ),
     Case(
         "npy-beyond-float32",
         {"big.npy": npy(np.array([[1.0], [1e300]]))},
         ["ingest", "s.zarr", "big.npy", "--rate", "1"],
-        "big.npy: row 1 (counted from 0), column 0 (counted from 0): 1e+300 in channel 'ch0' is beyond float32 "
-        "storage (largest magnitude 3.403e+38); rescale the column",
+        "big.npy: row 1 (counted from 0), column 0 (counted from 0): 1e+300 in channel 'ch0' is "
+        "beyond float32 storage (largest magnitude 3.403e+38); rescale the column",
     ),
     Case(
         "source-is-a-directory",
@@ -412,17 +418,17 @@ CASES = [
         "names-for-a-csv-with-a-header",
         {"ok.csv": OK_CSV},
         ["ingest", "s.zarr", "ok.csv", "--rate", "1", "--names", "x,y"],
-        "ok.csv:1: --names names the columns of a CSV without a header line, and this one has a header; drop "
-        "--names (or pass --no-header if line 1 is data)",
+        "ok.csv:1: --names names the columns of a CSV without a header line, and this one has a "
+        "header; drop --names (or pass --no-header if line 1 is data)",
         2,
     ),
-    # -- info: things that are not stores, and stores whose attributes or arrays are malformed -------
+    # -- info: things that are not stores, and stores whose attributes or arrays are malformed -----
     Case(
         "directory-that-is-not-a-store",
         {"empty.zarr": folder},
         ["info", "empty.zarr"],
-        "empty.zarr: not a zarr v3 group (No group found in store 'empty.zarr' at path ''); create a store with "
-        "`chunkfit ingest`",
+        "empty.zarr: not a zarr v3 group (No group found in store 'empty.zarr' at path ''); "
+        "create a store with `chunkfit ingest`",
     ),
     Case(
         "hdf5-store-that-is-a-directory",
@@ -440,26 +446,29 @@ CASES = [
         "stats-not-a-mapping",
         {"s.zarr": edited(lambda a: a.update(stats="lots"))},
         ["info", "s.zarr"],
-        "s.zarr: not a valid chunkfit store: attribute stats must map channel names to their statistics (found 'lots')",
+        "s.zarr: not a valid chunkfit store: attribute stats must map channel names to their "
+        "statistics (found 'lots')",
     ),
     Case(
         "stats-with-a-word-for-a-count",
         {"s.h5": edited(lambda a: a["stats"].update(x={"count": "many"}))},
         ["info", "s.h5"],
-        "s.h5: not a valid chunkfit store: stats of channel 'x' must hold a count and numbers mean, std, min, max "
-        "(found {'count': 'many'})",
+        "s.h5: not a valid chunkfit store: stats of channel 'x' must hold a count and numbers "
+        "mean, std, min, max (found {'count': 'many'})",
     ),
     Case(
         "sources-not-records",
         {"s.h5": edited(lambda a: a.update(sources=[1, 2]))},
         ["info", "s.h5"],
-        "s.h5: not a valid chunkfit store: attribute sources must be a list of records with a name (found [1, 2])",
+        "s.h5: not a valid chunkfit store: attribute sources must be a list of records with a "
+        "name (found [1, 2])",
     ),
     Case(
         "channels-disagree-with-the-signal",
         {"s.zarr": edited(lambda a: a.update(channels=["x", "y"]))},
         ["info", "s.zarr"],
-        "s.zarr: not a valid chunkfit store: signal shape (400, 1) does not match 2 channel name(s)",
+        "s.zarr: not a valid chunkfit store: signal shape (400, 1) does not match 2 channel "
+        "name(s)",
     ),
     Case(
         "has-events-not-a-boolean",
@@ -471,7 +480,8 @@ CASES = [
         "rate-that-is-a-word",
         {"s.h5": edited(lambda a: a.update(sample_rate="fast"))},
         ["info", "s.h5"],
-        "s.h5: not a valid chunkfit store: sample_rate must be a positive number or null (found 'fast')",
+        "s.h5: not a valid chunkfit store: sample_rate must be a positive number or null (found "
+        "'fast')",
     ),
     Case(
         "format-from-the-future",
@@ -507,10 +517,10 @@ CASES = [
         "zarr-array-metadata-not-json",
         {"s.zarr": zarr_meta("signal", "{oops")},
         ["info", "s.zarr"],
-        "s.zarr: not a valid chunkfit store: signal/zarr.json cannot be read (Expecting property name enclosed "
-        "in double quotes: line 1 column 2 (char 1))",
+        "s.zarr: not a valid chunkfit store: signal/zarr.json cannot be read (Expecting property "
+        "name enclosed in double quotes: line 1 column 2 (char 1))",
     ),
-    # -- train ---------------------------------------------------------------------------------------
+    # -- train -------------------------------------------------------------------------------------
     Case(
         "window-zero",
         {"s.zarr": store()},
@@ -521,8 +531,8 @@ CASES = [
         "chunk-smaller-than-the-batch",
         {"s.zarr": store()},
         ["train", "s.zarr", "--chunk", "64", "--batch-size", "128", "--out", "run"],
-        "chunk must be at least the batch size (received chunk=64, batch_size=128); raise --chunk or lower "
-        "--batch-size",
+        "chunk must be at least the batch size (received chunk=64, batch_size=128); raise --chunk "
+        "or lower --batch-size",
     ),
     Case(
         "validation-above-one",
@@ -548,19 +558,22 @@ CASES = [
         "label-last-without-labels",
         {"s.h5": store()},
         ["train", "s.h5", "--label", "last", "--out", "run"],
-        "s.h5: label rule last needs per-sample labels, but the store has none; it has events: use --label any-event",
+        "s.h5: label rule last needs per-sample labels, but the store has none; it has events: "
+        "use --label any-event",
     ),
     Case(
         "unknown-model-name",
         {"s.zarr": store()},
         ["train", "s.zarr", "--model", "resnet9000", "--out", "run"],
-        "unknown model 'resnet9000': use a built-in (baseline-cnn, dilated-resnet), a .keras file or module:function",
+        "unknown model 'resnet9000': use a built-in (baseline-cnn, dilated-resnet), a .keras file "
+        "or module:function",
     ),
     Case(
         "model-spec-without-module",
         {"s.zarr": store()},
         ["train", "s.zarr", "--model", ":build", "--out", "run"],
-        "model ':build' is not module:function; name a Python module and a function in it, e.g. my_models:build",
+        "model ':build' is not module:function; name a Python module and a function in it, e.g. "
+        "my_models:build",
     ),
     Case(
         "keras-file-that-is-not-one",
@@ -584,14 +597,15 @@ CASES = [
         "model-function-that-does-not-exist",
         {"s.zarr": store(), "my_models.py": text(MODELS)},
         ["train", "s.zarr", *WINDOW, "--model", "my_models:nothere", "--out", "run"],
-        "model 'my_models:nothere' cannot be imported: module 'my_models' has no attribute 'nothere'",
+        "model 'my_models:nothere' cannot be imported: module 'my_models' has no attribute "
+        "'nothere'",
     ),
     Case(
         "model-function-wanting-an-argument",
         {"s.zarr": store(), "my_models.py": text(MODELS)},
         ["train", "s.zarr", *WINDOW, "--model", "my_models:needs_depth", "--out", "run"],
-        "model factory my_models:needs_depth needs argument(s) depth, but chunkfit passes only window, "
-        "n_channels, n_classes, input_shape; give them default values",
+        "model factory my_models:needs_depth needs argument(s) depth, but chunkfit passes only "
+        "window, n_channels, n_classes, input_shape; give them default values",
     ),
     Case(
         "train-on-an-empty-store",
@@ -605,12 +619,13 @@ CASES = [
         ["train", "s.zarr", *WINDOW, "--out", "run"],
         "run: the run folder is a file; use another --out",
     ),
-    # -- evaluate ------------------------------------------------------------------------------------
+    # -- evaluate ----------------------------------------------------------------------------------
     Case(
         "run-folder-without-a-model",
         {"s.zarr": store(), "unfinished": folder},
         ["evaluate", "unfinished", "s.zarr"],
-        "unfinished: the run folder has no model.keras (training did not finish?); pass a finished run",
+        "unfinished: the run folder has no model.keras (training did not finish?); pass a "
+        "finished run",
     ),
     Case(
         "evaluate-keras-file-that-is-not-one",
@@ -622,7 +637,8 @@ CASES = [
         "run-json-config-not-an-object",
         {"s.zarr": store(), "run": edited_run(lambda m: m.update(config=[16]))},
         ["evaluate", "run", "s.zarr"],
-        "run/run.json: not a valid run.json (config is not an object); pass the .keras file instead",
+        "run/run.json: not a valid run.json (config is not an object); pass the .keras file "
+        "instead",
     ),
     Case(
         "plot-path-that-is-a-directory",
@@ -643,7 +659,7 @@ CASES = [
         ["evaluate", "run", "empty.zarr", "--plot", "eval.png"],
         "empty.zarr: the store holds no samples, so there is no window to score",
     ),
-    # -- predict -------------------------------------------------------------------------------------
+    # -- predict -----------------------------------------------------------------------------------
     Case(
         "predict-to-an-existing-output",
         {"s.zarr": store(), "run": run_folder, "scores.h5": text("mine")},
@@ -669,7 +685,8 @@ CASES = [
         "predict-on-a-store-that-is-a-run-folder",
         {"run": run_folder},
         ["predict", "run", "run", "--out", "scores.zarr"],
-        "run: not a zarr v3 group (No group found in store 'run' at path ''); create a store with `chunkfit ingest`",
+        "run: not a zarr v3 group (No group found in store 'run' at path ''); create a store with "
+        "`chunkfit ingest`",
     ),
 ]
 

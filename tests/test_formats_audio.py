@@ -27,7 +27,8 @@ def samples(bits: int, n: int = 3_000, channels: int = 2) -> np.ndarray:
 
 
 def write_audio(path: Path, data: np.ndarray, subtype: str) -> Path:
-    """Write integer samples of the subtype's width exactly (left-justified in int32 for libsndfile)."""
+    """Write integer samples of the subtype's width exactly (left-justified in int32, for
+    libsndfile)."""
     shift = {"PCM_S8": 24, "PCM_U8": 24, "PCM_16": 16, "PCM_24": 8, "PCM_32": 0}.get(subtype)
     frames = data if shift is None else (data.astype(np.int64) << shift).astype(np.int32)
     sf.write(str(path), frames, RATE, subtype=subtype)
@@ -88,8 +89,8 @@ def test_a_wav_cut_short_is_refused_naming_frames_promised_and_held(
     with pytest.raises(
         SourceFormatError,
         match=re.escape(
-            f"{src}: truncated WAV file: its header promises 3,000 frames (12,000 bytes of data), the file holds 1,000; "
-            "copy it again"
+            f"{src}: truncated WAV file: its header promises 3,000 frames (12,000 bytes of data), "
+            "the file holds 1,000; copy it again"
         ),
     ):
         ingest(store_path, [str(src)], IngestOptions())
@@ -110,8 +111,8 @@ def test_a_truncated_flac_is_refused_with_one_line(tmp_path: Path) -> None:
     src.write_bytes(src.read_bytes()[: src.stat().st_size // 2])
     result = run_cli("ingest", "out.h5", "cut.flac", cwd=tmp_path)
     assert error_line(result) == (
-        "chunkfit: error: cut.flac: damaged audio data at frames [0, 20,000) (flac decoder lost sync.); "
-        "copy the file again"
+        "chunkfit: error: cut.flac: damaged audio data at frames [0, 20,000) (flac decoder lost "
+        "sync.); copy the file again"
     )
     assert siblings(tmp_path / "out.h5") == ["cut.flac"]
 
@@ -141,7 +142,8 @@ def test_files_at_different_rates_are_refused(tmp_path: Path, store_path: Path) 
     with pytest.raises(
         IncompatibleError,
         match=re.escape(
-            f"{second}: runs at 16000 Hz, the earlier sources at 8000 Hz; resample it or ingest it into a separate store"
+            f"{second}: runs at 16000 Hz, the earlier sources at 8000 Hz; resample it or ingest it "
+            "into a separate store"
         ),
     ):
         ingest(store_path, [str(first), str(second)], IngestOptions())

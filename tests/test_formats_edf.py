@@ -19,7 +19,7 @@ from chunkfit.store import open_store
 pyedflib = pytest.importorskip(
     "pyedflib", reason="the [edf] extra is not installed (make test installs it)"
 )
-from pyedflib import highlevel
+from pyedflib import highlevel  # noqa: E402 - only once the extra is known to be installed
 
 RATE = 128
 
@@ -32,7 +32,7 @@ def write_edf(
     annotations: list | None = None,
     bdf: bool = False,
 ) -> list[np.ndarray]:
-    """Two EEG channels at RATE (plus a 1 Hz temperature with ``slow``); returns the signals written."""
+    """Two EEG channels at RATE (and a 1 Hz temperature with ``slow``); returns the signals."""
     rng = np.random.default_rng(3)
     signals = [np.sin(np.arange(seconds * RATE) / 5.0) * 80, rng.normal(0, 30, seconds * RATE)]
     names = ["EEG Fpz-Cz", "EEG Pz-Oz"]
@@ -85,7 +85,8 @@ def test_channels_of_another_rate_are_refused_naming_them_and_their_rates(tmp_pa
     write_edf(tmp_path / "rec.edf", slow=True)
     with pytest.raises(
         SourceFormatError,
-        match=r"rec\.edf: channels at different sampling rates \(EEG Fpz-Cz 128 Hz, EEG Pz-Oz 128 Hz, Temp 1 Hz\); chunkfit never resamples: pick channels of one rate with --columns",
+        match=r"rec\.edf: channels at different sampling rates \(EEG Fpz-Cz 128 Hz, EEG Pz-Oz "
+        r"128 Hz, Temp 1 Hz\); chunkfit never resamples: pick channels of one rate with --columns",
     ):
         ingest(tmp_path / "s.zarr", [str(tmp_path / "rec.edf")])
     assert not (tmp_path / "s.zarr").exists()
@@ -150,7 +151,8 @@ def test_truncated_file_is_refused_and_no_store_is_left(tmp_path: Path) -> None:
     (tmp_path / "rec.edf").write_bytes(data[: len(data) // 2])
     with pytest.raises(
         SourceFormatError,
-        match=r"rec\.edf: the header declares 20 data records of 626 bytes after 1,024 header bytes \(13,544 bytes\), the file has 6,772: truncated or damaged; copy it again",
+        match=r"rec\.edf: the header declares 20 data records of 626 bytes after 1,024 header "
+        r"bytes \(13,544 bytes\), the file has 6,772: truncated or damaged; copy it again",
     ):
         ingest(tmp_path / "s.zarr", [str(tmp_path / "rec.edf")])
     assert not (tmp_path / "s.zarr").exists()
@@ -180,7 +182,8 @@ def test_time_column_is_refused_for_edf(tmp_path: Path) -> None:
     write_edf(tmp_path / "rec.edf")
     with pytest.raises(
         UsageError,
-        match=r"--time-column and --label-column apply to CSV and Parquet sources; EDF/BDF files carry their own rate",
+        match=r"--time-column and --label-column apply to CSV and Parquet sources; EDF/BDF files "
+        r"carry their own rate",
     ):
         ingest(tmp_path / "s.zarr", [str(tmp_path / "rec.edf")], IngestOptions(time_column="t"))
 

@@ -75,8 +75,8 @@ def test_a_format_without_its_library_names_the_extra_to_install(
     assert (result.returncode, line) == (
         2,
         (
-            f"chunkfit: error: {case.file}: reading {case.what} needs the {case.library} package; install it "
-            f"with pip install 'chunkfit[{case.extra}]' {HINT}"
+            f"chunkfit: error: {case.file}: reading {case.what} needs the {case.library} package; "
+            f"install it with pip install 'chunkfit[{case.extra}]' {HINT}"
         ),
     )
     assert siblings(tmp_path / "out.zarr") == [case.file]

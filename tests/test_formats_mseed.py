@@ -130,8 +130,8 @@ def test_channels_at_different_rates_are_refused_naming_each_rate(
     with pytest.raises(
         IncompatibleError,
         match=re.escape(
-            "the channels have different sample rates (XX.STA..HHZ 100 Hz, XX.STA..LHZ 1 Hz); a store has one "
-            "rate: pick channels of one rate with --columns"
+            "the channels have different sample rates (XX.STA..HHZ 100 Hz, XX.STA..LHZ 1 Hz); a "
+            "store has one rate: pick channels of one rate with --columns"
         ),
     ):
         ingest(store_path, [str(src)], IngestOptions())
@@ -212,8 +212,8 @@ def test_a_channel_that_changes_rate_is_refused_naming_the_byte(
     with pytest.raises(
         SourceFormatError,
         match=re.escape(
-            f"{src}: XX.STA..HHZ changes rate from 100 Hz to 50 Hz at byte {at:,}; split the file where the rate "
-            "changes and ingest the parts into separate stores"
+            f"{src}: XX.STA..HHZ changes rate from 100 Hz to 50 Hz at byte {at:,}; split the file "
+            "where the rate changes and ingest the parts into separate stores"
         ),
     ):
         ingest(store_path, [str(src)], IngestOptions())

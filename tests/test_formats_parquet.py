@@ -24,7 +24,7 @@ def write_parquet(path: Path, columns: dict[str, object], row_group_size: int = 
 
 @pytest.fixture
 def sensor(tmp_path: Path) -> Path:
-    """300 rows at 50 Hz over five row groups: time, two channels (float64, int64), a text and a label."""
+    """300 rows at 50 Hz in five row groups: time, two channels (float64, int64), text, label."""
     n = 300
     return write_parquet(
         tmp_path / "sensor.parquet",
@@ -108,8 +108,8 @@ def test_a_null_is_refused_naming_row_and_column(tmp_path: Path, store_path: Pat
     with pytest.raises(
         SourceFormatError,
         match=re.escape(
-            f"{src}: row 77 (counted from 0), column 'x': empty value in channel 'x'; fix the source or pass "
-            "--nan keep / --nan interpolate"
+            f"{src}: row 77 (counted from 0), column 'x': empty value in channel 'x'; fix the "
+            "source or pass --nan keep / --nan interpolate"
         ),
     ):
         ingest(store_path, [str(src)], IngestOptions())

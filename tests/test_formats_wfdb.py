@@ -89,7 +89,9 @@ def test_shipped_mitdb_record_matches_wfdb_and_keeps_its_premature_beats(tmp_pat
     opts = IngestOptions(annotations="atr", symbols=("A", "V"))
     report = ingest(tmp_path / "s.zarr", [str(MITDB) + ".hea"], opts)
     ann = wfdb.rdann(str(MITDB), "atr")
-    expected = np.array([s for s, sym in zip(ann.sample, ann.symbol) if sym in ("A", "V")])
+    expected = np.array(
+        [s for s, sym in zip(ann.sample, ann.symbol, strict=True) if sym in ("A", "V")]
+    )
     reference = wfdb.rdrecord(str(MITDB), sampto=20_000).p_signal.astype(np.float32)
     with open_store(tmp_path / "s.zarr") as s:
         assert (s.channels, s.sample_rate, report.samples) == (["MLII", "V5"], 360.0, 650_000)
@@ -149,7 +151,8 @@ def test_truncated_signal_file_is_refused_and_no_store_is_left(tmp_path: Path) -
     dat.write_bytes(dat.read_bytes()[:5000])
     with pytest.raises(
         SourceFormatError,
-        match=r"rec\.dat: truncated: rec\.hea promises 3,000 samples \(12,000 bytes\), the file has 5,000 bytes",
+        match=r"rec\.dat: truncated: rec\.hea promises 3,000 samples \(12,000 bytes\), the file "
+        r"has 5,000 bytes",
     ):
         ingest(tmp_path / "s.zarr", [str(tmp_path / "rec.hea")])
     assert not (tmp_path / "s.zarr").exists()
@@ -176,7 +179,8 @@ def test_annotation_file_of_a_longer_record_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(
         SourceFormatError,
-        match=r"annotation 1 \(counted from 0\) at sample 5,000 lies outside the record's 3,000 samples; is it the annotation file of another record\?",
+        match=r"annotation 1 \(counted from 0\) at sample 5,000 lies outside the record's 3,000 "
+        r"samples; is it the annotation file of another record\?",
     ):
         ingest(tmp_path / "s.zarr", [str(tmp_path / "rec.hea")], IngestOptions(annotations="atr"))
 
@@ -217,7 +221,8 @@ def test_channel_at_another_rate_is_refused_naming_it(tmp_path: Path) -> None:
     )
     with pytest.raises(
         SourceFormatError,
-        match=r"channels at other rates than the record's 100 Hz: fast \(200 Hz\); chunkfit never resamples",
+        match=r"channels at other rates than the record's 100 Hz: fast \(200 Hz\); chunkfit never "
+        r"resamples",
     ):
         ingest(tmp_path / "s.zarr", [str(tmp_path / "multi.hea")])
 
@@ -245,6 +250,7 @@ def test_cli_truncated_record_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "rec.dat").write_bytes(b"\0" * 10)
     line = error_line(run_cli("ingest", tmp_path / "s.zarr", tmp_path / "rec.hea"))
     assert line.endswith(
-        "rec.dat: truncated: rec.hea promises 3,000 samples (12,000 bytes), the file has 10 bytes; copy the record again"
+        "rec.dat: truncated: rec.hea promises 3,000 samples (12,000 bytes), the file has 10 "
+        "bytes; copy the record again"
     )
     assert not (tmp_path / "s.zarr").exists()

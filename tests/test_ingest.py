@@ -1,4 +1,5 @@
-"""Ingest through the library: round trips from every source kind, segments, rates, append, NaN policies."""
+"""Ingest through the library: round trips from every source kind, segments, rates, append, and
+the NaN policies."""
 
 from __future__ import annotations
 
@@ -311,7 +312,7 @@ def test_arrow_columns_are_copied_with_nulls_as_nan_and_slices_honoured() -> Non
     """Values come straight from arrow buffers: slice offsets and the null bitmap must count."""
     import pyarrow as pa
 
-    from chunkfit.ingest.csvtext import _column
+    from chunkfit.ingest.csvparse import column_array as _column
 
     base = pa.array([0.5, None, 2.5, 3.5, None, 5.5, 6.5, 7.5, 8.5, None, 10.5])
     col = pa.chunked_array([base.slice(1, 4), base.slice(7), pa.array([], pa.float64())])
@@ -569,7 +570,10 @@ def test_append_with_another_rate_flag_is_refused(first: Path, tmp_path: Path) -
 def test_function_stays_callable_after_its_module_is_imported(name: str) -> None:
     # chunkfit.ingest is both a function and a subpackage: importing a submodule first must not
     # leave the module where the function was.
-    code = f"import chunkfit.{name}, chunkfit.ingest.sources, chunkfit; assert callable(chunkfit.{name}), chunkfit.{name}"
+    code = (
+        f"import chunkfit.{name}, chunkfit.ingest.sources, chunkfit; "
+        f"assert callable(chunkfit.{name}), chunkfit.{name}"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), check=False
     )
@@ -577,12 +581,13 @@ def test_function_stays_callable_after_its_module_is_imported(name: str) -> None
 
 
 def test_a_threaded_block_parse_keeps_no_hold_on_the_block_once_it_returns() -> None:
-    """pyarrow's threaded CSV parse, handed the block's bytes themselves, still holds them in one of
-    its threads after returning (1-45% of parses, depending on the load); that thread takes the GIL to let go of them, and
-    at interpreter exit that aborts the process. ``read_csv_block`` hands it Arrow's own memory."""
+    """pyarrow's threaded CSV parse, handed the block's bytes themselves, can still hold them in one
+    of its threads after returning (more often under load); that thread takes the GIL to let go of
+    them, and at interpreter exit that aborts the process. ``read_csv_block`` hands it Arrow's own
+    memory."""
     import pyarrow.csv as pacsv
 
-    from chunkfit.ingest.csvtext import read_csv_block
+    from chunkfit.ingest.csvparse import read_csv_block
 
     rows = np.round(np.random.default_rng(0).normal(size=(20_000, 2)), 5)
     body = "".join(f"{a:.5f},{b:.5f}\n" for a, b in rows).encode()
@@ -594,7 +599,7 @@ def test_a_threaded_block_parse_keeps_no_hold_on_the_block_once_it_returns() -> 
     )
     alone = sys.getrefcount(body)
     held = 0
-    for _ in range(1000):  # measured: 1-8% of them held it when the bytes went in
+    for _ in range(1000):  # handed the bytes themselves, a share of these held them
         table = read_csv_block(body, threaded, parse, convert)
         assert table.num_rows == rows.shape[0]
         del table

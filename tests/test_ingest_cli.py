@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from livesupport import Stream, stream_values, wait_for
 from support import REPO, SUFFIX, cli_command, cli_env, examples, run_cli, write_csv
 
 import chunkfit
@@ -60,7 +60,8 @@ def test_ecg_log_ingests_into_a_store_equal_to_the_csv(
     store, result = ecg_store
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(
-        f"created {store}: 108,000 samples at 360 Hz, 1 segment(s), 500 event(s) from 1 source(s) in "
+        f"created {store}: 108,000 samples at 360 Hz, 1 segment(s), 500 event(s) from 1 source(s) "
+        "in "
     )
     with chunkfit.open_store(store) as s:
         assert (s.n_samples, s.channels, s.sample_rate) == (ECG_SAMPLES, ["mlii_mv"], 360.0)
@@ -210,7 +211,7 @@ def test_synth_with_the_same_seed_writes_the_same_signal(tmp_path: Path) -> None
         np.testing.assert_array_equal(a.read(0, 3000), b.read(0, 3000))
 
 
-# -- standard input ---------------------------------------------------------------------------------
+# -- standard input --------------------------------------------------------------------------------
 
 
 def test_stdin_redirected_from_a_file_equals_ingesting_the_file(
@@ -298,48 +299,47 @@ def test_stdin_from_a_slow_writer_is_stored_whole_when_it_closes(
         np.testing.assert_array_equal(s.read(0, 60)[:, 0], np.arange(60, dtype=np.float32))
 
 
-def _wait_until_writing(store: Path, ingest: subprocess.Popen[bytes]) -> None:
-    """Wait until the ingest has read its first rows and opened its transaction (its temporary)."""
-    temporary = store.parent / f".{store.name}.chunkfit-tmp-{ingest.pid}"
-    for _ in range(4800):  # up to 4 minutes: a loaded machine starts Python slowly
-        if temporary.exists() or ingest.poll() is not None:
-            break
-        time.sleep(0.05)
-    assert temporary.exists()
-    time.sleep(0.3)  # and a few more rows
+def _stream_read_whole(tmp_path: Path, store: Path, streams: list[Stream], *extra: str) -> Stream:
+    """A stream of 300 rows whose writer then holds the pipe open, once the ingest has opened its
+    transaction (its temporary, or the store a live commit made of it) and read every row."""
+    stream = Stream(tmp_path, store, [300], *extra, hold=True)
+    streams.append(stream)
+    temporary = store.parent / f".{store.name}.chunkfit-tmp-{stream.ingest.pid}"
+    wait_for(
+        lambda: stream.drained(0) and (temporary.exists() or store.exists()),
+        stream.ingest,
+        seconds=240,  # a loaded machine starts Python slowly
+    )
+    return stream
 
 
 def test_ctrl_c_during_a_stdin_stream_commits_the_rows_that_arrived(
-    tmp_path: Path, backend: str
+    tmp_path: Path, backend: str, streams: list[Stream]
 ) -> None:
     store = tmp_path / f"live{SUFFIX[backend]}"
-    writer, ingest = _pipe_from_writer(tmp_path, store, rows=100_000, pause=0.002)
-    _wait_until_writing(store, ingest)
-    ingest.send_signal(signal.SIGINT)
-    out, err = ingest.communicate(timeout=240)
-    writer.kill()
-    writer.wait()
-    assert (ingest.returncode, err) == (0, b""), err
+    stream = _stream_read_whole(tmp_path, store, streams)
+    stream.ingest.send_signal(signal.SIGINT)
+    out, err = stream.ingest.communicate(timeout=240)
+    assert (stream.ingest.returncode, err) == (0, b""), err
     assert out.decode().rstrip().endswith("(stream ended by Ctrl-C)")
     with chunkfit.open_store(store) as s:
         n = s.n_samples
-        assert n > 0
-        np.testing.assert_array_equal(s.read(0, n)[:, 0], np.arange(n, dtype=np.float32))
+        assert n == 300
+        np.testing.assert_array_equal(s.read(0, n)[:, 0], stream_values(stream.gate))
         assert s.segments.tolist() == [[0, n]]
 
 
 def test_kill_9_during_a_stdin_stream_before_its_first_commit_leaves_no_store(
-    tmp_path: Path, backend: str
+    tmp_path: Path, backend: str, streams: list[Stream]
 ) -> None:
-    """(A zarr stream commits every --commit-every seconds: tests/test_live.py kills one between commits.)"""
+    """(A zarr stream commits every --commit-every seconds: tests/test_live.py kills one between
+    commits.)"""
     store = tmp_path / f"live{SUFFIX[backend]}"
     late = ("--commit-every", "600") if backend == "zarr" else ()
-    writer, ingest = _pipe_from_writer(tmp_path, store, 100_000, 0.002, *late)
-    _wait_until_writing(store, ingest)
-    ingest.kill()
-    ingest.communicate(timeout=240)
-    writer.kill()
-    writer.wait()
+    stream = _stream_read_whole(tmp_path, store, streams, *late)
+    assert not store.exists()  # no commit yet: the rows are in the transaction only
+    stream.ingest.kill()
+    stream.ingest.communicate(timeout=240)
     assert not store.exists()
 
 
@@ -376,7 +376,7 @@ def test_progress_bar_is_drawn_on_a_terminal_and_keeps_stdout_clean(
     assert json.loads(out)["samples"] == 300
 
 
-# -- bounded memory -----------------------------------------------------------------------------------
+# -- bounded memory --------------------------------------------------------------------------------
 
 MEASURE = textwrap.dedent(
     """
@@ -385,7 +385,10 @@ MEASURE = textwrap.dedent(
     print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     """
 )
-INGEST = "import chunkfit, sys; chunkfit.ingest(sys.argv[1], [sys.argv[2]], chunkfit.IngestOptions(rate=10.0, block_bytes=1 << 20))"
+INGEST = (
+    "import chunkfit, sys; chunkfit.ingest(sys.argv[1], [sys.argv[2]], "
+    "chunkfit.IngestOptions(rate=10.0, block_bytes=1 << 20))"
+)
 
 
 def _peak_rss_kib(tmp_path: Path, source: Path) -> int:

@@ -38,61 +38,71 @@ BAD_DATA = [
         "ragged-row",
         {"ragged.csv": "a,b\n1,2\n3\n"},
         ["ragged.csv", "--rate", "1"],
-        "ragged.csv:3: ragged row: expected 2 fields separated by ',', found 1; fix or remove the line",
+        "ragged.csv:3: ragged row: expected 2 fields separated by ',', found 1; fix or remove the "
+        "line",
     ),
     Case(
         "ragged-row-tsv",
         {"wide.tsv": "a\tb\n1\t2\n3\t4\t5\n"},
         ["wide.tsv", "--rate", "1"],
-        "wide.tsv:3: ragged row: expected 2 fields separated by '\\t', found 3; fix or remove the line",
+        "wide.tsv:3: ragged row: expected 2 fields separated by '\\t', found 3; fix or remove the "
+        "line",
     ),
     Case(
         "non-numeric-field",
         {"text.csv": "a,b\n1,2\n3,oops\n"},
         ["text.csv", "--rate", "1"],
-        "text.csv:3:2: 'oops' in column 'b' is not a number; fix the value or leave the column out with --columns",
+        "text.csv:3:2: 'oops' in column 'b' is not a number; fix the value or leave the column "
+        "out with --columns",
     ),
     Case(
         "nan",
         {"nan.csv": "a,b\n1,2\nnan,4\n"},
         ["nan.csv", "--rate", "1"],
-        "nan.csv:3:1: 'nan' in channel 'a' is not a finite number; fix the source or pass --nan keep / --nan interpolate",
+        "nan.csv:3:1: 'nan' in channel 'a' is not a finite number; fix the source or pass --nan "
+        "keep / --nan interpolate",
     ),
     Case(
         "inf",
         {"inf.csv": "a,b\n1,2\n3,-inf\n"},
         ["inf.csv", "--rate", "1"],
-        "inf.csv:3:2: '-inf' in channel 'b' is not a finite number; fix the source or pass --nan keep / --nan interpolate",
+        "inf.csv:3:2: '-inf' in channel 'b' is not a finite number; fix the source or pass --nan "
+        "keep / --nan interpolate",
     ),
     Case(
         "empty-field",
         {"hole.csv": "a,b\n1,2\n3,\n"},
         ["hole.csv", "--rate", "1"],
-        "hole.csv:3:2: empty value in channel 'b'; fix the source or pass --nan keep / --nan interpolate",
+        "hole.csv:3:2: empty value in channel 'b'; fix the source or pass --nan keep / --nan "
+        "interpolate",
     ),
     Case(
         "beyond-float32",
         {"huge.csv": "a\n1\n-2e40\n"},
         ["huge.csv", "--rate", "1"],
-        "huge.csv:3:1: '-2e40' in channel 'a' is beyond float32 storage (largest magnitude 3.403e+38); rescale the column",
+        "huge.csv:3:1: '-2e40' in channel 'a' is beyond float32 storage (largest magnitude "
+        "3.403e+38); rescale the column",
     ),
     Case(
         "time-goes-backwards",
         {"back.csv": "t,a\n0,1\n1,2\n0.5,3\n"},
         ["back.csv", "--time-column", "t"],
-        "back.csv:4:1: time goes backwards or repeats (0.5 s after 1 s); sort the log by time or split it into separate sources",
+        "back.csv:4:1: time goes backwards or repeats (0.5 s after 1 s); sort the log by time or "
+        "split it into separate sources",
     ),
     Case(
         "time-repeats",
         {"same.csv": "a,t\n1,0\n2,1\n3,1\n"},
         ["same.csv", "--time-column", "t"],
-        "same.csv:4:2: time goes backwards or repeats (1 s after 1 s); sort the log by time or split it into separate sources",
+        "same.csv:4:2: time goes backwards or repeats (1 s after 1 s); sort the log by time or "
+        "split it into separate sources",
     ),
     Case(
         "bad-timestamp",
         {"iso.csv": "t,a\n2024-01-01T00:00:00,1\nyesterday,2\n"},
         ["iso.csv", "--time-column", "t"],
-        "iso.csv:3:1: 'yesterday' in time column 't' is not an ISO 8601 timestamp like the first row's; fix the value",
+        "iso.csv:3:1: 'yesterday' in time column 't' is not an ISO 8601 timestamp like the first "
+        "row's; fix the value",
     ),
     Case(
         "non-integer-label",
@@ -128,25 +138,29 @@ BAD_DATA = [
         "sources-at-other-rates",
         {"a.csv": "t,x\n0,1\n1,2\n2,3\n", "b.csv": "t,x\n9,1\n9.5,2\n10,3\n"},
         ["a.csv", "b.csv", "--time-column", "t"],
-        "b.csv: runs at 2 Hz, the earlier sources at 1 Hz; resample it or ingest it into a separate store",
+        "b.csv: runs at 2 Hz, the earlier sources at 1 Hz; resample it or ingest it into a "
+        "separate store",
     ),
     Case(
         "event-after-the-signal",
         {"ok.csv": "a,b\n1,2\n3,4\n", "events.txt": "0\n2\n"},
         ["ok.csv", "--rate", "1", "--events", "events.txt"],
-        "events.txt:2: event at sample 2 is outside the signal (0 to 1 samples in this ingest); fix or drop the marker",
+        "events.txt:2: event at sample 2 is outside the signal (0 to 1 samples in this ingest); "
+        "fix or drop the marker",
     ),
     Case(
         "event-before-the-signal",
         {"ok.csv": "a,b\n1,2\n3,4\n", "events.txt": "-1\n"},
         ["ok.csv", "--rate", "1", "--events", "events.txt"],
-        "events.txt:1: event at sample -1 is outside the signal (0 to 1 samples in this ingest); fix or drop the marker",
+        "events.txt:1: event at sample -1 is outside the signal (0 to 1 samples in this ingest); "
+        "fix or drop the marker",
     ),
     Case(
         "event-time-outside-the-signal",
         {"ok.csv": "t,a\n0,1\n1,2\n", "events.txt": "7.5\n"},
         ["ok.csv", "--time-column", "t", "--events", "events.txt"],
-        "events.txt:1: event at time 7.5 falls in no recorded segment (outside the signal or in a gap)",
+        "events.txt:1: event at time 7.5 falls in no recorded segment (outside the signal or in a "
+        "gap)",
     ),
     Case(
         "event-not-a-number",
@@ -164,9 +178,10 @@ BAD_DATA = [
         "unknown-format",
         {"data.xlsx": b"PK\x03\x04"},
         ["data.xlsx"],
-        "data.xlsx: unknown format '.xlsx'; chunkfit reads CSV/TSV text (.csv .tsv .txt .log, optionally "
-        ".gz), .npy, HDF5 datasets (file.h5:/dataset), WFDB (.hea), EDF/BDF (.edf .bdf), MiniSEED (.mseed "
-        ".miniseed .ms), Parquet (.parquet), WAV/FLAC (.wav .flac) or - for standard input",
+        "data.xlsx: unknown format '.xlsx'; chunkfit reads CSV/TSV text (.csv .tsv .txt .log, "
+        "optionally .gz), .npy, HDF5 datasets (file.h5:/dataset), WFDB (.hea), EDF/BDF (.edf "
+        ".bdf), MiniSEED (.mseed .miniseed .ms), Parquet (.parquet), WAV/FLAC (.wav .flac) or - "
+        "for standard input",
     ),
     Case(
         "missing-file",
@@ -215,15 +230,16 @@ BAD_USAGE = [
         "missing-time-column",
         {"ok.csv": "a,b\n1,2\n"},
         ["ok.csv", "--time-column", "time"],
-        "ok.csv:1: --time-column 'time' is not a column (columns: a, b); name a column of the header or give a "
-        "0-based position",
+        "ok.csv:1: --time-column 'time' is not a column (columns: a, b); name a column of the "
+        "header or give a 0-based position",
         2,
     ),
     Case(
         "missing-channel-column",
         {"ok.csv": "a,b\n1,2\n"},
         ["ok.csv", "--columns", "a,zz"],
-        "ok.csv:1: --columns 'zz' is not a column (columns: a, b); name a column of the header or give a 0-based position",
+        "ok.csv:1: --columns 'zz' is not a column (columns: a, b); name a column of the header or "
+        "give a 0-based position",
         2,
     ),
     Case(
@@ -245,8 +261,8 @@ BAD_USAGE = [
         "rate-not-a-number",
         {"ok.csv": "a,b\n1,2\n"},
         ["ok.csv", "--rate", "fast"],
-        "Invalid value for '--rate': Input should be a valid number, unable to parse string as a number "
-        "(see chunkfit --help)",
+        "Invalid value for '--rate': Input should be a valid number, unable to parse string as a "
+        "number (see chunkfit --help)",
         2,
     ),
     Case(
@@ -318,7 +334,8 @@ def test_store_path_without_a_store_suffix_is_refused(tmp_path: Path) -> None:
     result = run_cli("ingest", "out", "ok.csv", cwd=tmp_path)
     assert (result.returncode, error_line(result)) == (
         2,
-        "chunkfit: error: out: a store path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 file); rename it",
+        "chunkfit: error: out: a store path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 "
+        "file); rename it",
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.csv"]
 
@@ -344,7 +361,8 @@ def test_existing_store_without_append_is_refused_and_left_alone(
     result = run_cli("ingest", store.name, "ok.csv", cwd=tmp_path)
     assert (result.returncode, error_line(result)) == (
         2,
-        f"chunkfit: error: {store.name}: already exists; pass --append to add recordings, or choose a new path",
+        f"chunkfit: error: {store.name}: already exists; pass --append to add recordings, or "
+        "choose a new path",
     )
     assert snapshot(store) == before
 
@@ -396,8 +414,8 @@ def test_append_with_other_channel_names_is_refused_and_changes_nothing(stored: 
         stored,
         ["other.csv", "--time-column", "t"],
         1,
-        "other.csv: channels ['a', 'z'] differ from the store's ['a', 'b']; append only recordings with the "
-        "same channels (choose them with --columns)",
+        "other.csv: channels ['a', 'z'] differ from the store's ['a', 'b']; append only "
+        "recordings with the same channels (choose them with --columns)",
     )
 
 
@@ -407,8 +425,8 @@ def test_append_with_another_channel_count_is_refused_and_changes_nothing(stored
         stored,
         ["one.csv", "--time-column", "t"],
         1,
-        "one.csv: channels ['a'] differ from the store's ['a', 'b']; append only recordings with the same "
-        "channels (choose them with --columns)",
+        "one.csv: channels ['a'] differ from the store's ['a', 'b']; append only recordings with "
+        "the same channels (choose them with --columns)",
     )
 
 
@@ -423,7 +441,8 @@ def test_append_with_events_outside_the_new_signal_is_refused_and_changes_nothin
         stored,
         ["more.csv", "--time-column", "t", "--events", "late.txt"],
         1,
-        "late.txt:2: event at sample 5 is outside the signal (0 to 4 samples in this ingest); fix or drop the marker",
+        "late.txt:2: event at sample 5 is outside the signal (0 to 4 samples in this ingest); fix "
+        "or drop the marker",
     )
 
 
@@ -434,7 +453,8 @@ def test_append_with_bad_data_late_in_the_source_changes_nothing(stored: Path) -
         stored,
         ["late.csv", "--time-column", "t"],
         1,
-        "late.csv:2002:3: 'x' in column 'b' is not a number; fix the value or leave the column out with --columns",
+        "late.csv:2002:3: 'x' in column 'b' is not a number; fix the value or leave the column "
+        "out with --columns",
     )
 
 

@@ -1,5 +1,6 @@
 """Live scoring: a stream piped into ``chunkfit ingest`` is committed as it arrives, and
-``chunkfit predict --follow`` scores it beside the ingest, ending with the outputs of an offline predict.
+``chunkfit predict --follow`` scores it beside the ingest, ending with the outputs of an offline
+predict.
 
 Every test runs real processes. None of them depends on timing: the writer holds the pipe open at
 gates (files the test creates) and the tests wait on conditions (rows committed, a detection row)
@@ -31,7 +32,7 @@ from chunkfit.store import journal
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-# -- ingest ---------------------------------------------------------------------------------------------
+# -- ingest ----------------------------------------------------------------------------------------
 
 
 def test_a_reader_sees_the_store_grow_while_the_stream_runs(
@@ -118,9 +119,9 @@ def test_ctrl_c_on_a_stream_commits_the_rows_not_committed_yet(
 def test_readers_opening_all_the_time_never_see_a_commit_half_done_nor_disturb_the_stream(
     tmp_path: Path, streams: list[Stream]
 ) -> None:
-    """A commit every 20 ms while this process opens the store as fast as it can: every open sees one
-    commit or the next (never a mix read as damage), and no open takes a journal being set up or taken
-    down for a dead writer's and rolls it back under the stream."""
+    """A commit every 20 ms while this process opens the store as fast as it can: every open sees
+    one commit or the next (never a mix read as damage), and no open takes a journal being set up or
+    taken down for a dead writer's and rolls it back under the stream."""
     store = tmp_path / "busy.zarr"
     stream = Stream(tmp_path, store, [3000], "--commit-every", "0.02")
     streams.append(stream)
@@ -159,7 +160,7 @@ def test_kill_9_between_commits_keeps_the_committed_rows_readable(
     assert not (store / journal.JOURNAL).exists()
 
 
-# -- predict --follow ----------------------------------------------------------------------------------
+# -- predict --follow ------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
@@ -204,7 +205,7 @@ def test_ctrl_c_ends_follow_with_its_outputs_written(tmp_path: Path, runs: Train
     assert (tmp_path / "follow.zarr").exists() and (tmp_path / "follow.csv").exists()
 
 
-# -- mistakes ------------------------------------------------------------------------------------------
+# -- mistakes --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("value", ["0", "-1"])
@@ -212,8 +213,8 @@ def test_commit_every_that_is_not_positive_is_refused(tmp_path: Path, value: str
     result = run_cli("ingest", tmp_path / "s.zarr", "-", "--commit-every", value, input=b"x\n1\n")
     assert result.returncode == 2
     assert error_line(result) == (
-        f"chunkfit: error: --commit-every must be a positive number of seconds, e.g. --commit-every 1 "
-        f"(received {float(value)!r})"
+        "chunkfit: error: --commit-every must be a positive number of seconds, e.g. "
+        f"--commit-every 1 (received {float(value)!r})"
     )
     assert not (tmp_path / "s.zarr").exists()
 
@@ -222,8 +223,9 @@ def test_commit_every_into_an_hdf5_store_is_refused_with_the_fix(tmp_path: Path)
     result = run_cli("ingest", tmp_path / "s.h5", "-", "--commit-every", "1", input=b"x\n1\n")
     assert result.returncode == 2
     assert error_line(result) == (
-        f"chunkfit: error: {tmp_path / 's.h5'}: --commit-every needs a .zarr store (an HDF5 store is copied whole "
-        "at every commit); stream into NAME.zarr, or drop --commit-every to commit once at the end"
+        f"chunkfit: error: {tmp_path / 's.h5'}: --commit-every needs a .zarr store (an HDF5 store "
+        "is copied whole at every commit); stream into NAME.zarr, or drop --commit-every to "
+        "commit once at the end"
     )
 
 
@@ -231,8 +233,8 @@ def test_commit_every_for_files_is_refused(tmp_path: Path, small_csv: Path) -> N
     result = run_cli("ingest", tmp_path / "s.zarr", small_csv, "--commit-every", "1")
     assert result.returncode == 2
     assert error_line(result) == (
-        "chunkfit: error: --commit-every applies to a stream on standard input (-); drop it to ingest files "
-        "in one transaction"
+        "chunkfit: error: --commit-every applies to a stream on standard input (-); drop it to "
+        "ingest files in one transaction"
     )
 
 
@@ -283,7 +285,8 @@ def test_chunk_with_follow_is_refused(tmp_path: Path, runs: Trained) -> None:
     )
     assert result.returncode == 2
     assert error_line(result) == (
-        "chunkfit: error: --chunk does not apply to --follow, which scores what each commit adds; drop --chunk"
+        "chunkfit: error: --chunk does not apply to --follow, which scores what each commit adds; "
+        "drop --chunk"
     )
     assert list(tmp_path.iterdir()) == []
 

@@ -44,7 +44,7 @@ def hostile_npy(path: Path, marker: Path) -> Path:
 
 
 def lambda_model(path: Path, marker: Path) -> Path:
-    """A .keras model whose Lambda layer creates ``marker`` whenever its code runs (including on load)."""
+    """A .keras model whose Lambda layer creates ``marker`` whenever its code runs (on load too)."""
     import keras
 
     code = f"lambda t: (open({str(marker)!r}, 'a').close(), t * 1.0)[1]"
@@ -62,7 +62,7 @@ def event_store(path: Path) -> Path:
     return make_store(path, x, events=list(range(7, 600, 25)), rate=10.0, chunk=128, channels=["x"])
 
 
-# -- .npy -------------------------------------------------------------------------------------------
+# -- .npy ------------------------------------------------------------------------------------------
 
 
 def test_the_hostile_npy_really_runs_code_when_numpy_unpickles_it(tmp_path: Path) -> None:
@@ -75,8 +75,8 @@ def test_npy_holding_a_pickle_is_refused_with_one_line(tmp_path: Path) -> None:
     hostile_npy(tmp_path / "evil.npy", tmp_path / "ran")
     result = run_cli("ingest", "s.zarr", "evil.npy", "--rate", "1", cwd=tmp_path)
     expected = (
-        "chunkfit: error: evil.npy: the array holds Python objects (dtype object), which load only by "
-        "unpickling; chunkfit never unpickles a file: save a plain numeric array"
+        "chunkfit: error: evil.npy: the array holds Python objects (dtype object), which load "
+        "only by unpickling; chunkfit never unpickles a file: save a plain numeric array"
     )
     assert (result.returncode, error_line(result)) == (1, expected)
 
@@ -95,7 +95,7 @@ def test_npy_holding_a_pickle_is_refused_by_the_library_too(tmp_path: Path) -> N
         )
 
 
-# -- .keras ------------------------------------------------------------------------------------------
+# -- .keras ----------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,8 +112,8 @@ class Loaded:
 
 
 SAFE_MODE = (
-    "lambda.keras: refused in Keras safe mode: the file holds Python code (a Lambda layer or custom function) "
-    "that runs when it loads; if you trust its author, pass --unsafe"
+    "lambda.keras: refused in Keras safe mode: the file holds Python code (a Lambda layer or "
+    "custom function) that runs when it loads; if you trust its author, pass --unsafe"
 )
 TRAIN = [
     "--window",
@@ -191,15 +191,15 @@ def test_train_from_a_lambda_model_with_unsafe_saves_the_trained_model(
     assert (loaded["train-unsafe"].folder / "run" / "model.keras").is_file()
 
 
-# -- module:function ----------------------------------------------------------------------------------
+# -- module:function -------------------------------------------------------------------------------
 
 
 def test_train_help_says_module_function_runs_your_own_code() -> None:
     result = run_cli("train", "--help")
     words = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.stdout).split())
     assert (
-        "module:function (imports that module and calls that function: it runs your own Python code)"
-        in words
+        "module:function (imports that module and calls that function: it runs your own Python "
+        "code)" in words
     )
 
 
@@ -208,7 +208,7 @@ def test_train_help_offers_unsafe_for_keras_files() -> None:
     assert "--unsafe <bool> Load a --model .keras file outside Keras safe mode" in words
 
 
-# -- stores -------------------------------------------------------------------------------------------
+# -- stores ----------------------------------------------------------------------------------------
 
 
 def _edit_zarr_meta(path: Path, name: str, **changes: object) -> None:

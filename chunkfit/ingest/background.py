@@ -12,7 +12,9 @@ _DONE = object()
 
 
 def background(items: Iterable[T], depth: int = 2) -> Iterator[T]:
-    """Yield ``items`` in order while a thread produces up to ``depth`` ahead; errors re-raise here."""
+    """Yield ``items`` in order while a thread produces up to ``depth`` ahead.
+
+    An error in the thread re-raises here."""
     q: queue.Queue[object] = queue.Queue(maxsize=depth)
     stop = threading.Event()
 

@@ -1,4 +1,4 @@
-"""Event marker files: one sample index (integer) or timestamp (decimal seconds or ISO 8601) per line."""
+"""Event marker files: one sample index (integer) or time (seconds or ISO 8601) per line."""
 
 from __future__ import annotations
 
@@ -66,7 +66,8 @@ def read_events(
                 seconds = _as_seconds(text)
                 if seconds is not None and not math.isfinite(seconds):
                     raise SourceFormatError(
-                        f"{path}:{line_no}: {text[:40]!r} is not a finite time; fix or drop the marker"
+                        f"{path}:{line_no}: {text[:40]!r} is not a finite time; fix or drop the "
+                        "marker"
                     )
                 if seconds is None:
                     if line_no == 1:
@@ -89,7 +90,8 @@ def _place(
 ) -> int:
     if rate is None:
         raise SourceFormatError(
-            f"{path}:{line_no}: event given as a time but the sample rate is unknown; pass --rate or --time-column"
+            f"{path}:{line_no}: event given as a time but the sample rate is unknown; pass --rate "
+            "or --time-column"
         )
     if not anchors:
         return offset + int(round(seconds * rate))
@@ -98,5 +100,6 @@ def _place(
         if a.t0 - half <= seconds < a.t0 + (a.stop - a.start) / rate - half:
             return a.start + int(round((seconds - a.t0) * rate))
     raise SourceFormatError(
-        f"{path}:{line_no}: event at time {seconds} falls in no recorded segment (outside the signal or in a gap)"
+        f"{path}:{line_no}: event at time {seconds} falls in no recorded segment (outside the "
+        "signal or in a gap)"
     )

@@ -43,7 +43,7 @@ Status = Callable[[], "tuple[float | None, list[dict[str, Any]]]"]
 
 
 def _stdin_is_stream() -> bool:
-    """Standard input is a pipe or terminal (``< file`` is a file: read whole, committed at the end)."""
+    """Standard input is a pipe or terminal (``< file`` is read whole and committed at the end)."""
     try:
         return not stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
     except (OSError, ValueError):
@@ -51,7 +51,7 @@ def _stdin_is_stream() -> bool:
 
 
 def commit_interval(store: str, specs: Sequence[str], options: IngestOptions) -> float | None:
-    """Seconds between the commits of a live stream into ``store``, or None to commit once at the end."""
+    """Seconds between the commits of a live stream into ``store``; None: one commit at the end."""
     given = options.commit_every
     if "-" not in specs:
         if given is not None:
@@ -63,8 +63,9 @@ def commit_interval(store: str, specs: Sequence[str], options: IngestOptions) ->
     if suffix_backend(store) == "hdf5":
         if given is not None:
             raise UsageError(
-                f"{store}: --commit-every needs a .zarr store (an HDF5 store is copied whole at every "
-                "commit); stream into NAME.zarr, or drop --commit-every to commit once at the end"
+                f"{store}: --commit-every needs a .zarr store (an HDF5 store is copied whole at "
+                "every commit); stream into NAME.zarr, or drop --commit-every to commit once at "
+                "the end"
             )
         return None
     if not _stdin_is_stream():
@@ -165,8 +166,8 @@ class LiveWriter:
         self._sources.append(record)
 
     def commit_if_due(self) -> None:
-        """Commit what arrived when ``commit_every`` seconds have passed since the last commit began,
-        or sooner when the rows kept in memory reach a few chunks."""
+        """Commit what arrived once ``commit_every`` seconds have passed since the last commit
+        began, or sooner when the rows kept in memory reach a few chunks."""
         if self.total == self._stored:
             return
         if (
@@ -176,7 +177,7 @@ class LiveWriter:
             self._commit(final=False)
 
     def commit(self) -> None:
-        """The stream ended: commit the rest, with the events, source records and rate of the whole stream."""
+        """The stream ended: commit the rest, with the whole stream's events, sources and rate."""
         self._commit(final=True)
         self._done = True
 

@@ -8,10 +8,12 @@ value so memory stays bounded.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import SourceFormatError
-from .csvtext import ParsedBlock, describe_value
+from .block import ParsedBlock
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -37,8 +39,8 @@ def refuse_nonfinite(block: ParsedBlock, channels: list[str]) -> None:
     # 1e400 is a number too big even for float64 (it parses as Inf): as out of range as 1e39.
     if np.isfinite(number) or (np.isinf(number) and "inf" not in text.lower()):
         raise SourceFormatError(
-            f"{where}: {text[:40]!r} in channel {channel!r} is beyond float32 storage (largest magnitude "
-            f"{FLOAT32_MAX:.4g}); rescale the column"
+            f"{where}: {text[:40]!r} in channel {channel!r} is beyond float32 storage (largest "
+            f"magnitude {FLOAT32_MAX:.4g}); rescale the column"
         )
     raise SourceFormatError(
         f"{where}: {text[:40]!r} in channel {channel!r} is not a finite number; {how}"
@@ -112,8 +114,13 @@ class Interpolator:
                 ys = np.concatenate([[self.anchor[j]], ys])
             if xs.size == 0:
                 raise SourceFormatError(
-                    f"{self.source}: channel {self.channels[j]!r} holds no finite value to interpolate "
-                    "from; leave it out with --columns"
+                    f"{self.source}: channel {self.channels[j]!r} holds no finite value to "
+                    "interpolate from; leave it out with --columns"
                 )
             col[~ok] = np.interp(np.flatnonzero(~ok), xs, ys)
         self.anchor = vals[-1].copy()
+
+
+def describe_value(v: float) -> str:
+    """A non-finite value as a message names it."""
+    return "NaN" if math.isnan(v) else ("Inf" if v > 0 else "-Inf")

@@ -16,12 +16,15 @@ from ..errors import IncompatibleError, SourceFormatError, SourceNotFoundError, 
 from ..store.layout import check_store_path
 from ..store.reader import Store
 from ..store.writer import StoreWriter
-from .csvtext import ParsedBlock
+from .block import ParsedBlock
 from .events import Anchor, read_events
 from .formats import in_time_order
 from .live import LiveWriter, commit_interval
 from .nanfill import Interpolator, refuse_nonfinite
-from .sources import Source, TextSource, open_source, source_path, split_hdf5_spec
+from .source import Source
+from .sources import open_source, source_path, split_hdf5_spec
+from .textsource import TextSource
+from .timegaps import TimeGaps
 
 RATE_TOLERANCE = 0.01
 
@@ -53,54 +56,9 @@ class IngestReport:
         return dataclasses.asdict(self)
 
 
-def _round_rate(rate: float) -> float:
-    return float(f"{rate:.7g}")
+class _IngestJob:
+    """One call of ``ingest``: its sources, read one after another into one writer."""
 
-
-class _TimeTracker:
-    """Derives the rate, refuses time going backwards, and finds the gaps that split segments."""
-
-    def __init__(self, rate: float | None, gap_factor: float) -> None:
-        self.rate = rate
-        self.gap_factor = gap_factor
-        self.last: float | None = None
-
-    def breaks(self, block: ParsedBlock) -> tuple[np.ndarray, np.ndarray]:
-        """Rows of the block that start a new segment, and the times of all rows."""
-        assert block.times is not None
-        t = block.times
-        col = f":{block.time_column}" if block.time_column is not None else ""
-        if not np.isfinite(t).all():
-            row = int(np.flatnonzero(~np.isfinite(t))[0])
-            raise SourceFormatError(
-                f"{block.where(row)}{col}: time value is not finite; every row needs a time"
-            )
-        prev = (
-            np.concatenate([[self.last], t[:-1]])
-            if self.last is not None
-            else np.concatenate([[np.nan], t[:-1]])
-        )
-        dt = t - prev
-        back = np.flatnonzero(dt <= 0)
-        if back.size:
-            row = int(back[0])
-            raise SourceFormatError(
-                f"{block.where(row)}{col}: time goes backwards or repeats ({float(t[row]):.9g} s after "
-                f"{float(prev[row]):.9g} s); sort the log by time or split it into separate sources"
-            )
-        if self.rate is None:
-            steps = dt[np.isfinite(dt)]
-            if steps.size:
-                typical = float(np.median(steps))
-                regular = steps[steps <= self.gap_factor * typical]
-                self.rate = _round_rate(regular.size / float(regular.sum()))
-        self.last = float(t[-1])
-        if self.rate is None:
-            return np.zeros(0, dtype=np.int64), t
-        return np.flatnonzero(dt > self.gap_factor / self.rate), t
-
-
-class _Ingest:
     def __init__(
         self,
         store: str,
@@ -113,9 +71,7 @@ class _Ingest:
         self.append = append
         self.progress = progress
         self.writer: StoreWriter | LiveWriter | None = None
-        self.commit_every: float | None = (
-            None  # a live stream's commit interval (chunkfit.ingest.live)
-        )
+        self.commit_every: float | None = None  # a live stream's commit interval (ingest.live)
         self.current: Source | None = None
         self.anchors: list[Anchor] = []
         self.segments = 0
@@ -123,6 +79,7 @@ class _Ingest:
         self.interrupted = False
         self.rate: float | None = options.rate
         self.marks: list[np.ndarray] = []  # annotations the sources carried, as absolute samples
+        self.store_rate: float | None = None  # the rate of the store appended to
 
     def _live_status(self) -> tuple[float | None, list[dict[str, Any]]]:
         return self.rate, self.records + (
@@ -131,13 +88,13 @@ class _Ingest:
 
     def _open_writer(self, first: Source) -> StoreWriter | LiveWriter:
         channels = first.channels
-        self.store_rate: float | None = None
         if self.append:
             with Store(self.store, contents=False) as existing:  # on object storage, its root only
                 if existing.channels != channels:
                     raise IncompatibleError(
-                        f"{first.name}: channels {channels} differ from the store's {existing.channels}; "
-                        "append only recordings with the same channels (choose them with --columns)"
+                        f"{first.name}: channels {channels} differ from the store's "
+                        f"{existing.channels}; append only recordings with the same channels "
+                        "(choose them with --columns)"
                     )
                 if existing.has_labels != first.has_labels:
                     need = (
@@ -179,19 +136,20 @@ class _Ingest:
         self.writer = self._open_writer(first)
         with self.writer as w:
             source: Source | None = first
-            for i, spec in enumerate(specs):
+            for spec in specs:
                 if source is None:
                     source = open_source(spec, self.options)
                     if source.channels != w.channels:
                         raise IncompatibleError(
-                            f"{source.name}: channels {source.channels} differ from {w.channels} of {specs[0]}"
+                            f"{source.name}: channels {source.channels} differ from {w.channels} "
+                            f"of {specs[0]}"
                         )
                     if source.has_labels != first.has_labels:
                         raise IncompatibleError(
                             f"{source.name}: every source needs the same --label-column"
                         )
                 before = w.total
-                self._one(source, w)
+                self._ingest_source(source, w)
                 if w.total == before and not self.interrupted:
                     raise SourceFormatError(f"{source.name}: empty source: no data rows to ingest")
                 self.records.append(source.record())
@@ -199,7 +157,7 @@ class _Ingest:
             added = w.total - w.start
             if added == 0:
                 raise SourceFormatError(f"{specs[0]}: empty source: no rows to ingest")
-            self._check_rate()
+            self._rate_from_store_if_unknown()
             w.attrs["sample_rate"] = w.attrs.get("sample_rate") or self.rate
             found = list(self.marks)
             if self.options.events is not None:
@@ -231,7 +189,7 @@ class _Ingest:
             interrupted=self.interrupted,
         )
 
-    def _check_rate(self) -> None:
+    def _rate_from_store_if_unknown(self) -> None:
         if self.rate is None:
             self.rate = self.store_rate
 
@@ -248,11 +206,11 @@ class _Ingest:
         if self.rate is None:
             self.rate = reference if reference is not None else rate
 
-    def _one(self, source: Source, w: StoreWriter | LiveWriter) -> None:
+    def _ingest_source(self, source: Source, w: StoreWriter | LiveWriter) -> None:
         opts = self.options
         # Each source derives its own rate (unless --rate): a source at another rate is refused
         # rather than split into one-sample segments or stored at the wrong rate.
-        tracker = _TimeTracker(opts.rate, opts.gap_factor) if source.has_time else None
+        time_gaps = TimeGaps(opts.rate, opts.gap_factor) if source.has_time else None
         if source.rate is not None:
             self._agree_rate(source.rate, source.name)
         rate_checked = False
@@ -268,10 +226,10 @@ class _Ingest:
             if block.values.shape[0] == 0:
                 continue
             cuts = np.zeros(0, dtype=np.int64)
-            if tracker is not None:
-                cuts, times = tracker.breaks(block)
-                if not rate_checked and tracker.rate is not None:
-                    self._agree_rate(tracker.rate, source.name)
+            if time_gaps is not None:
+                cuts, times = time_gaps.segment_starts(block)
+                if not rate_checked and time_gaps.rate is not None:
+                    self._agree_rate(time_gaps.rate, source.name)
                     rate_checked = True
                 if seg_t0 is None:
                     seg_t0 = float(times[0]) + block.time_origin
@@ -280,25 +238,12 @@ class _Ingest:
                 at = w.total + (interp.pending if interp is not None else 0)
                 self._close_segment(w, seg_start, at, seg_t0)
                 seg_start, seg_t0 = at, block.segment_t0
-            if opts.nan == "refuse":
-                refuse_nonfinite(block, source.channels)
-            # Rows the interpolator still holds are written ahead of this block's rows.
-            base = w.total + (interp.pending if interp is not None else 0)
-            if interp is not None:
-                vals, labels = interp.push(block.values, block.labels)
-            else:
-                vals, labels = block.values, block.labels
-            w.write(vals, labels)
+            base = self._write_rows(block, source, interp, w)
             for row in cuts.tolist():
                 at = base + row
                 self._close_segment(w, seg_start, at, seg_t0)
                 seg_start, seg_t0 = at, float(times[row]) + block.time_origin
-            if self.progress is not None:
-                self.progress(
-                    IngestProgress(
-                        source.name, source.rows, getattr(source, "bytes_read", 0), source.size
-                    )
-                )
+            self._report(source)
             if live is not None:
                 live.commit_if_due()
         if interp is not None:
@@ -311,6 +256,30 @@ class _Ingest:
         self.current = None
         if isinstance(source, TextSource) and source.interrupted:
             self.interrupted = True
+
+    def _write_rows(
+        self,
+        block: ParsedBlock,
+        source: Source,
+        interp: Interpolator | None,
+        w: StoreWriter | LiveWriter,
+    ) -> int:
+        """Write a block's rows under the ``--nan`` policy; returns the store row of its first."""
+        if self.options.nan == "refuse":
+            refuse_nonfinite(block, source.channels)
+        # Rows the interpolator still holds are written ahead of this block's rows.
+        base = w.total + (interp.pending if interp is not None else 0)
+        if interp is not None:
+            vals, labels = interp.push(block.values, block.labels)
+        else:
+            vals, labels = block.values, block.labels
+        w.write(vals, labels)
+        return base
+
+    def _report(self, source: Source) -> None:
+        if self.progress is not None:
+            bytes_read = getattr(source, "bytes_read", 0)
+            self.progress(IngestProgress(source.name, source.rows, bytes_read, source.size))
 
     def _close_segment(
         self, w: StoreWriter | LiveWriter, start: int, stop: int, t0: float | None
@@ -369,6 +338,6 @@ def ingest(
             f"{store}: already exists; pass --append to add recordings, or choose a new path"
         )
     check_store_path(store)
-    job = _Ingest(store, options, append, progress)
+    job = _IngestJob(store, options, append, progress)
     job.commit_every = commit_interval(store, specs, options)
     return job.run(specs)

@@ -1,4 +1,4 @@
-"""Recording formats, each in a module of its own, each library imported only when its format is read.
+"""Recording formats, each in a module of its own, its library imported only when it is read.
 
 | format    | module    | recognised by                                   | extra        |
 |-----------|-----------|-------------------------------------------------|--------------|
@@ -15,14 +15,11 @@ import dataclasses
 import importlib
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
-
-from ...errors import UsageError
 
 if TYPE_CHECKING:
     from ...config import IngestOptions
-    from ..sources import Source
+    from ..source import Source
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +86,7 @@ def open_recording(
 
 
 def in_time_order(specs: Sequence[str]) -> list[str]:
-    """Several MiniSEED files, ordered by their first record's start time; any other list as given."""
+    """Several MiniSEED files in the order of their first record's start; other lists as given."""
     paths = [Path(s) for s in specs]
     if len(specs) < 2 or not all(
         p.is_file() and find_format(p, by_content=True) == FORMATS[2] for p in paths
@@ -97,16 +94,5 @@ def in_time_order(specs: Sequence[str]) -> list[str]:
         return list(specs)
     from . import mseed
 
-    starts = [mseed.first_start(s, p) for s, p in zip(specs, paths)]
-    return [s for _, _, s in sorted(zip(starts, range(len(specs)), specs))]
-
-
-def require(library: str, extra: str, spec: str, what: str) -> ModuleType:
-    """Import a format's library, or say which extra installs it."""
-    try:
-        return importlib.import_module(library)
-    except ImportError:
-        raise UsageError(
-            f"{spec}: reading {what} needs the {library} package; install it with "
-            f"pip install 'chunkfit[{extra}]' (or chunkfit[formats] for every format)"
-        ) from None
+    starts = [mseed.first_start(s, p) for s, p in zip(specs, paths, strict=True)]
+    return [s for _, _, s in sorted(zip(starts, range(len(specs)), specs, strict=True))]

@@ -1,4 +1,4 @@
-"""WAV and FLAC, read by libsndfile (the ``soundfile`` package, extra ``[audio]``) in blocks of frames.
+"""WAV and FLAC, read in blocks of frames by libsndfile (``soundfile``, extra ``[audio]``).
 
 Channels are the file's (``ch0``, ``ch1``, ... or ``--names``) at the file's rate; one file is one
 segment. Integer PCM is stored as the file's own sample values, not libsndfile's [-1, 1) scaling:
@@ -17,9 +17,8 @@ import numpy as np
 
 from ...config import IngestOptions
 from ...errors import SourceFormatError, UsageError
-from ..csvtext import ParsedBlock
-from . import require
-from .base import RecordingSource, refuse_text_options
+from ..block import ParsedBlock
+from .base import RecordingSource, refuse_text_options, require
 
 # Bits to shift libsndfile's left-justified int32 samples right to get the file's integers.
 INTEGER_SHIFT = {"PCM_S8": 24, "PCM_U8": 24, "PCM_16": 16, "PCM_24": 8, "PCM_32": 0}
@@ -76,8 +75,9 @@ def _check_wav_length(spec: str, path: Path) -> None:
                 if length in (0, 0xFFFFFFFF) or length <= have or not block_align:
                     return  # a size left open by a streaming writer: libsndfile reads to the end
                 raise SourceFormatError(
-                    f"{spec}: truncated WAV file: its header promises {length // block_align:,} frames "
-                    f"({length:,} bytes of data), the file holds {have // block_align:,}; copy it again"
+                    f"{spec}: truncated WAV file: its header promises {length // block_align:,} "
+                    f"frames ({length:,} bytes of data), the file holds {have // block_align:,}; "
+                    "copy it again"
                 )
             f.seek(length + (length & 1), 1)
 
@@ -98,7 +98,8 @@ class AudioSource(RecordingSource):
         if frames <= 0:
             raise SourceFormatError(f"{spec}: empty source: the audio file has no frames")
         self.subtype = str(f.subtype)  # type: ignore[attr-defined]
-        super().__init__(spec, [path], options, names, frames, float(f.samplerate))  # type: ignore[attr-defined]
+        rate = float(f.samplerate)  # type: ignore[attr-defined]
+        super().__init__(spec, [path], options, names, frames, rate)
 
     def _read(self, a: int, b: int) -> np.ndarray:
         import soundfile as sf
@@ -115,12 +116,13 @@ class AudioSource(RecordingSource):
                 data = f.read(b - a, dtype=dtype, always_2d=True)  # type: ignore[attr-defined]
         except (sf.SoundFileError, RuntimeError) as err:
             raise SourceFormatError(
-                f"{self.name}: damaged audio data at frames [{a:,}, {b:,}) ({_reason(err)}); copy the file again"
+                f"{self.name}: damaged audio data at frames [{a:,}, {b:,}) ({_reason(err)}); copy "
+                "the file again"
             ) from None
         if data.shape[0] != b - a:
             raise SourceFormatError(
-                f"{self.name}: truncated audio file: its header promises {self.n_rows:,} frames, the data "
-                f"ends after {a + data.shape[0]:,}; copy it again"
+                f"{self.name}: truncated audio file: its header promises {self.n_rows:,} frames, "
+                f"the data ends after {a + data.shape[0]:,}; copy it again"
             )
         if data.dtype == np.float64:
             with np.errstate(over="ignore"):
@@ -129,8 +131,9 @@ class AudioSource(RecordingSource):
             if over.any():
                 row, col = (int(v) for v in np.argwhere(over)[0])
                 raise SourceFormatError(
-                    f"{self.name}: frame {a + row} (counted from 0), channel {col}: {float(data[row, col]):g} is "
-                    f"beyond float32 storage (largest magnitude {float(np.finfo(np.float32).max):.4g}); rescale it"
+                    f"{self.name}: frame {a + row} (counted from 0), channel {col}: "
+                    f"{float(data[row, col]):g} is beyond float32 storage (largest magnitude "
+                    f"{float(np.finfo(np.float32).max):.4g}); rescale it"
                 )
             data = cast
         return data

@@ -1,20 +1,22 @@
-"""What the recording formats share: channel choice, labels from annotation spans, file hashes, and
-reading a random-access recording in blocks of rows.
+"""What the recording formats share: importing their optional library, channel choice, labels from
+annotation spans, file hashes, and reading a random-access recording in blocks of rows.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from ...config import IngestOptions
 from ...errors import UsageError
-from ..csvtext import ParsedBlock
-from ..sources import Source
+from ..block import ParsedBlock
+from ..source import Source
 
 
 def pick_columns(spec: str, names: Sequence[str], columns: Sequence[str] | None) -> list[int]:
@@ -43,13 +45,13 @@ def refuse_text_options(spec: str, what: str, options: IngestOptions) -> None:
     """--time-column and --label-column name CSV columns; a recording has none."""
     if options.time_column is not None or options.label_column is not None:
         raise UsageError(
-            f"{spec}: --time-column and --label-column apply to CSV and Parquet sources; {what} files carry "
-            "their own rate and times (use --label-from-annotations for labels)"
+            f"{spec}: --time-column and --label-column apply to CSV and Parquet sources; {what} "
+            "files carry their own rate and times (use --label-from-annotations for labels)"
         )
 
 
 def span_labels(spans: np.ndarray, start: int, stop: int) -> np.ndarray:
-    """Per-sample labels of rows [start, stop): 1 inside any span [a, b) of ``spans`` (k x 2), else 0.
+    """Per-sample labels of rows [start, stop): 1 inside a span [a, b) of ``spans`` (k x 2), else 0.
 
     Example: spans [[2, 4], [9, 10]], rows [0, 6) -> [0, 0, 1, 1, 0, 0].
     """
@@ -72,7 +74,7 @@ def files_sha256(paths: Sequence[Path]) -> str:
 
 
 class RecordingSource(Source):
-    """A recording whose rows can be read by range: subclasses give ``_read(a, b)`` of all channels."""
+    """A recording read by row range: subclasses give ``_read(a, b)`` of all its channels."""
 
     units: list[str] | None = None  # physical unit of each chosen channel, when the file says
 
@@ -129,5 +131,16 @@ class RecordingSource(Source):
     def record(self) -> dict[str, Any]:
         out = super().record()
         if self.units is not None:
-            out["units"] = dict(zip(self.channels, self.units))
+            out["units"] = dict(zip(self.channels, self.units, strict=True))
         return out
+
+
+def require(library: str, extra: str, spec: str, what: str) -> ModuleType:
+    """Import a format's library, or say which extra installs it."""
+    try:
+        return importlib.import_module(library)
+    except ImportError:
+        raise UsageError(
+            f"{spec}: reading {what} needs the {library} package; install it with "
+            f"pip install 'chunkfit[{extra}]' (or chunkfit[formats] for every format)"
+        ) from None

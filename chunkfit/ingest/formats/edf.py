@@ -16,8 +16,7 @@ import numpy as np
 from ..._quiet import Silenced
 from ...config import IngestOptions
 from ...errors import SourceFormatError
-from . import require
-from .base import RecordingSource, pick_columns, refuse_text_options
+from .base import RecordingSource, pick_columns, refuse_text_options, require
 
 
 def annotation_marks(
@@ -29,7 +28,7 @@ def annotation_marks(
     n_rows: int,
     where: str,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Events (onset samples) and spans [onset, onset + duration) of annotations matching ``pattern``.
+    """Events (onsets, in samples) and spans [onset, onset + duration) of matching annotations.
 
     The match is a case-blind glob on the text. Example at 100 Hz: onset 1.5 s, duration 2 s, text
     "Seizure start" with pattern "seizure*" -> event 150, span [150, 350); a duration of 0 (or none)
@@ -37,14 +36,14 @@ def annotation_marks(
     """
     events: list[int] = []
     spans: list[tuple[int, int]] = []
-    for k, (onset, duration, text) in enumerate(zip(onsets, durations, texts)):
+    for k, (onset, duration, text) in enumerate(zip(onsets, durations, texts, strict=True)):
         if not fnmatch.fnmatchcase(text.strip().lower(), pattern.lower()):
             continue
         start = round(float(onset) * rate)
         if not 0 <= start < n_rows:
             raise SourceFormatError(
-                f"{where}: annotation {k} (counted from 0) {text.strip()!r} at {float(onset):g} s lies outside the "
-                f"recording ({n_rows / rate:g} s)"
+                f"{where}: annotation {k} (counted from 0) {text.strip()!r} at {float(onset):g} s "
+                f"lies outside the recording ({n_rows / rate:g} s)"
             )
         length = (
             round(float(duration) * rate) if duration is not None and float(duration) > 0 else 1
@@ -76,8 +75,8 @@ def check_size(spec: str, path: Path) -> None:
     if records >= 0 and size != expected:
         raise SourceFormatError(
             f"{spec}: the header declares {records:,} data records of {record_bytes:,} bytes after "
-            f"{header_bytes:,} header bytes ({expected:,} bytes), the file has {size:,}: truncated or damaged; "
-            "copy it again"
+            f"{header_bytes:,} header bytes ({expected:,} bytes), the file has {size:,}: truncated "
+            "or damaged; copy it again"
         )
 
 
@@ -115,8 +114,8 @@ class EdfSource(RecordingSource):
         if len(picked_rates) > 1:
             listing = ", ".join(f"{labels[i]} {rates[i]:g} Hz" for i in chosen)
             raise SourceFormatError(
-                f"{spec}: channels at different sampling rates ({listing}); chunkfit never resamples: pick channels of "
-                "one rate with --columns"
+                f"{spec}: channels at different sampling rates ({listing}); chunkfit never "
+                "resamples: pick channels of one rate with --columns"
             )
         rate = picked_rates.pop()
         n_rows = min(counts[i] for i in chosen)

@@ -1,4 +1,4 @@
-"""MiniSEED (v2 and v3), read record by record with ``pymseed`` (extra ``[mseed]``), in bounded memory.
+"""MiniSEED (v2 and v3), read in bounded memory, record by record, with ``pymseed`` (``[mseed]``).
 
 One channel per source id, named network.station.location.channel (``XX.STA..HHZ``), in the order
 the file first names them; ``--columns`` picks among them, ``--names`` renames them. Every channel
@@ -31,15 +31,14 @@ import numpy as np
 
 from ...config import IngestOptions
 from ...errors import IncompatibleError, SourceFormatError, UsageError
-from ..csvtext import ParsedBlock
-from ..sources import Source
-from . import require
-from .base import files_sha256, pick_columns, refuse_text_options
+from ..block import ParsedBlock
+from ..source import Source
+from .base import files_sha256, pick_columns, refuse_text_options, require
 
 RATE_TOLERANCE = 1e-6
 
 
-def _lib(spec: str) -> Any:
+def _pymseed(spec: str) -> Any:
     return require("pymseed", "mseed", spec, "MiniSEED files")
 
 
@@ -55,7 +54,7 @@ def channel_name(sourceid: str) -> str:
     return sourceid
 
 
-def _reason(err: BaseException) -> str:
+def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
 
@@ -65,7 +64,7 @@ class _Run:
     n: int
 
 
-class _Track:
+class _ChannelRuns:
     """One channel's continuous runs, built record by record (the same way in both passes)."""
 
     def __init__(self, sid: str, rate: float) -> None:
@@ -77,8 +76,10 @@ class _Track:
     def end_ns(self, run: _Run) -> int:
         return run.start_ns + round(run.n * self.period_ns)
 
-    def place(self, start_ns: int, count: int) -> tuple[int, int]:
-        """Add a record's ``count`` samples from ``start_ns``: (samples dropped as an overlap, run index)."""
+    def add_record(self, start_ns: int, count: int) -> tuple[int, int]:
+        """Add a record's ``count`` samples from ``start_ns``.
+
+        Returns (samples dropped as an overlap, index of the run they joined)."""
         if count <= 0:
             return count, -1
         if not self.runs:
@@ -105,10 +106,10 @@ class _Segment:
     rows: int
 
 
-def _scan(spec: str, path: Path) -> list[_Track]:
+def _scan_headers(spec: str, path: Path) -> list[_ChannelRuns]:
     """First pass, headers only: each channel's rate and runs, in the order the file names them."""
-    pymseed = _lib(spec)
-    tracks: dict[str, _Track] = {}
+    pymseed = _pymseed(spec)
+    channel_runs: dict[str, _ChannelRuns] = {}
     offset = 0
     try:
         with pymseed.MS3RecordReader(str(path), unpack_data=False) as reader:
@@ -121,34 +122,36 @@ def _scan(spec: str, path: Path) -> list[_Track]:
                 )
                 if count > 0 and not rate > 0:
                     raise SourceFormatError(
-                        f"{spec}: the record at byte {offset:,} ({channel_name(sid)}) has {count} samples but no "
-                        "sample rate; chunkfit reads regularly sampled data"
+                        f"{spec}: the record at byte {offset:,} ({channel_name(sid)}) has {count} "
+                        "samples but no sample rate; chunkfit reads regularly sampled data"
                     )
-                track = tracks.get(sid)
-                if count > 0 and track is None:
-                    track = tracks[sid] = _Track(sid, rate)
-                if count > 0 and track is not None:
-                    if abs(rate - track.rate) > RATE_TOLERANCE * track.rate:
+                runs = channel_runs.get(sid)
+                if count > 0 and runs is None:
+                    runs = channel_runs[sid] = _ChannelRuns(sid, rate)
+                if count > 0 and runs is not None:
+                    if abs(rate - runs.rate) > RATE_TOLERANCE * runs.rate:
                         raise SourceFormatError(
-                            f"{spec}: {channel_name(sid)} changes rate from {track.rate:g} Hz to {rate:g} Hz at byte "
-                            f"{offset:,}; split the file where the rate changes and ingest the parts into separate stores"
+                            f"{spec}: {channel_name(sid)} changes rate from {runs.rate:g} Hz to "
+                            f"{rate:g} Hz at byte {offset:,}; split the file where the rate "
+                            "changes and ingest the parts into separate stores"
                         )
-                    track.place(start, count)
+                    runs.add_record(start, count)
                 offset += int(r.reclen)
     except pymseed.MiniSEEDError as err:
         raise SourceFormatError(
-            f"{spec}: damaged MiniSEED data at byte {offset:,}: {_reason(err)}; copy the file again"
+            f"{spec}: damaged MiniSEED data at byte {offset:,}: {_one_line(err)}; copy the file "
+            "again"
         ) from None
-    if not tracks:
+    if not channel_runs:
         raise SourceFormatError(f"{spec}: empty source: no MiniSEED record with data samples")
-    return list(tracks.values())
+    return list(channel_runs.values())
 
 
-def _intersect(tracks: Sequence[_Track]) -> list[_Segment]:
-    """The spans every track covers, as segments of rows (see the module docstring)."""
-    period = tracks[0].period_ns
-    spans = [(r.start_ns, tracks[0].end_ns(r)) for r in tracks[0].runs]
-    for t in tracks[1:]:
+def _common_segments(channel_runs: Sequence[_ChannelRuns]) -> list[_Segment]:
+    """The spans every channel covers, as segments of rows (see the module docstring)."""
+    period = channel_runs[0].period_ns
+    spans = [(r.start_ns, channel_runs[0].end_ns(r)) for r in channel_runs[0].runs]
+    for t in channel_runs[1:]:
         other = [(r.start_ns, t.end_ns(r)) for r in t.runs]
         out, i, j = [], 0, 0
         while i < len(spans) and j < len(other):
@@ -163,7 +166,7 @@ def _intersect(tracks: Sequence[_Track]) -> list[_Segment]:
     segments = []
     for a, b in spans:
         at, rows = [], round((b - a) / period)
-        for t in tracks:
+        for t in channel_runs:
             k = next(k for k, r in enumerate(t.runs) if r.start_ns - period / 2 <= a < t.end_ns(r))
             first = max(0, round((a - t.runs[k].start_ns) / period))
             rows = min(rows, t.runs[k].n - first)
@@ -173,46 +176,46 @@ def _intersect(tracks: Sequence[_Track]) -> list[_Segment]:
     return segments
 
 
-class _Stream:
+class _ChannelReader:
     """Second pass for one channel: its samples in run order, one record at a time."""
 
-    def __init__(self, spec: str, path: Path, track: _Track) -> None:
-        pymseed = _lib(spec)
+    def __init__(self, spec: str, path: Path, channel: _ChannelRuns) -> None:
+        pymseed = _pymseed(spec)
         self.spec = spec
-        self.sid = track.sid
-        self.replay = _Track(track.sid, track.rate)
-        pattern = None if any(c in track.sid for c in "*?[") else track.sid
+        self.sid = channel.sid
+        self.replay = _ChannelRuns(channel.sid, channel.rate)
+        pattern = None if any(c in channel.sid for c in "*?[") else channel.sid
         self.reader = pymseed.MS3RecordReader(str(path), unpack_data=True, sourceid=pattern)
         self.error = pymseed.MiniSEEDError
-        self.pieces: deque[tuple[int, int, np.ndarray]] = (
-            deque()
-        )  # (run, first sample in run, samples)
+        # (run, first sample in run, samples) of the records read and not yet taken
+        self.pieces: deque[tuple[int, int, np.ndarray]] = deque()
         self.last_time = "the start of the file"
 
-    def _pull(self) -> None:
+    def _read_record(self) -> None:
         try:
             r = self.reader.read()
             while r is not None and r.sourceid != self.sid:
                 r = self.reader.read()
             if r is None:
                 raise SourceFormatError(
-                    f"{self.spec}: {channel_name(self.sid)} ended early; was the file changed while it was read?"
+                    f"{self.spec}: {channel_name(self.sid)} ended early; was the file changed "
+                    "while it was read?"
                 )
             count, start = int(r.samplecnt), int(r.starttime)
             data = np.array(r.np_datasamples) if r.numsamples else np.zeros(0)
             when = r.starttime_str()
         except self.error as err:
             raise SourceFormatError(
-                f"{self.spec}: damaged MiniSEED record of {channel_name(self.sid)} after {self.last_time}: "
-                f"{_reason(err)}; copy the file again"
+                f"{self.spec}: damaged MiniSEED record of {channel_name(self.sid)} after "
+                f"{self.last_time}: {_one_line(err)}; copy the file again"
             ) from None
         if data.shape[0] != count:
             raise SourceFormatError(
-                f"{self.spec}: the record of {channel_name(self.sid)} at {when} declares {count} samples but "
-                f"holds {data.shape[0]}; copy the file again"
+                f"{self.spec}: the record of {channel_name(self.sid)} at {when} declares {count} "
+                f"samples but holds {data.shape[0]}; copy the file again"
             )
         self.last_time = when
-        skip, run = self.replay.place(start, count)
+        skip, run = self.replay.add_record(start, count)
         if skip < count:
             self.pieces.append((run, self.replay.runs[run].n - (count - skip), data[skip:]))
 
@@ -221,7 +224,7 @@ class _Stream:
         out: list[np.ndarray] = []
         while n > 0:
             if not self.pieces:
-                self._pull()
+                self._read_record()
                 continue
             prun, pfirst, samples = self.pieces[0]
             if (prun, pfirst + samples.shape[0]) <= (run, first):
@@ -244,7 +247,7 @@ class _Stream:
 
 
 def open_source(spec: str, path: Path, options: IngestOptions) -> MiniSEEDSource:
-    _lib(spec)
+    _pymseed(spec)
     refuse_text_options(spec, "MiniSEED", options)
     if options.annotations is not None:
         raise UsageError(
@@ -260,41 +263,44 @@ class MiniSEEDSource(Source):
         self.name = spec
         self.path = path
         self.size = path.stat().st_size
-        tracks = _scan(spec, path)
-        names = [channel_name(t.sid) for t in tracks]
+        channel_runs = _scan_headers(spec, path)
+        names = [channel_name(t.sid) for t in channel_runs]
         if options.names is not None:
             if len(options.names) != len(names):
                 raise UsageError(
-                    f"{spec}: --names gives {len(options.names)} name(s) for {len(names)} channel(s) ({', '.join(names)})"
+                    f"{spec}: --names gives {len(options.names)} name(s) for {len(names)} "
+                    f"channel(s) ({', '.join(names)})"
                 )
             names = list(options.names)
-        chosen = [tracks[i] for i in pick_columns(spec, names, options.columns)]
-        self.channels = [names[tracks.index(t)] for t in chosen]
+        chosen = [channel_runs[i] for i in pick_columns(spec, names, options.columns)]
+        self.channels = [names[channel_runs.index(t)] for t in chosen]
         rates = {t.rate for t in chosen}
         if max(rates) - min(rates) > RATE_TOLERANCE * max(rates):
-            listed = ", ".join(f"{n} {t.rate:g} Hz" for n, t in zip(self.channels, chosen))
+            listed = ", ".join(
+                f"{n} {t.rate:g} Hz" for n, t in zip(self.channels, chosen, strict=True)
+            )
             raise IncompatibleError(
-                f"{spec}: the channels have different sample rates ({listed}); a store has one rate: pick "
-                "channels of one rate with --columns"
+                f"{spec}: the channels have different sample rates ({listed}); a store has one "
+                "rate: pick channels of one rate with --columns"
             )
         self.rate = chosen[0].rate
-        self._tracks = chosen
-        self._segments = _intersect(chosen)
+        self._chosen = chosen
+        self._segments = _common_segments(chosen)
         if not self._segments:
             raise SourceFormatError(
-                f"{spec}: the channels {', '.join(self.channels)} never record at the same time; ingest them "
-                "separately (pick with --columns)"
+                f"{spec}: the channels {', '.join(self.channels)} never record at the same time; "
+                "ingest them separately (pick with --columns)"
             )
         self._step = max(1, options.block_bytes // (4 * len(chosen)))
 
     def blocks(self) -> Iterator[ParsedBlock]:
-        streams = [_Stream(self.name, self.path, t) for t in self._tracks]
+        readers = [_ChannelReader(self.name, self.path, t) for t in self._chosen]
         try:
             for seg in self._segments:
                 for a in range(0, seg.rows, self._step):
                     n = min(self._step, seg.rows - a)
-                    values = np.empty((n, len(streams)), dtype=np.float32)
-                    for j, (s, (run, first)) in enumerate(zip(streams, seg.at)):
+                    values = np.empty((n, len(readers)), dtype=np.float32)
+                    for j, (s, (run, first)) in enumerate(zip(readers, seg.at, strict=True)):
                         values[:, j] = self._float32(s.take(run, first + a, n), j)
                     t0 = seg.start_ns / 1e9 if a == 0 else None
                     yield ParsedBlock(
@@ -302,7 +308,7 @@ class MiniSEEDSource(Source):
                     )
                     self.rows += n
         finally:
-            for s in streams:
+            for s in readers:
                 s.close()
 
     def _float32(self, samples: np.ndarray, channel: int) -> np.ndarray:
@@ -311,8 +317,9 @@ class MiniSEEDSource(Source):
         over = np.isinf(cast) & np.isfinite(samples)
         if over.any():
             raise SourceFormatError(
-                f"{self.name}: {float(samples[np.flatnonzero(over)[0]]):g} in channel {self.channels[channel]!r} is "
-                f"beyond float32 storage (largest magnitude {float(np.finfo(np.float32).max):.4g}); rescale it"
+                f"{self.name}: {float(samples[np.flatnonzero(over)[0]]):g} in channel "
+                f"{self.channels[channel]!r} is beyond float32 storage (largest magnitude "
+                f"{float(np.finfo(np.float32).max):.4g}); rescale it"
             )
         return cast
 
@@ -322,7 +329,7 @@ class MiniSEEDSource(Source):
 
 def first_start(spec: str, path: Path) -> int:
     """Start time (ns) of the file's first record, to put several files in time order."""
-    pymseed = _lib(spec)
+    pymseed = _pymseed(spec)
     try:
         with pymseed.MS3RecordReader(str(path), unpack_data=False) as reader:
             r = reader.read()

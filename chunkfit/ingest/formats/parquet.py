@@ -17,8 +17,8 @@ import numpy as np
 
 from ...config import IngestOptions
 from ...errors import SourceFormatError, UsageError
-from ..csvtext import LABEL_MAX, LABEL_MIN, ParsedBlock
-from ..sources import Source
+from ..block import LABEL_MAX, LABEL_MIN, ParsedBlock
+from ..source import Source
 from .base import files_sha256
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -64,7 +64,8 @@ def open_source(spec: str, path: Path, options: IngestOptions) -> ParquetSource:
 
     if options.annotations is not None:
         raise UsageError(
-            f"{spec}: --annotations applies to WFDB and EDF+ files; use --label-column or --events for Parquet"
+            f"{spec}: --annotations applies to WFDB and EDF+ files; use --label-column or --events "
+            "for Parquet"
         )
     try:
         pf = pq.ParquetFile(str(path))
@@ -103,11 +104,13 @@ class ParquetSource(Source):
             t = types[self._time]
             if not (_is_numeric(t) or pa.types.is_timestamp(t)):
                 raise UsageError(
-                    f"{spec}: --time-column {names[self._time]!r} has type {t}; give a column of seconds or timestamps"
+                    f"{spec}: --time-column {names[self._time]!r} has type {t}; give a column of "
+                    "seconds or timestamps"
                 )
         if self._label is not None and not pa.types.is_integer(types[self._label]):
             raise UsageError(
-                f"{spec}: --label-column {names[self._label]!r} has type {types[self._label]}; labels must be integer classes"
+                f"{spec}: --label-column {names[self._label]!r} has type {types[self._label]}; "
+                "labels must be integer classes"
             )
         taken = {self._time, self._label}
         if options.columns is not None:
@@ -123,7 +126,8 @@ class ParquetSource(Source):
                     )
                 if not _is_numeric(types[i]):
                     raise UsageError(
-                        f"{spec}: --columns {names[i]!r} has type {types[i]}; channels must be numeric columns"
+                        f"{spec}: --columns {names[i]!r} has type {types[i]}; channels must be "
+                        "numeric columns"
                     )
         else:
             cols = [i for i, t in enumerate(types) if i not in taken and _is_numeric(t)]
@@ -166,7 +170,8 @@ class ParquetSource(Source):
                     break
                 except (pa.ArrowException, OSError) as err:
                     raise SourceFormatError(
-                        f"{self.name}: damaged Parquet data in row group {group} (from row {row}): {_reason(err)}; copy the file again"
+                        f"{self.name}: damaged Parquet data in row group {group} (from row {row}): "
+                        f"{_reason(err)}; copy the file again"
                     ) from None
                 if batch.num_rows == 0:
                     continue
@@ -192,8 +197,9 @@ class ParquetSource(Source):
             if over.any():
                 r = int(np.flatnonzero(over)[0])
                 raise SourceFormatError(
-                    f"{self.name}: row {first + r} (counted from 0), column {self._names[i]!r}: {float(wide[r]):g} is "
-                    f"beyond float32 storage (largest magnitude {FLOAT32_MAX:.4g}); rescale the column"
+                    f"{self.name}: row {first + r} (counted from 0), column {self._names[i]!r}: "
+                    f"{float(wide[r]):g} is beyond float32 storage (largest magnitude "
+                    f"{FLOAT32_MAX:.4g}); rescale the column"
                 )
         block = ParquetBlock(
             values,
@@ -232,15 +238,16 @@ class ParquetSource(Source):
         if col.null_count:
             r = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
             raise SourceFormatError(
-                f"{self.name}: row {first + r} (counted from 0), column {name!r}: missing label; every row needs a class"
+                f"{self.name}: row {first + r} (counted from 0), column {name!r}: missing label; "
+                "every row needs a class"
             )
         labels = col.to_numpy(zero_copy_only=False)
         bad = (labels < LABEL_MIN) | (labels > LABEL_MAX)
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
             raise SourceFormatError(
-                f"{self.name}: row {first + r} (counted from 0), column {name!r}: label {int(labels[r])} is outside "
-                f"the 32-bit integer range"
+                f"{self.name}: row {first + r} (counted from 0), column {name!r}: label "
+                f"{int(labels[r])} is outside the 32-bit integer range"
             )
         return labels.astype(np.int32)
 

@@ -18,11 +18,10 @@ import numpy as np
 
 from ...config import IngestOptions
 from ...errors import SourceFormatError, SourceNotFoundError
-from ..csvtext import ParsedBlock
-from . import require
-from .base import RecordingSource, refuse_text_options
+from ..block import ParsedBlock
+from .base import RecordingSource, refuse_text_options, require
 
-# What wfdb raises on a damaged header, signal or annotation file (it has no error class of its own).
+# What wfdb raises on a damaged header, signal or annotation file: it has no error class of its own.
 WFDB_ERRORS = (ValueError, IndexError, TypeError, KeyError, OSError, EOFError)
 
 # Bytes per sample of each WFDB storage format (format 0 has no file).
@@ -58,7 +57,7 @@ def kept_annotations(
     events: list[int] = []
     spans: list[tuple[int, int]] = []
     rhythm_at = [i for i, s in enumerate(symbols) if s == "+"]
-    for i, (s, sym) in enumerate(zip(samples.tolist(), symbols)):
+    for i, (s, sym) in enumerate(zip(samples.tolist(), symbols, strict=False)):
         note = aux[i].strip("\x00 ") if i < len(aux) else ""
         if sym == "+":
             if keep is not None and not any(k.startswith("(") and note == k for k in keep):
@@ -137,7 +136,8 @@ class WfdbSource(RecordingSource):
         for i, name in enumerate(h.file_name):
             if h.fmt[i] not in FORMAT_BYTES:
                 raise SourceFormatError(
-                    f"{hea}: signal {h.sig_name[i]!r} uses WFDB format {h.fmt[i]}, which chunkfit does not read"
+                    f"{hea}: signal {h.sig_name[i]!r} uses WFDB format {h.fmt[i]}, which chunkfit "
+                    "does not read"
                 )
             per_file[name] = per_file.get(name, 0) + FORMAT_BYTES[h.fmt[i]] * (
                 h.samps_per_frame[i] or 1
@@ -154,8 +154,8 @@ class WfdbSource(RecordingSource):
             have = f.stat().st_size
             if have < need - 1:
                 raise SourceFormatError(
-                    f"{f}: truncated: {hea.name} promises {h.sig_len:,} samples ({need:,} bytes), the file has "
-                    f"{have:,} bytes; copy the record again"
+                    f"{f}: truncated: {hea.name} promises {h.sig_len:,} samples ({need:,} bytes), "
+                    f"the file has {have:,} bytes; copy the record again"
                 )
             files.append(f)
         return files
@@ -190,8 +190,8 @@ class WfdbSource(RecordingSource):
         ann_path = self.base.with_name(f"{self.base.name}.{options.annotations}")
         if not ann_path.is_file():
             raise SourceNotFoundError(
-                f"{spec}: no annotation file {ann_path.name} beside the record; check --annotations (the annotator's "
-                "suffix, e.g. atr)"
+                f"{spec}: no annotation file {ann_path.name} beside the record; check "
+                "--annotations (the annotator's suffix, e.g. atr)"
             )
         try:
             ann = self.wfdb.rdann(str(self.base), options.annotations)
@@ -203,16 +203,17 @@ class WfdbSource(RecordingSource):
             self.header.fs
         ):
             raise SourceFormatError(
-                f"{ann_path}: annotations at {float(ann.fs):g} Hz for a record at {float(self.header.fs):g} Hz; "
-                "is it the annotation file of another record?"
+                f"{ann_path}: annotations at {float(ann.fs):g} Hz for a record at "
+                f"{float(self.header.fs):g} Hz; is it the annotation file of another record?"
             )
         samples = np.asarray(ann.sample, dtype=np.int64)
         beyond = np.flatnonzero((samples < 0) | (samples >= self.header.sig_len))
         if beyond.size:
             k = int(beyond[0])
             raise SourceFormatError(
-                f"{ann_path}: annotation {k} (counted from 0) at sample {int(samples[k]):,} lies outside the record's "
-                f"{self.header.sig_len:,} samples; is it the annotation file of another record?"
+                f"{ann_path}: annotation {k} (counted from 0) at sample {int(samples[k]):,} lies "
+                f"outside the record's {self.header.sig_len:,} samples; is it the annotation file "
+                "of another record?"
             )
         aux = list(ann.aux_note) if ann.aux_note is not None else [""] * len(samples)
         return kept_annotations(
@@ -243,8 +244,9 @@ class WfdbSource(RecordingSource):
             if got != int(expected) & 0xFFFF:
                 got = got - 0x10000 if got >= 0x8000 else got
                 raise SourceFormatError(
-                    f"{self.base.with_suffix('.hea')}: signal {h.sig_name[i]!r} has checksum {got}, the header says "
-                    f"{int(expected)}: the signal file and its header disagree; copy the record again"
+                    f"{self.base.with_suffix('.hea')}: signal {h.sig_name[i]!r} has checksum "
+                    f"{got}, the header says {int(expected)}: the signal file and its header "
+                    "disagree; copy the record again"
                 )
 
 
