@@ -111,8 +111,8 @@ class BenchSpec:
 
 def _problem(spec: BenchSpec) -> tuple[np.ndarray, np.ndarray]:
     """The signal (float64) and the class of every window start (any-event rule)."""
+    from .core.windows import any_event_labels
     from .synth import SynthSpec, anomaly_positions
-    from .train.windows import any_event_labels
 
     sspec = SynthSpec(samples=spec.samples, anomalies=spec.n_anomalies, seed=spec.seed)
     rng = np.random.default_rng([spec.seed, 2, 0])
@@ -196,7 +196,7 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
         loss = hist.history["loss"][-1]
     elif name in ("chunkfit", "chunkfit-jax"):
         from .synth import SynthSpec, synth
-        from .train.loop import fit
+        from .train.fit import fit
 
         store_dir = tempfile.TemporaryDirectory(prefix="chunkfit-bench-")
         store = os.path.join(store_dir.name, "synth.zarr")

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scoring_support import exact_average_precision, exact_roc_auc
 
-from chunkfit.score.metrics import BinaryMetrics
+from chunkfit.core.metrics import BinaryMetrics
 
 
 @st.composite

@@ -351,6 +351,6 @@ def test_bad_input_writes_nothing(name: str, runs: Trained, store: Path, tmp_pat
     [(2_000, 1_024, 1_024), (24_000, 1_024, 23_552), (100, 1_024, 1_024), (4_096, 1_024, 4_096)],
 )
 def test_scoring_blocks_hold_whole_batches(chunk: int, batch: int, expected: int) -> None:
-    from chunkfit.score.scorer import scoring_chunk
+    from chunkfit.core.scoring import scoring_chunk
 
     assert scoring_chunk(chunk, batch) == expected

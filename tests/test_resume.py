@@ -35,10 +35,10 @@ from support import SUFFIX, cli_command, cli_env, error_line, run_cli, tree
 
 import chunkfit
 from chunkfit.config import SplitSpec, WindowSpec
+from chunkfit.core.blocks import plan_blocks
+from chunkfit.core.windows import plan_split
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
 from chunkfit.train import checkpoint
-from chunkfit.train.blocks import plan_blocks
-from chunkfit.train.windows import plan_split
 
 pytestmark = pytest.mark.slow
 

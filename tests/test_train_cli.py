@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from support import REPO, error_line, make_store, run_cli
 
-from chunkfit.train.blocks import plan_blocks
+from chunkfit.core.blocks import plan_blocks
 
 CORES = len(os.sched_getaffinity(0))
 

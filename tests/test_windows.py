@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chunkfit.config import SplitSpec, WindowSpec
-from chunkfit.errors import UsageError, WindowError
-from chunkfit.train.windows import (
+from chunkfit.core.windows import (
     any_event_labels,
     class_indices,
     count_windows,
@@ -21,6 +20,7 @@ from chunkfit.train.windows import (
     split_segment,
     window_starts,
 )
+from chunkfit.errors import UsageError, WindowError
 
 
 def brute_starts(a: int, b: int, window: int, stride: int) -> list[int]:

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from . import app
 from .progress import bar
+from .root import app
 
 
 def _split(value: str | None) -> tuple[str, ...] | None:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from . import app
+from .root import app
 
 RUN_HELP = "A run folder (model.keras + run.json) or a .keras file"
 UNSAFE_HELP = (

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from . import app
 from .progress import bar
+from .root import app
 
 if TYPE_CHECKING:
     from ..train.progress import TrainProgress
@@ -187,20 +187,25 @@ def train(
     Running the same command again after a crash or a kill resumes the run in --out from its last checkpoint.
     """
     from .._fs import refuse_url
-    from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
+    from ..config import FitOptions
     from ..errors import UsageError, WorkerLostError
     from ..project import default_store
     from ..store.remote import is_remote
     from ..train.budget import parse_bytes
-    from ..train.loop import fit
+    from ..train.fit import fit
     from ..train.models import check_model_spec, unsafe_model_files
 
     if resume and restart:
         raise UsageError("give either --resume or --restart, not both")
-    options = FitOptions(
-        windows=WindowSpec(window=window, stride=stride, label=label),
-        split=SplitSpec(validation=validation, segments=_count_or_share(validation_segments)),
-        blocks=BlockSpec(chunk=chunk, seed=seed, mix=mix),
+    options = FitOptions.from_keywords(
+        window=window,
+        stride=stride,
+        label=label,
+        validation=validation,
+        validation_segments=_count_or_share(validation_segments),
+        chunk=chunk,
+        seed=seed,
+        mix=mix,
         batch_size=batch_size,
         epochs=epochs,
         deterministic=deterministic,

@@ -6,7 +6,7 @@ changed it, it is opened again and only the new windows are scored, reading thei
 all its samples are committed; the last window of a segment starts at ``stop - window``.
 
 Window i of a segment sits at position ``i % batch_size`` of its batch, as in an offline
-``predict`` (chunkfit.score.scorer), so its score is bit-identical: when the stream has ended, the
+``predict`` (chunkfit.core.scoring), so its score is bit-identical: when the stream has ended, the
 outputs equal those of ``predict`` on the final store. Detections go to the CSV as they close, one
 flushed row each (the CSV is written in place, so ``tail -f`` shows them); one still open when the
 stream ends is written then. The scores array is written under a temporary name and renamed into
@@ -23,11 +23,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..config import FollowOptions
+from ..core.detect import Detection, RunMerger
+from ..core.scoring import Predictor, make_predictor
+from ..core.windows import count_windows
 from ..errors import (
     ChunkfitError,
     StoreBusyError,
@@ -37,8 +40,6 @@ from ..errors import (
 )
 from ..store import Store
 from ..store.layout import suffix_backend
-from ..train.windows import count_windows
-from .detect import Detection, RunMerger
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
 from .predict import PredictReport
 from .runs import (
@@ -50,10 +51,6 @@ from .runs import (
     run_threshold,
     score_attrs,
 )
-from .scorer import make_predictor
-
-if TYPE_CHECKING:
-    from ..train.tensorflow.predictor import Predictor
 
 # Windows scored per read: bounds memory when following starts on a store that is already long.
 READ_WINDOWS = 65_536

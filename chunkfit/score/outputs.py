@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._fs import FileLock, Locked, refuse_url
+from ..core.detect import Detection
 from ..errors import (
     BusyError,
     DiskFullError,
@@ -30,7 +31,6 @@ from ..store import Store
 from ..store.backends import GuardedFile, settle_zarr
 from ..store.layout import suffix_backend
 from ..train.runfolder import busy_message
-from .detect import Detection
 from .runs import check_output_folder
 
 

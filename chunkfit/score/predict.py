@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 
 from .._fs import refuse_url
+from ..core.detect import RunMerger
+from ..core.scoring import make_predictor, score_store
 from ..errors import BusyError, ChunkfitError, StoreExistsError, UsageError
 from ..store import Store, open_store
 from ..store.layout import suffix_backend
 from ..store.remote import LEASE, ROOT, Lease, Remote, guarded, is_remote, upload_tree
-from .detect import RunMerger
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
 from .runs import check_settings, check_store, load_run, locate_run, run_threshold, score_attrs
-from .scorer import score_store
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,7 +149,8 @@ def _predict(
         detections = DetectionCsv(tmp_events, s.sample_rate)
         n_windows = 0
         try:
-            for sb in score_store(model, s, spec, chunk=chunk, batch_size=batch_size):
+            predictor = make_predictor(model, w.window, spec.n_channels, batch_size)
+            for sb in score_store(predictor, s, w, chunk=chunk):
                 score = sb.probs[:, spec.positive]
                 n_windows += score.size
                 span = np.full(int(sb.starts[-1] - sb.starts[0]) + 1, np.nan, dtype=np.float32)

@@ -20,13 +20,13 @@ import numpy as np
 
 from .._fs import refuse_url
 from ..config import WindowSpec
+from ..core.labels import Labeller, positive_index
+from ..core.windows import count_windows
 from ..errors import IncompatibleError, ModelError, RunError, UsageError, WindowError
 from ..store import Store
 from ..store.remote import Remote, fetch_files, guarded, is_remote
-from ..train.blocks import Labeller
 from ..train.models import BUILTINS, check_model_file, factory_objects, load_model_file
 from ..train.runfolder import MODEL_FILE, RUN_FILE
-from ..train.windows import count_windows
 
 if TYPE_CHECKING:
     import keras
@@ -50,7 +50,7 @@ class RunSpec:
     @property
     def positive(self) -> int:
         """Index of the class scored as "event": class 1 for event/no event, else the last class."""
-        return 1 if len(self.classes) == 2 else len(self.classes) - 1
+        return positive_index(len(self.classes))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -364,27 +364,3 @@ def plot_curves(history: dict[str, list[float]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-
-
-def open_run_folder(
-    path: str | os.PathLike[str], resume: str = "auto", run: dict[str, Any] | None = None
-) -> RunFolder:
-    """A local run folder, or one on object storage (``s3://``, chunkfit.train.remotefolder)."""
-    from ..store.remote import is_remote
-
-    if is_remote(path):
-        from .remotefolder import RemoteRunFolder
-
-        return RemoteRunFolder(str(path), resume, run)
-    return RunFolder(path, resume, run)
-
-
-def open_peer_folder(path: str | os.PathLike[str]) -> PeerFolder:
-    """What a worker other than the chief reads of the run folder ``path``, local or ``s3://``."""
-    from ..store.remote import is_remote
-
-    if is_remote(path):
-        from .remotefolder import RemotePeerFolder
-
-        return RemotePeerFolder(str(path))
-    return PeerFolder(path)

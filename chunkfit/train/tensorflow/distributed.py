@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import RunError, UsageError, WorkerLostError
-from ..blocks import BlockData
+from ...core.blocks import BlockData
 from .engine import Shapes, TensorFlowEngine
 from .pipeline import BlockTensors, element_steps, to_tensors
 

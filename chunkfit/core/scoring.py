@@ -11,18 +11,28 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from ..config import WindowSpec
 from ..store import Store
-from ..train.blocks import Block, Labeller, plan_blocks, prefetched, read_block
-from .runs import RunSpec
+from .blocks import Block, plan_blocks, prefetched, read_block
+from .labels import Labeller
 
 if TYPE_CHECKING:
     import keras
 
-    from ..train.tensorflow.predictor import Predictor
+
+class Predictor(Protocol):
+    """A model's compiled scoring function, ``batch_size`` windows at a time (each engine makes one:
+    chunkfit.score.scorer.make_predictor)."""
+
+    batch_size: int
+
+    def __call__(self, samples: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """float32 [len(offsets), outputs]: the outputs for the windows ``samples[o : o + window]``."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,44 +65,24 @@ def range_blocks(
     return out
 
 
-def make_predictor(
-    model: keras.Model, window: int, n_channels: int, batch_size: int = 1024
-) -> Predictor:
-    """The compiled scoring function of ``model`` for windows of ``window`` samples, ``batch_size`` at a
-    time, on the engine of Keras's backend (chunkfit.train.backend)."""
-    from ..train.backend import keras_backend
-
-    if keras_backend() == "jax":
-        from ..train.jax.predictor import Predictor as JaxPredictor
-
-        return JaxPredictor(model, window, n_channels, batch_size)  # type: ignore[return-value]
-    from ..train.tensorflow.predictor import Predictor
-
-    return Predictor(model, window, n_channels, batch_size)
-
-
 def score_store(
-    model: keras.Model,
+    predictor: Predictor,
     store: Store,
-    spec: RunSpec,
+    windows: WindowSpec,
     *,
     chunk: int = 200_000,
-    batch_size: int = 1024,
     labeller: Labeller | None = None,
     ranges: np.ndarray | None = None,
-    predictor: Predictor | None = None,
 ) -> Iterator[ScoredBlock]:
     """Probabilities for every window of the store (or of ``ranges``, each inside one segment), block
     by block, in start order; ``ScoredBlock.segment`` is the index of the segment (or range).
 
-    ``predictor`` (of ``model``, at ``batch_size``) is reused when given: a caller scoring the same
-    model again (the training loop, every epoch) compiles it once. The next block is read in a
-    background thread while one is scored.
+    ``predictor`` scores ``predictor.batch_size`` windows at a time; a caller scoring the same model
+    again (the training loop, every epoch) passes the same one and compiles it once. The next block
+    is read in a background thread while one is scored.
     """
-    w = spec.windows
+    w = windows
     spans = store.segments if ranges is None else ranges
-    if predictor is None:
-        predictor = make_predictor(model, w.window, spec.n_channels, batch_size)
     plan = range_blocks(spans, w.window, w.stride, scoring_chunk(chunk, predictor.batch_size))
 
     def load(seg: int, blk: Block) -> tuple[int, Block, np.ndarray, np.ndarray | None]:
@@ -107,3 +97,19 @@ def score_store(
         probs = predictor(samples, offsets)
         starts = blk.start + offsets.astype(np.int64)
         yield ScoredBlock(blk, seg, starts, probs, labels, samples)
+
+
+def make_predictor(
+    model: keras.Model, window: int, n_channels: int, batch_size: int = 1024
+) -> Predictor:
+    """The compiled scoring function of ``model`` for windows of ``window`` samples, ``batch_size`` at a
+    time, on the engine of Keras's backend (chunkfit.train.backend)."""
+    from ..train.backend import keras_backend
+
+    if keras_backend() == "jax":
+        from ..train.jax.predictor import Predictor as JaxPredictor
+
+        return JaxPredictor(model, window, n_channels, batch_size)  # type: ignore[return-value]
+    from ..train.tensorflow.predictor import Predictor as TensorFlowPredictor
+
+    return TensorFlowPredictor(model, window, n_channels, batch_size)
