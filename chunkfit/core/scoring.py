@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -19,9 +19,6 @@ from ..config import WindowSpec
 from ..store import Store
 from .blocks import Block, plan_blocks, prefetched, read_block
 from .labels import Labeller
-
-if TYPE_CHECKING:
-    import keras
 
 
 class Predictor(Protocol):
@@ -97,19 +94,3 @@ def score_store(
         probs = predictor(samples, offsets)
         starts = blk.start + offsets.astype(np.int64)
         yield ScoredBlock(blk, seg, starts, probs, labels, samples)
-
-
-def make_predictor(
-    model: keras.Model, window: int, n_channels: int, batch_size: int = 1024
-) -> Predictor:
-    """The compiled scoring function of ``model`` for windows of ``window`` samples, ``batch_size`` at a
-    time, on the engine of Keras's backend (chunkfit.train.backend)."""
-    from ..train.backend import keras_backend
-
-    if keras_backend() == "jax":
-        from ..train.jax.predictor import Predictor as JaxPredictor
-
-        return JaxPredictor(model, window, n_channels, batch_size)  # type: ignore[return-value]
-    from ..train.tensorflow.predictor import Predictor as TensorFlowPredictor
-
-    return TensorFlowPredictor(model, window, n_channels, batch_size)

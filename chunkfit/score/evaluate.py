@@ -11,7 +11,7 @@ import numpy as np
 
 from ..core.events import EventLevel, events_in
 from ..core.metrics import BinaryMetrics
-from ..core.scoring import ScoredBlock, make_predictor, score_store
+from ..core.scoring import ScoredBlock, score_store
 from ..store import Store, open_store
 from .runs import (
     RunLabeller,
@@ -23,6 +23,7 @@ from .runs import (
     run_threshold,
     scored_ranges,
 )
+from .scorer import make_predictor
 
 
 class _Sketch:

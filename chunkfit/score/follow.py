@@ -29,7 +29,7 @@ import numpy as np
 
 from ..config import FollowOptions
 from ..core.detect import Detection, RunMerger
-from ..core.scoring import Predictor, make_predictor
+from ..core.scoring import Predictor
 from ..core.windows import count_windows
 from ..errors import (
     ChunkfitError,
@@ -51,6 +51,7 @@ from .runs import (
     run_threshold,
     score_attrs,
 )
+from .scorer import make_predictor
 
 # Windows scored per read: bounds memory when following starts on a store that is already long.
 READ_WINDOWS = 65_536

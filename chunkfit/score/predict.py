@@ -17,13 +17,14 @@ import numpy as np
 
 from .._fs import refuse_url
 from ..core.detect import RunMerger
-from ..core.scoring import make_predictor, score_store
+from ..core.scoring import score_store
 from ..errors import BusyError, ChunkfitError, StoreExistsError, UsageError
 from ..store import Store, open_store
 from ..store.layout import suffix_backend
 from ..store.remote import LEASE, ROOT, Lease, Remote, guarded, is_remote, upload_tree
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
 from .runs import check_settings, check_store, load_run, locate_run, run_threshold, score_attrs
+from .scorer import make_predictor
 
 
 @dataclasses.dataclass(frozen=True)

@@ -51,7 +51,7 @@ class ThresholdScoring:
     def _scorer(self) -> tuple[keras.Model, Any]:
         """The model that takes raw signal and its compiled scorer, made once: it shares the trained
         model's weights, so it scores them as they are now."""
-        from ..core.scoring import make_predictor
+        from ..score.scorer import make_predictor
 
         if self._scoring is None:
             exported = self.engine.exported()
