@@ -17,6 +17,7 @@ from chunkfit._quiet import QUIET_LOG_LEVEL
 if TYPE_CHECKING:
     from livesupport import Stream
     from s3support import S3Server
+    from scoring_support import Trained
 
 # jax sets TF_CPP_MIN_LOG_LEVEL=1 wherever it is unset (jax/__init__.py), and Keras 3.15 imports jax
 # with its callbacks (keras.callbacks.OrbaxCheckpoint): the first test module importing keras made it
@@ -140,3 +141,20 @@ def streams() -> Iterator[list[Stream]]:
     yield started
     for s in started:
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Trained:
+    """The scoring tests' two small runs (window 16, stride 1 and 3), trained once per session."""
+    from scoring_support import trained
+
+    return trained(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="module")
+def segmented(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store to score, one per test module: three segments, [0, 1000), [1000, 1010) (shorter than
+    a window) and [1010, 2200), with events everywhere (scoring_support.segmented_store)."""
+    from scoring_support import segmented_store
+
+    return segmented_store(tmp_path_factory.mktemp("segmented") / "segmented.zarr")

@@ -22,8 +22,6 @@ from scoring_support import (
     keras_model,
     listing,
     merge_runs,
-    segmented_store,
-    trained,
 )
 from support import SUFFIX, make_store, write_csv
 
@@ -40,17 +38,6 @@ from chunkfit.errors import (
 from chunkfit.synth import SynthSpec, synth
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="session")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Trained:
-    return trained(tmp_path_factory.getbasetemp())
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three segments: [0, 1000), [1000, 1010) (shorter than a window), [1010, 2200)."""
-    return segmented_store(tmp_path_factory.mktemp("predict") / "segmented.zarr")
 
 
 def read_scores(path: Path) -> np.ndarray:
@@ -77,7 +64,7 @@ class Prediction:
 def prediction(
     request: pytest.FixtureRequest,
     runs: Trained,
-    store: Path,
+    segmented: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Prediction:
     """predict() in blocks of 200 windows, and every window scored directly by the model."""
@@ -86,11 +73,11 @@ def prediction(
     folder = tmp_path_factory.mktemp("scores")
     out = folder / f"scores{SUFFIX[backend]}"
     report = chunkfit.predict(
-        run, store, out, events_out=folder / "events.csv", chunk=200, batch_size=64
+        run, segmented, out, events_out=folder / "events.csv", chunk=200, batch_size=64
     )
     return Prediction(
         read_scores(out),
-        all_windows(keras_model(run), store, WINDOW, stride),
+        all_windows(keras_model(run), segmented, WINDOW, stride),
         report,
         folder / "events.csv",
         stride,
@@ -152,8 +139,10 @@ def test_detections_use_the_threshold_the_run_chose_on_its_validation_split(
     assert prediction.report.threshold_source == "chosen on the run's validation split (f1)"
 
 
-def test_a_threshold_given_replaces_the_runs(runs: Trained, store: Path, tmp_path: Path) -> None:
-    report = chunkfit.predict(runs.run, store, tmp_path / "s.zarr", threshold=0.7)
+def test_a_threshold_given_replaces_the_runs(
+    runs: Trained, segmented: Path, tmp_path: Path
+) -> None:
+    report = chunkfit.predict(runs.run, segmented, tmp_path / "s.zarr", threshold=0.7)
     assert (report.threshold, report.threshold_source) == (0.7, "--threshold")
 
 
@@ -233,17 +222,17 @@ def test_gap_in_the_time_column_leaves_nan_at_the_end_of_each_segment(
 
 
 def test_scores_are_written_over_an_existing_output_with_overwrite(
-    runs: Trained, store: Path, tmp_path: Path
+    runs: Trained, segmented: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "scores.h5").write_bytes(b"old")
-    chunkfit.predict(runs.run, store, tmp_path / "scores.h5", overwrite=True)
+    chunkfit.predict(runs.run, segmented, tmp_path / "scores.h5", overwrite=True)
     assert read_scores(tmp_path / "scores.h5").shape == (2200,)
 
 
 def test_scores_array_records_the_run_and_window_settings(
-    runs: Trained, store: Path, tmp_path: Path
+    runs: Trained, segmented: Path, tmp_path: Path
 ) -> None:
-    chunkfit.predict(runs.strided, store, tmp_path / "scores.zarr")
+    chunkfit.predict(runs.strided, segmented, tmp_path / "scores.zarr")
     attrs = zarr.open_group(str(tmp_path / "scores.zarr"), mode="r").attrs["chunkfit_scores"]
     assert (attrs["window"], attrs["stride"], attrs["class"]) == (WINDOW, STRIDE, 1)
 
@@ -330,16 +319,18 @@ def refusal_case(name: str, runs: Trained, store: Path, tmp: Path) -> dict[str, 
 
 
 @pytest.mark.parametrize("name", sorted(REFUSALS))
-def test_bad_input_is_refused(name: str, runs: Trained, store: Path, tmp_path: Path) -> None:
-    args = refusal_case(name, runs, store, tmp_path)
+def test_bad_input_is_refused(name: str, runs: Trained, segmented: Path, tmp_path: Path) -> None:
+    args = refusal_case(name, runs, segmented, tmp_path)
     kind, message = REFUSALS[name]
     with pytest.raises(kind, match=message):
         chunkfit.predict(**args)
 
 
 @pytest.mark.parametrize("name", sorted(REFUSALS))
-def test_bad_input_writes_nothing(name: str, runs: Trained, store: Path, tmp_path: Path) -> None:
-    args = refusal_case(name, runs, store, tmp_path)
+def test_bad_input_writes_nothing(
+    name: str, runs: Trained, segmented: Path, tmp_path: Path
+) -> None:
+    args = refusal_case(name, runs, segmented, tmp_path)
     before = listing(tmp_path)
     with pytest.raises(chunkfit.ChunkfitError):
         chunkfit.predict(**args)

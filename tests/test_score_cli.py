@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from scoring_support import WINDOW, Trained, listing, run_cli_many, segmented_store, trained
+from scoring_support import WINDOW, Trained, listing, run_cli_many, segmented_store
 from support import error_line, make_store, run_cli
 
 import chunkfit
@@ -21,32 +21,24 @@ import chunkfit
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="session")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Trained:
-    return trained(tmp_path_factory.getbasetemp())
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return segmented_store(tmp_path_factory.mktemp("cli-stores") / "segmented.zarr")
-
-
 # -- commands that succeed ------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def done(runs: Trained, store: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def done(
+    runs: Trained, segmented: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     """Each successful command once, two at a time; results and folders by name."""
     root = tmp_path_factory.mktemp("cli-done")
     shutil.copytree(runs.run, root / "run")
     quiet = segmented_store(root / "quiet.zarr", events=False)
     commands = {
-        "text": ["evaluate", root / "run", store, "--chunk", "300"],
+        "text": ["evaluate", root / "run", segmented, "--chunk", "300"],
         "json": ["evaluate", runs.run, quiet, "--json", "--plot", root / "quiet.png"],
         "predict": [
             "predict",
             runs.run,
-            store,
+            segmented,
             "--out",
             root / "scores.h5",
             "--events-out",
@@ -81,9 +73,9 @@ def test_evaluate_prints_a_table_of_every_figure(done: dict[str, Any]) -> None:
 
 
 def test_evaluate_table_shows_the_library_figures(
-    done: dict[str, Any], runs: Trained, store: Path, tmp_path: Path
+    done: dict[str, Any], runs: Trained, segmented: Path, tmp_path: Path
 ) -> None:
-    result = chunkfit.evaluate(runs.run, store, plot=tmp_path / "eval.png")
+    result = chunkfit.evaluate(runs.run, segmented, plot=tmp_path / "eval.png")
     lines = {
         line.split()[0]: line.split()[1]
         for line in done["text"].stdout.splitlines()
@@ -147,11 +139,11 @@ def test_predict_says_what_it_wrote(done: dict[str, Any]) -> None:
 
 
 def test_predict_writes_scores_equal_to_the_library(
-    done: dict[str, Any], runs: Trained, store: Path, tmp_path: Path
+    done: dict[str, Any], runs: Trained, segmented: Path, tmp_path: Path
 ) -> None:
     import h5py
 
-    chunkfit.predict(runs.run, store, tmp_path / "scores.zarr")
+    chunkfit.predict(runs.run, segmented, tmp_path / "scores.zarr")
     with h5py.File(done["root"] / "scores.h5", "r") as f:
         np.testing.assert_array_equal(
             f["scores"][:], zarr.open_group(str(tmp_path / "scores.zarr"), mode="r")["scores"][:]
@@ -279,14 +271,14 @@ CASES: dict[str, Case] = {
 
 @pytest.fixture(scope="module")
 def refusals(
-    runs: Trained, store: Path, tmp_path_factory: pytest.TempPathFactory
+    runs: Trained, segmented: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Refusal]:
     """Every bad command once, each in its own folder holding a copy of the run; two at a time."""
     prepared = {}
     for name, case in CASES.items():
         folder = tmp_path_factory.mktemp(name)
         shutil.copytree(runs.run, folder / "run")
-        args, expected, code = case(folder, store)
+        args, expected, code = case(folder, segmented)
         prepared[name] = (folder, args, expected, code, listing(folder))
     results = run_cli_many({name: p[1] for name, p in prepared.items()})
     return {
