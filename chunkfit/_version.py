@@ -1,5 +1,5 @@
-"""chunkfit's version, in a module of its own so any layer can read it without importing the package's
-public names (run.json records it: chunkfit.train.record)."""
+"""chunkfit's version, in a module of its own so any layer can read it without importing the
+package's public names (run.json records it: chunkfit.train.record)."""
 
 from __future__ import annotations
 

@@ -3,13 +3,16 @@
 Every strategy trains the same model (baseline-cnn) on the same synthetic problem for the same
 number of epochs, each in its own subprocess so that peak memory is per strategy:
 
-- ``materialised``: model.fit on the fully materialised float64 window array (the question's reference);
-- ``pydataset`` / ``pydataset-workers``: keras.utils.PyDataset building batches on the fly (1 / 2 threads);
+- ``materialised``: model.fit on the fully materialised float64 window array (the question's
+  reference);
+- ``pydataset`` / ``pydataset-workers``: keras.utils.PyDataset building batches on the fly (1 / 2
+  threads);
 - ``train-on-batch``: a Python loop of model.train_on_batch;
 - ``timeseries``: keras.utils.timeseries_dataset_from_array;
 - ``jax``: Keras on the JAX backend (``KERAS_BACKEND=jax``), plain model.fit on materialised
   float32 windows: what a Keras user who switches backend gets (needs jax: the bench extra);
-- ``chunkfit``: chunkfit.fit with default settings, unweighted (``class_weight="none"``) as the others train;
+- ``chunkfit``: chunkfit.fit with default settings, unweighted (``class_weight="none"``) as the
+  others train;
 - ``chunkfit-jax``: the same on chunkfit's JAX engine (``KERAS_BACKEND=jax``);
 - ``ceiling``: the same train step on one constant batch inside one compiled loop (no input work);
 - ``ceiling-xla``: the same with the step compiled by XLA;
@@ -83,8 +86,8 @@ class BenchSpec:
     def __post_init__(self) -> None:
         if self.window < MIN_WINDOW:
             raise UsageError(
-                f"--window must be at least {MIN_WINDOW}, the shortest window baseline-cnn's convolution and "
-                f"pooling fit in (received window={self.window})"
+                f"--window must be at least {MIN_WINDOW}, the shortest window baseline-cnn's "
+                f"convolution and pooling fit in (received window={self.window})"
             )
         if self.samples < self.window + self.batch_size:
             raise UsageError(
@@ -202,8 +205,9 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
         store = os.path.join(store_dir.name, "synth.zarr")
         synth(store, SynthSpec(samples=spec.samples, anomalies=spec.n_anomalies, seed=spec.seed))
         # The model is built and compiled outside the timing, as for the other strategies;
-        # fit() applies chunkfit's default steps_per_execution to it. Unweighted, as the others train:
-        # class 0 is the rare one here, and --class-weight auto would weigh it, and the loss, up.
+        # fit() applies chunkfit's default steps_per_execution to it. Unweighted, as the others
+        # train: class 0 is the rare one here, and --class-weight auto would weigh it, and the loss,
+        # up.
         t0, c0 = time.perf_counter(), _cpu()
         hist = fit(
             model,
@@ -362,7 +366,8 @@ def bench(
 ) -> dict[str, Any]:
     """Run every strategy in its own subprocess; returns the table as a dict (and per-row ratios).
 
-    With ``plot_path`` a bar chart is drawn there too; its folder is checked before any strategy runs.
+    With ``plot_path`` a bar chart is drawn there too; its folder is checked before any strategy
+    runs.
     """
     from .score.runs import check_output_folder
 
@@ -412,15 +417,16 @@ def bench(
 def format_table(result: dict[str, Any]) -> str:
     s = result["spec"]
     head = (
-        f"{s['samples']:,} samples, window {s['window']}, batch {s['batch_size']}, {s['epochs']} epoch(s), "
+        f"{s['samples']:,} samples, window {s['window']}, batch {s['batch_size']}, {s['epochs']} "
+        "epoch(s), "
         f"{result['cores']} cores; reference = model.fit on the materialised float64 array"
     )
     best = result.get("best_anchor")
     if best is not None:
         head += f"; best anchor = {best}, the fastest of {', '.join(ANCHORS)} that ran"
     columns = (
-        "| strategy | seconds | windows/s | vs reference | vs best anchor | CPU cores busy | peak RSS MB | "
-        "final loss |"
+        "| strategy | seconds | windows/s | vs reference | vs best anchor | CPU cores busy | peak "
+        "RSS MB | final loss |"
     )
     lines = [head, "", columns, "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
@@ -430,8 +436,8 @@ def format_table(result: dict[str, Any]) -> str:
         )
         loss = "n/a" if r["final_loss"] is None else f"{r['final_loss']:.4f}"
         lines.append(
-            f"| {r['strategy']} | {r['seconds']:.1f} | {r['windows_per_s']:,.0f} | {ratio} | {anchor} | "
-            f"{r['cpu_utilisation']:.2f} | {r['peak_rss_bytes'] / 1e6:,.0f} | {loss} |"
+            f"| {r['strategy']} | {r['seconds']:.1f} | {r['windows_per_s']:,.0f} | {ratio} | "
+            f"{anchor} | {r['cpu_utilisation']:.2f} | {r['peak_rss_bytes'] / 1e6:,.0f} | {loss} |"
         )
     return "\n".join(lines)
 
@@ -487,7 +493,8 @@ def _worker_main(argv: list[str]) -> None:
 
     name, raw = argv
     # chunkfit starts TensorFlow itself, with the threads it picks for this machine and model; the
-    # others keep TensorFlow's defaults, as their users would (Keras on JAX runs without TensorFlow).
+    # others keep TensorFlow's defaults, as their users would (Keras on JAX runs without
+    # TensorFlow).
     if name not in (*ON_JAX, "chunkfit"):
         start_tensorflow(None)
     print(json.dumps(run_strategy(name, BenchSpec(**json.loads(raw)))))

@@ -38,7 +38,8 @@ class ConfigBase:
         unknown = sorted(set(data) - names)
         if unknown:
             raise UsageError(
-                f"unknown {cls.__name__} field(s) {', '.join(unknown)} (known: {', '.join(sorted(names))})"
+                f"unknown {cls.__name__} field(s) {', '.join(unknown)} (known: "
+                f"{', '.join(sorted(names))})"
             )
         kwargs = dict(data)
         for name in cls._tuple_fields:
@@ -99,8 +100,8 @@ class SplitSpec(ConfigBase):
             or not (0 < k < 1 or (k >= 1 and float(k).is_integer()))
         ):
             raise UsageError(
-                f"--validation-segments must be a whole number of segments (1 or more) or a fraction "
-                f"in (0, 1) (received {k!r})"
+                "--validation-segments must be a whole number of segments (1 or more) or a "
+                f"fraction in (0, 1) (received {k!r})"
             )
 
 
@@ -149,7 +150,8 @@ class IngestOptions(ConfigBase):
     symbols: tuple[str, ...] | None = None
     label_from_annotations: bool = False
     commit_every: float | None = (
-        None  # seconds between commits of a live stream; None: 1 s (zarr; 10 s on s3), at the end (HDF5)
+        # seconds between commits of a live stream; None: 1 s (zarr; 10 s on s3), at the end (HDF5)
+        None
     )
 
     _tuple_fields: ClassVar[tuple[str, ...]] = ("columns", "names", "symbols")
@@ -171,7 +173,8 @@ class IngestOptions(ConfigBase):
             raise UsageError(f"--codec must be zstd, lz4 or none (received {self.codec!r})")
         if self.delimiter is not None and len(self.delimiter) != 1:
             raise UsageError(
-                f"--delimiter must be one character (received {self.delimiter!r}); use '\\t' for TSV"
+                f"--delimiter must be one character (received {self.delimiter!r}); use '\\t' for "
+                "TSV"
             )
         if self.label_column is not None and self.events is not None:
             raise UsageError("give either --events or --label-column, not both")
@@ -261,8 +264,8 @@ class FitOptions(ConfigBase):
     """Everything a training run was asked to do besides the model and the store.
 
     ``steps_per_execution`` is how many batches each compiled training call runs (chunkfit's
-    ``Stepper``: one input element, that many train steps; None: as many as fit in ``ELEMENT_BYTES``,
-    at most ``MAX_STEPS`` of chunkfit.train.tensorflow.pipeline). Like
+    ``Stepper``: one input element, that many train steps; None: as many as fit in
+    ``ELEMENT_BYTES``, at most ``MAX_STEPS`` of chunkfit.train.tensorflow.pipeline). Like
     ``compute_threads`` it changes how fast, not what, is trained. ``memory_budget``
     (bytes), when set, replaces ``blocks.chunk`` by the largest chunk that fits.
     ``compute_threads`` is how many threads TensorFlow gives the model's arithmetic (0: all cores;
@@ -274,10 +277,10 @@ class FitOptions(ConfigBase):
     threshold on the validation split (chunkfit.core.threshold). ``jit`` is whether the train
     step runs under XLA: on, off, or auto (timed on this machine at the start of the run,
     chunkfit.train.tensorflow.autotune); like ``compute_threads`` it changes how fast, not what,
-    up to float rounding: off also keeps Keras's Adam update op for op (chunkfit.train.tensorflow.fused).
-    ``jax_loop`` is how the JAX engine runs an element's batches: one compiled call each
-    (dispatch), all in one compiled call (scan), or auto (timed at the start of the run,
-    chunkfit.train.jax.loopchoice); it too changes how fast, not what.
+    up to float rounding: off also keeps Keras's Adam update op for op
+    (chunkfit.train.tensorflow.fused). ``jax_loop`` is how the JAX engine runs an element's batches:
+    one compiled call each (dispatch), all in one compiled call (scan), or auto (timed at the start
+    of the run, chunkfit.train.jax.loopchoice); it too changes how fast, not what.
     """
 
     windows: WindowSpec = WindowSpec()
@@ -315,7 +318,8 @@ class FitOptions(ConfigBase):
             or self.compute_threads < 0
         ):
             raise UsageError(
-                f"--compute-threads must be 0 (all cores) or a positive integer (received {self.compute_threads!r})"
+                "--compute-threads must be 0 (all cores) or a positive integer (received "
+                f"{self.compute_threads!r})"
             )
         if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 0:
             raise UsageError(f"--epochs must be a non-negative integer (received {self.epochs!r})")
@@ -335,8 +339,8 @@ class FitOptions(ConfigBase):
         if self.jit == "on" and self.deterministic:
             # e.g. "GPU MaxPool gradient ops do not yet have a deterministic XLA implementation"
             raise UsageError(
-                "--jit on cannot be combined with --deterministic: XLA has no deterministic form of some "
-                "ops (MaxPooling's gradient); drop one of them"
+                "--jit on cannot be combined with --deterministic: XLA has no deterministic form "
+                "of some ops (MaxPooling's gradient); drop one of them"
             )
         if self.jax_loop not in ("auto", "dispatch", "scan"):
             raise UsageError(
@@ -344,12 +348,14 @@ class FitOptions(ConfigBase):
             )
         if self.jax_loop == "scan" and self.deterministic:
             raise UsageError(
-                "--jax-loop scan cannot be combined with --deterministic: deterministic runs dispatch one "
+                "--jax-loop scan cannot be combined with --deterministic: deterministic runs "
+                "dispatch one "
                 "call per batch, so that a resumed run is bit-identical; drop one of them"
             )
         if self.normalize not in NORMALIZE_MODES:
             raise UsageError(
-                f"--normalize must be one of {', '.join(NORMALIZE_MODES)} (received {self.normalize!r})"
+                f"--normalize must be one of {', '.join(NORMALIZE_MODES)} (received "
+                f"{self.normalize!r})"
             )
 
     @classmethod

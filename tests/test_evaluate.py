@@ -238,7 +238,8 @@ def test_store_without_events_or_labels_is_refused(runs: Trained, tmp_path: Path
     )
     with pytest.raises(
         WindowError,
-        match="the run labels windows by event markers, but the store has none; evaluate needs a labelled store",
+        match="the run labels windows by event markers, but the store has none; evaluate needs a "
+        "labelled store",
     ):
         chunkfit.evaluate(runs.run, store, plot=tmp_path / "eval.png")
 

@@ -1,4 +1,5 @@
-"""What a run trains (chunkfit.core.plan): the split, its blocks and each epoch's groups, as numbers."""
+"""What a run trains (chunkfit.core.plan): the split, its blocks and each epoch's groups, as
+numbers."""
 
 from __future__ import annotations
 

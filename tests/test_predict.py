@@ -1,4 +1,5 @@
-"""predict(): scores aligned to sample index, NaN where no window starts, detections CSV, bounded memory."""
+"""predict(): scores aligned to sample index, NaN where no window starts, detections CSV, bounded
+memory."""
 
 from __future__ import annotations
 
@@ -188,7 +189,7 @@ def test_scores_of_other_batch_sizes_agree_within_1e6(
     )
 
 
-# -- stores without events or labels; gaps from a time column ----------------------------------------
+# -- stores without events or labels; gaps from a time column --------------------------------------
 
 
 def test_store_ingested_from_a_plain_csv_is_scored(runs: Trained, tmp_path: Path) -> None:
@@ -237,7 +238,7 @@ def test_scores_array_records_the_run_and_window_settings(
     assert (attrs["window"], attrs["stride"], attrs["class"]) == (WINDOW, STRIDE, 1)
 
 
-# -- bad input: refused, nothing written --------------------------------------------------------------
+# -- bad input: refused, nothing written -----------------------------------------------------------
 
 
 def other_store(path: Path, channels: list[str], samples: int = 200) -> Path:

@@ -134,7 +134,8 @@ def test_predict_says_what_it_wrote(done: dict[str, Any]) -> None:
     threshold = json.loads((done["root"] / "run" / "run.json").read_text())["threshold"]["value"]
     assert done["predict"].stdout.splitlines() == [
         f"threshold {threshold:.4g} (chosen on the run's validation split (f1))",
-        f"scored {985 + 1175:,} windows into {root / 'scores.h5'}; {detections:,} detection(s) in {root / 'events.csv'}",
+        f"scored {985 + 1175:,} windows into {root / 'scores.h5'}; {detections:,} detection(s) in "
+        f"{root / 'events.csv'}",
     ]
 
 
@@ -176,7 +177,8 @@ def run_without_model(f: Path, store: Path) -> tuple[list[Any], str, int]:
     (f / "unfinished").mkdir()
     return (
         ["predict", f / "unfinished", store, "--out", f / "s.zarr"],
-        f"{f / 'unfinished'}: the run folder has no model.keras (training did not finish?); pass a finished run",
+        f"{f / 'unfinished'}: the run folder has no model.keras (training did not finish?); pass a "
+        "finished run",
         1,
     )
 
@@ -189,7 +191,8 @@ def keras_file_that_is_not_one(f: Path, store: Path) -> tuple[list[Any], str, in
     (f / "model.keras").write_text("not a model")
     return (
         ["evaluate", f / "model.keras", store],
-        f"{f / 'model.keras'}: not a .keras model (a .keras file is a zip archive, this file is not)",
+        f"{f / 'model.keras'}: not a .keras model (a .keras file is a zip archive, this file is "
+        "not)",
         1,
     )
 
@@ -222,7 +225,8 @@ def window_longer_than_segments(f: Path, store: Path) -> tuple[list[Any], str, i
     )
     return (
         ["predict", f / "run", short, "--out", f / "s.zarr"],
-        f"{short}: window {WINDOW} is longer than every segment (longest 15 samples); no window fits",
+        f"{short}: window {WINDOW} is longer than every segment (longest 15 samples); no window "
+        "fits",
         1,
     )
 
@@ -304,7 +308,7 @@ def test_bad_input_writes_nothing(refusals: dict[str, Refusal], name: str) -> No
     assert listing(refusals[name].folder) == refusals[name].before
 
 
-# -- a module:function model with a custom loss and a custom layer ----------------------------------
+# -- a module:function model with a custom loss and a custom layer ---------------------------------
 
 CUSTOM_MODELS = '''
 import keras
@@ -325,8 +329,9 @@ class Doubled(layers.Layer):
 
 
 def build(window, n_channels, n_classes):
-    model = keras.Sequential([keras.Input((window, n_channels)), Doubled(), layers.Conv1D(8, 5, activation="relu"),
-                              layers.GlobalMaxPooling1D(), layers.Dense(n_classes, activation="softmax")])
+    model = keras.Sequential([keras.Input((window, n_channels)), Doubled(),
+                              layers.Conv1D(8, 5, activation="relu"), layers.GlobalMaxPooling1D(),
+                              layers.Dense(n_classes, activation="softmax")])
     model.compile(optimizer="adam", loss=focal, metrics=["accuracy"])
     return model
 '''

@@ -531,7 +531,8 @@ def test_memory_budget_sets_the_chunk(tiny_store: Path, tmp_path: Path) -> None:
 
 
 class _LossOnly(keras.Sequential):
-    """A model with its own train_step whose logs are not its metric results (in the backend's signature)."""
+    """A model with its own train_step whose logs are not its metric results (in the backend's
+    signature)."""
 
     if keras.backend.backend() == "jax":
 
@@ -611,7 +612,7 @@ def test_held_out_recordings_never_train_and_every_other_window_trains_once_per_
     assert run["config"]["split"]["segments"] == 2
 
 
-# -- inputs in any units ----------------------------------------------------------------------------
+# -- inputs in any units ---------------------------------------------------------------------------
 
 
 def rescaled_copy(source: Path, target: Path, a: float, b: float) -> Path:

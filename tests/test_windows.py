@@ -150,12 +150,13 @@ def test_class_indices_refuse_an_unknown_value() -> None:
         class_indices(np.array([3, 5]), [3, 7])
 
 
-# -- whole segments held out ------------------------------------------------------------------------
+# -- whole segments held out -----------------------------------------------------------------------
 
 
 @st.composite
 def segment_layouts(draw: st.DrawFn) -> tuple[np.ndarray, int, float, int]:
-    """(segments [S, 2], window, count or share of segments to hold out, seed); at least 2 hold a window."""
+    """(segments [S, 2], window, count or share of segments to hold out, seed); at least 2 hold a
+    window."""
     window = draw(st.integers(1, 40))
     lengths = draw(st.lists(st.integers(0, 200), min_size=2, max_size=12))
     lengths[:2] = [max(n, window) for n in lengths[:2]]

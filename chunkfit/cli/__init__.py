@@ -25,8 +25,8 @@ def main(argv: list[str] | None = None) -> None:
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL)
     install()  # TensorFlow stays unimported until a command needs it, then starts quietly
-    # Reads from an object store cut short (the endpoint gone) leave tasks on zarr's event loop whose
-    # errors asyncio logs at exit, after chunkfit's one line has said it all.
+    # Reads from an object store cut short (the endpoint gone) leave tasks on zarr's event loop
+    # whose errors asyncio logs at exit, after chunkfit's one line has said it all.
     import logging
 
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)

@@ -23,7 +23,8 @@ def _options(
     backend: str = typer.Option(
         None,
         "--backend",
-        help="Keras backend to train and score on: tensorflow or jax [default: KERAS_BACKEND, else Keras's keras.json, else tensorflow]",
+        help="Keras backend to train and score on: tensorflow or jax [default: KERAS_BACKEND, else "
+        "Keras's keras.json, else tensorflow]",
     ),
 ) -> None:
     """Train Keras models on sensor signals far larger than memory."""

@@ -66,7 +66,8 @@ def block_order(n_blocks: int, seed: int, epoch: int, shuffle: bool = True) -> n
 def window_order(
     n_windows: int, seed: int, epoch: int, group: int, shuffle: bool = True
 ) -> np.ndarray:
-    """Order of the windows of group (or block) ``group`` in epoch ``epoch`` (indices 0 .. n - 1)."""
+    """Order of the windows of group (or block) ``group`` in epoch ``epoch`` (indices 0 .. n
+    - 1)."""
     if not shuffle:
         return np.arange(n_windows, dtype=np.int64)
     return np.random.default_rng([seed, epoch, 1, group]).permutation(n_windows)
@@ -113,8 +114,9 @@ def read_group(
     Example: blocks of 3 and 2 windows (window 4, stride 1) hold 6 and 5 samples; the group's
     samples are those 11 one after the other and its offsets [0, 1, 2, 6, 7] before ``order``.
 
-    On object storage the blocks are read at once, a thread each (up to 8), so a group waits for about one
-    round trip rather than one per block (each block's chunks are fetched together already).
+    On object storage the blocks are read at once, a thread each (up to 8), so a group waits for
+    about one round trip rather than one per block (each block's chunks are fetched together
+    already).
     """
     if store.remote is not None and len(blocks) > 1:
         with ThreadPoolExecutor(
@@ -139,7 +141,8 @@ def read_group(
 
 
 def prefetched(jobs: Sequence[Callable[[], T]], ahead: bool = True) -> Generator[T, None, None]:
-    """Run ``jobs`` in order, each in a background thread while the caller uses the previous result."""
+    """Run ``jobs`` in order, each in a background thread while the caller uses the previous
+    result."""
     if not ahead:
         for job in jobs:
             yield job()

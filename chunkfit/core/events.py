@@ -25,7 +25,8 @@ class EventLevel:
         self.false_alarms = 0
 
     def update(self, starts: np.ndarray, segment: int, score: np.ndarray) -> None:
-        """The windows starting at ``starts`` (in order, inside segment or range ``segment``) scored ``score``."""
+        """The windows starting at ``starts`` (in order, inside segment or range ``segment``) scored
+        ``score``."""
         pos = starts[is_positive(score, self.threshold)]
         if pos.size and self.events.size:
             lo = np.searchsorted(self.events, pos[0], "left")

@@ -34,14 +34,16 @@ class Labeller:
                     else ""
                 )
                 raise WindowError(
-                    f"{store.path}: label rule any-event needs event markers, but the store has none{hint}"
+                    f"{store.path}: label rule any-event needs event markers, but the store has "
+                    f"none{hint}"
                 )
             self.classes: list[int] = [0, 1]
         else:
             if not store.has_labels:
                 hint = "; it has events: use --label any-event" if store.has_events else ""
                 raise WindowError(
-                    f"{store.path}: label rule {rule} needs per-sample labels, but the store has none{hint}"
+                    f"{store.path}: label rule {rule} needs per-sample labels, but the store has "
+                    f"none{hint}"
                 )
             self.classes = store.label_classes
             if len(self.classes) < 2:
@@ -54,7 +56,8 @@ class Labeller:
         return len(self.classes)
 
     def labels(self, a: int, b: int, starts: np.ndarray, window: int) -> np.ndarray:
-        """Class index of windows starting at ``starts`` (relative to ``a``) inside samples [a, b)."""
+        """Class index of windows starting at ``starts`` (relative to ``a``) inside samples
+        [a, b)."""
         if self.rule == "any-event":
             return any_event_labels(starts, window, self.store.events_in(a, b) - a)
         cls = class_indices(self.store.read_labels(a, b), self.classes)

@@ -67,7 +67,8 @@ def _check_validation_classes(
         else "raise --validation, or hold out whole recordings with --validation-segments"
     )
     raise WindowError(
-        f"{store.path}: the validation split ({split.validation_windows():,} windows) holds {what}, so it cannot "
+        f"{store.path}: the validation split ({split.validation_windows():,} windows) holds "
+        f"{what}, so it cannot "
         f"measure a detector; {how}, or pass --validation 0 to train without validation"
     )
 

@@ -2,8 +2,8 @@
 
 Blocks hold a whole number of batches and start at a segment's first window, so batch k of a
 segment always holds its windows [k*B, (k+1)*B): each window is scored in the same batch, padded the
-same way, whatever ``chunk`` is, and the scores are bit-identical across block sizes (they may differ
-in the last float32 bits across ``batch_size``, where the batches differ).
+same way, whatever ``chunk`` is, and the scores are bit-identical across block sizes (they may
+differ in the last float32 bits across ``batch_size``, where the batches differ).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ class Predictor(Protocol):
     batch_size: int
 
     def __call__(self, samples: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        """float32 [len(offsets), outputs]: the outputs for the windows ``samples[o : o + window]``."""
+        """float32 [len(offsets), outputs]: the outputs for the windows
+        ``samples[o : o + window]``."""
         ...
 
 
@@ -43,7 +44,8 @@ class ScoredBlock:
 
 
 def scoring_chunk(chunk: int, batch_size: int) -> int:
-    """``chunk`` rounded down to whole batches (at least one), so blocks keep batch boundaries in place.
+    """``chunk`` rounded down to whole batches (at least one), so blocks keep batch boundaries in
+    place.
 
     Example: chunk 2,000, batch 1,024 -> 1,024; chunk 24,000 -> 23,552.
     """
@@ -71,8 +73,8 @@ def score_store(
     labeller: Labeller | None = None,
     ranges: np.ndarray | None = None,
 ) -> Iterator[ScoredBlock]:
-    """Probabilities for every window of the store (or of ``ranges``, each inside one segment), block
-    by block, in start order; ``ScoredBlock.segment`` is the index of the segment (or range).
+    """Probabilities for every window of the store (or of ``ranges``, each inside one segment),
+    block by block, in start order; ``ScoredBlock.segment`` is the index of the segment (or range).
 
     ``predictor`` scores ``predictor.batch_size`` windows at a time; a caller scoring the same model
     again (the training loop, every epoch) passes the same one and compiles it once. The next block

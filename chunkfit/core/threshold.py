@@ -35,9 +35,9 @@ def choose_threshold(
     ranges: np.ndarray,
     rule: str,
 ) -> dict[str, Any] | None:
-    """Score the windows of ``ranges`` (the validation split) with ``predictor`` (the trained model's
-    compiled scorer) and pick the threshold by ``rule`` (checked by chunkfit.config.check_rule);
-    None when there is no validation window or no event among them."""
+    """Score the windows of ``ranges`` (the validation split) with ``predictor`` (the trained
+    model's compiled scorer) and pick the threshold by ``rule`` (checked by
+    chunkfit.config.check_rule); None when there is no validation window or no event among them."""
     ranges = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
     ranges = ranges[ranges[:, 1] > ranges[:, 0]]
     if ranges.size == 0:

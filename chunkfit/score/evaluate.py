@@ -27,7 +27,8 @@ from .scorer import make_predictor
 
 
 class _Sketch:
-    """Keeps one stretch of signal, events and scores for the plot (around the first scored event)."""
+    """Keeps one stretch of signal, events and scores for the plot (around the first scored
+    event)."""
 
     def __init__(self, store: Store, window: int, ranges: np.ndarray) -> None:
         ev = events_in(store, ranges)

@@ -1,9 +1,10 @@
-"""``chunkfit predict --follow``: score a growing store, each window as soon as its samples are committed.
+"""``chunkfit predict --follow``: score a growing store, each window as soon as its samples are
+committed.
 
 The store is polled every ``FollowOptions.poll`` seconds (a few ``stat`` calls); when a commit
 changed it, it is opened again and only the new windows are scored, reading their samples plus the
-``window - 1`` before them, so memory stays flat however long the stream runs. A window is scored once
-all its samples are committed; the last window of a segment starts at ``stop - window``.
+``window - 1`` before them, so memory stays flat however long the stream runs. A window is scored
+once all its samples are committed; the last window of a segment starts at ``stop - window``.
 
 Window i of a segment sits at position ``i % batch_size`` of its batch, as in an offline
 ``predict`` (chunkfit.core.scoring), so its score is bit-identical: when the stream has ended, the
@@ -120,7 +121,8 @@ class _Stop:
 
 
 def _wait_for_store(path: Path | str, options: FollowOptions, stop: _Stop) -> None:
-    """A store not created yet is waited for, up to ``idle`` seconds, so both commands start in any order."""
+    """A store not created yet is waited for, up to ``idle`` seconds, so both commands start in any
+    order."""
     deadline = time.monotonic() + options.idle
     while _stamp(path) is None:
         if stop.requested:
@@ -169,8 +171,10 @@ class _Follower:
         starts = s.segments[:seen, 0].tolist()
         if s.n_samples < self.samples or starts != self._starts:
             raise StoreChangedError(
-                f"{s.path}: the store was replaced or rewritten while following it (its segments or length "
-                "changed, not just grew); follow a store that only grows, e.g. one `chunkfit ingest` streams into"
+                f"{s.path}: the store was replaced or rewritten while following it (its segments "
+                "or length "
+                "changed, not just grew); follow a store that only grows, e.g. one `chunkfit "
+                "ingest` streams into"
             )
         self._starts = [int(a) for a in s.segments[:, 0]]
         self.samples = s.n_samples
@@ -191,7 +195,8 @@ class _Follower:
             self.segment, self.next = self.segment + 1, 0
 
     def _score(self, s: Store, a: int, first: int, stop: int) -> Iterator[Detection]:
-        """Windows [first, stop) of the segment starting at ``a``, each at its offline batch position."""
+        """Windows [first, stop) of the segment starting at ``a``, each at its offline batch
+        position."""
         w, bs = self.spec.windows, self.predictor.batch_size
         samples = s.read(a + first * w.stride, a + (stop - 1) * w.stride + w.window)
         lo, hi = first // bs * bs, -(-stop // bs) * bs
@@ -209,8 +214,9 @@ class _Follower:
 
 
 class _LazyCsv:
-    """The detections CSV, made once the store's rate is known (its header has seconds columns then),
-    else at its first row or at the end, as an offline ``predict`` of the final store writes it."""
+    """The detections CSV, made once the store's rate is known (its header has seconds columns
+    then), else at its first row or at the end, as an offline ``predict`` of the final store writes
+    it."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -243,7 +249,8 @@ def follow(
     unsafe: bool = False,
     options: FollowOptions | None = None,
 ) -> FollowReport:
-    """Score ``store`` while it grows, until it has not grown for ``options.idle`` seconds or Ctrl-C.
+    """Score ``store`` while it grows, until it has not grown for ``options.idle`` seconds or
+    Ctrl-C.
 
     The outputs then equal those of ``predict(run, store, out, events_out=...)`` on the final store.
     """
@@ -356,7 +363,8 @@ class _Watch:
         return True
 
     def run(self, follower: _Follower, detections: _LazyCsv, stop: _Stop) -> str:
-        """Score until the store has not grown for ``idle`` seconds, or Ctrl-C; how following ended."""
+        """Score until the store has not grown for ``idle`` seconds, or Ctrl-C; how following
+        ended."""
         grown = time.monotonic()
         fresh = True
         while True:

@@ -52,11 +52,12 @@ def predict(
     batch_size: int = 1024,
     unsafe: bool = False,
 ) -> PredictReport:
-    """Score every window of ``store``; write scores to ``out`` (.zarr or .h5) and detections to CSV.
+    """Score every window of ``store``; write scores to ``out`` (.zarr or .h5) and detections to
+    CSV.
 
     While it runs, this process holds the outputs' locks: a second predict writing the same output
-    is refused (chunkfit.score.outputs). The detections use ``threshold``, else the one the run chose
-    on its validation split, else 0.5.
+    is refused (chunkfit.score.outputs). The detections use ``threshold``, else the one the run
+    chose on its validation split, else 0.5.
     """
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
     if is_remote(out):
@@ -96,7 +97,8 @@ def _predict_to_remote(
     **settings: Any,
 ) -> PredictReport:
     """Scores written to object storage: made in a local staging folder, then uploaded with the root
-    ``zarr.json`` last, so a reader sees the old scores, none, or the new ones whole (never a mix)."""
+    ``zarr.json`` last, so a reader sees the old scores, none, or the new ones whole (never a
+    mix)."""
     if events_out is not None:
         refuse_url(events_out, "--events-out")
     if suffix_backend(out) != "zarr":

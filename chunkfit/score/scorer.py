@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 def make_predictor(
     model: keras.Model, window: int, n_channels: int, batch_size: int = 1024
 ) -> Predictor:
-    """The compiled scoring function of ``model`` for windows of ``window`` samples, ``batch_size`` at a
-    time, on the engine of Keras's backend (chunkfit.train.backend)."""
+    """The compiled scoring function of ``model`` for windows of ``window`` samples, ``batch_size``
+    at a time, on the engine of Keras's backend (chunkfit.train.backend)."""
     from ..train.backend import keras_backend
 
     if keras_backend() == "jax":

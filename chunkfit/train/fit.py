@@ -2,7 +2,8 @@
 
 It turns keywords (or a ``FitOptions``) into a checked run: the store opened, the split planned
 (most mistakes are refused there, before TensorFlow loads), the run folder opened or resumed, and
-whether this process is one of several workers. ``Trainer`` (chunkfit.train.runsetup, chunkfit.train.loop) does the rest.
+whether this process is one of several workers. ``Trainer`` (chunkfit.train.runsetup,
+chunkfit.train.loop) does the rest.
 """
 
 from __future__ import annotations
@@ -76,21 +77,22 @@ def fit(
     training a checkpoint every ``checkpoint_every`` blocks (default: about every 3 minutes of
     training) and at the end of every epoch. On a folder holding an unfinished run, ``resume``
     "auto" continues it from its checkpoint (a folder without one starts a new run), "resume" does
-    the same but refuses a folder with nothing to resume, and "restart" deletes the run and starts over.
-    A finished run is refused unless "restart". ``normalize`` ("global", "window" or "none") is how
-    windows are standardised before ``model`` sees them (chunkfit.train.normalize): the returned
-    History's ``model`` is the trained model behind that standardisation, the one that takes raw
-    signal (and the one saved as model.keras). ``class_weight`` ("auto", "balanced", "none" or
-    "0:1,1:40") weighs training windows by class (chunkfit.train.weights). At the end, the run picks
-    its decision threshold on the validation split by ``threshold_for`` ("f1", "recall=0.9",
-    "precision=0.8"; chunkfit.score.threshold) and records it in run.json. ``jit`` ("auto", "on",
-    "off") is whether the train step runs under XLA; "auto" times both on this machine first
-    (chunkfit.train.tensorflow.autotune; the choice goes to run.json). ``jax_loop`` ("auto",
-    "dispatch", "scan") is how the JAX engine runs an element's batches (chunkfit.train.jax.loopchoice). ``tensorboard`` is a folder for Keras's TensorBoard
-    callback: epoch summaries, and evaluation figures against the optimizer's step count, which runs
-    on across blocks. ``devices`` ("all", or "cpu:N" logical CPU devices for trying it out) trains on
-    several devices of this machine, and TF_CONFIG in the environment makes this process one worker of
-    a synchronous multi-worker run (chunkfit.train.tensorflow.distributed); ``batch_size`` is then the
+    the same but refuses a folder with nothing to resume, and "restart" deletes the run and starts
+    over. A finished run is refused unless "restart". ``normalize`` ("global", "window" or "none")
+    is how windows are standardised before ``model`` sees them (chunkfit.train.normalize): the
+    returned History's ``model`` is the trained model behind that standardisation, the one that
+    takes raw signal (and the one saved as model.keras). ``class_weight`` ("auto", "balanced",
+    "none" or "0:1,1:40") weighs training windows by class (chunkfit.train.weights). At the end, the
+    run picks its decision threshold on the validation split by ``threshold_for`` ("f1",
+    "recall=0.9", "precision=0.8"; chunkfit.score.threshold) and records it in run.json. ``jit``
+    ("auto", "on", "off") is whether the train step runs under XLA; "auto" times both on this
+    machine first (chunkfit.train.tensorflow.autotune; the choice goes to run.json). ``jax_loop``
+    ("auto", "dispatch", "scan") is how the JAX engine runs an element's batches
+    (chunkfit.train.jax.loopchoice). ``tensorboard`` is a folder for Keras's TensorBoard callback:
+    epoch summaries, and evaluation figures against the optimizer's step count, which runs on across
+    blocks. ``devices`` ("all", or "cpu:N" logical CPU devices for trying it out) trains on several
+    devices of this machine, and TF_CONFIG in the environment makes this process one worker of a
+    synchronous multi-worker run (chunkfit.train.tensorflow.distributed); ``batch_size`` is then the
     global batch, and only the chief (rank 0) writes ``out``.
     """
     opts = options or FitOptions.from_keywords(
@@ -123,18 +125,20 @@ def fit(
         or checkpoint_every < 1
     ):
         raise UsageError(
-            f"--checkpoint-every must be a positive number of blocks (received {checkpoint_every!r})"
+            "--checkpoint-every must be a positive number of blocks (received "
+            f"{checkpoint_every!r})"
         )
     if out is None and resume != "auto":
         raise UsageError(f"resume={resume!r} needs a run folder: pass out=RUN")
-    cap_arenas()  # before the run's threads allocate: memory flat at 20M samples (chunkfit.train.malloc)
+    # before the run's threads allocate: memory flat at 20M samples (chunkfit.train.malloc)
+    cap_arenas()
     distribution = _distribution(devices)
     if keras_backend() == "jax":
         check_jax_options(opts)
     elif opts.jax_loop != "auto":
         raise UsageError(
-            f"--jax-loop {opts.jax_loop} is for the JAX engine (TensorFlow loops its batches in its "
-            "own compiled call); leave it out, or train on JAX (--backend jax)"
+            f"--jax-loop {opts.jax_loop} is for the JAX engine (TensorFlow loops its batches in "
+            "its own compiled call); leave it out, or train on JAX (--backend jax)"
         )
     with contextlib.ExitStack() as stack:
         if not isinstance(store, Store):
@@ -192,8 +196,8 @@ def run_identity(opts: FitOptions, model: keras.Model | str, store: Store) -> di
 
 
 def _distribution(devices: str | None) -> tuple[Any, str | None] | None:
-    """(cluster, devices) when this run is distributed (TF_CONFIG or ``devices``), else None; refuses
-    what cannot work, before TensorFlow loads."""
+    """(cluster, devices) when this run is distributed (TF_CONFIG or ``devices``), else None;
+    refuses what cannot work, before TensorFlow loads."""
     from .tensorflow.distributed import check_devices, cluster_from_env
 
     cluster = cluster_from_env()
@@ -202,13 +206,14 @@ def _distribution(devices: str | None) -> tuple[Any, str | None] | None:
         return None
     if keras_backend() == "jax":
         raise UsageError(
-            f"{'TF_CONFIG' if devices is None else '--devices ' + devices}: several devices or workers "
+            f"{'TF_CONFIG' if devices is None else '--devices ' + devices}: several devices or "
+            "workers "
             "train on the TensorFlow engine; unset KERAS_BACKEND=jax (or pass --backend tensorflow)"
         )
     if cluster is not None and logical:
         raise UsageError(
-            f"--devices {devices} is for one machine; with TF_CONFIG each worker trains on its GPUs "
-            "(or its CPU): leave out --devices, or pass --devices all"
+            f"--devices {devices} is for one machine; with TF_CONFIG each worker trains on its "
+            "GPUs (or its CPU): leave out --devices, or pass --devices all"
         )
     # TensorFlow's collective errors become one line
     if cluster is not None and os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2") == "2":

@@ -1,4 +1,5 @@
-"""The epoch loop: Keras ``model.fit`` once per shuffled group of blocks, with real epochs owned here.
+"""The epoch loop: Keras ``model.fit`` once per shuffled group of blocks, with real epochs owned
+here.
 
 Per epoch: the training blocks are visited in ``block_order(seed, epoch)``, ``mix`` at a time
 (chunkfit.train.plan). A group of blocks is read (one contiguous store read per block) in a
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
 
 
 class Trainer(RunSetup):
-    """One training run: the epoch loop over a plan, an engine, and (with a run folder) checkpoints."""
+    """One training run: the epoch loop over a plan, an engine, and (with a run folder)
+    checkpoints."""
 
     # -- the loop ---------------------------------------------------------------------------------
     def train(self, tensorboard: str | os.PathLike[str] | None = None) -> keras.callbacks.History:
@@ -162,8 +164,8 @@ class Trainer(RunSetup):
             ahead is not None and train_jobs
         ):  # this epoch's first group, read while the previous one validated
             train_jobs[0] = partial(next, ahead)
-        # The next epoch's first group is read after this epoch's last, while validation, the epoch's
-        # callbacks and its checkpoint run (``_ahead``).
+        # The next epoch's first group is read after this epoch's last, while validation, the
+        # epoch's callbacks and its checkpoint run (``_ahead``).
         following = (
             [partial(self._load, plan.train_groups(epoch + 1)[0], epoch + 1, 0)]
             if opts.prefetch and epoch + 1 < opts.epochs
@@ -298,8 +300,8 @@ class Trainer(RunSetup):
         return len(todo)
 
     def _load(self, group: list[Block], epoch: int | None, k: int) -> BlockTensors:
-        """Group ``k`` of an epoch, its windows shuffled for training (``epoch``) or in order, as the
-        engine's tensors (made here, in the loader thread).
+        """Group ``k`` of an epoch, its windows shuffled for training (``epoch``) or in order, as
+        the engine's tensors (made here, in the loader thread).
 
         The store is checked for changes before and after the read (a few ``stat`` calls).
         """
@@ -371,7 +373,8 @@ class Trainer(RunSetup):
 
 
 def _restore_copy(source: Path | None, target: Path) -> None:
-    """Put ``source`` back at ``target`` atomically (or remove ``target`` when there is no source)."""
+    """Put ``source`` back at ``target`` atomically (or remove ``target`` when there is no
+    source)."""
     if source is None:
         target.unlink(missing_ok=True)
         return

@@ -1,5 +1,5 @@
-"""Progress reports for bars and logs: ``TrainProgress``, and ``PhaseProgress``, which makes them from
-the batch counts of one phase of one epoch."""
+"""Progress reports for bars and logs: ``TrainProgress``, and ``PhaseProgress``, which makes them
+from the batch counts of one phase of one epoch."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ class TrainProgress:
 
     ``phase`` is "train" or "validate" during an epoch (``windows`` of ``total`` done in that
     phase) and "epoch" once per finished epoch, with the epoch's ``logs``. ``done`` is the share
-    of the whole run finished, for ETAs. A resumed run first reports phase "resume": ``epoch`` epochs
-    and ``block`` of the ``blocks`` blocks of the next one were trained before the interruption.
-    A run reports phase "notice" for a choice made for the user (``message``) before it trains.
+    of the whole run finished, for ETAs. A resumed run first reports phase "resume": ``epoch``
+    epochs and ``block`` of the ``blocks`` blocks of the next one were trained before the
+    interruption. A run reports phase "notice" for a choice made for the user (``message``) before
+    it trains.
     """
 
     phase: str
@@ -57,7 +58,8 @@ class TrainProgress:
         windows_per_s: float,
         logs: dict[str, float],
     ) -> TrainProgress:
-        """Epoch ``epoch`` finished, having trained ``windows`` windows; ``logs`` are its figures."""
+        """Epoch ``epoch`` finished, having trained ``windows`` windows; ``logs`` are its
+        figures."""
         return cls(
             "epoch",
             epoch,

@@ -22,7 +22,8 @@ from .runfolder import PeerFolder, RunFolder
 if TYPE_CHECKING:
     import keras
 
-# Without --checkpoint-every, a checkpoint after the first group of blocks trained this long after the last.
+# Without --checkpoint-every, a checkpoint after the first group of blocks trained this long after
+# the last.
 CHECKPOINT_SECONDS = 180.0
 
 
@@ -71,7 +72,8 @@ class Checkpointer:
         history: keras.callbacks.History,
         log: RunLog,
     ) -> None:
-        """A checkpoint from which the run continues at ``at``: mid-epoch, or at the start of ``at.epoch``."""
+        """A checkpoint from which the run continues at ``at``: mid-epoch, or at the start of
+        ``at.epoch``."""
         from . import keras_state
 
         arrays = keras_state.model_arrays(model)
@@ -118,7 +120,8 @@ class Checkpointer:
         log: RunLog,
         shapes: tuple[int, int, int],
     ) -> Cursor:
-        """Put the run back as it was when ``resumed`` was written; returns where training continues.
+        """Put the run back as it was when ``resumed`` was written; returns where training
+        continues.
 
         ``shapes`` is (window, channels, classes), for building the model's metrics and optimizer.
         """
@@ -143,9 +146,10 @@ class Checkpointer:
         metrics = keras_state.metrics_from(arrays)
         if metrics is not None and len(metrics) != len(model.metrics_variables):
             raise IncompatibleError(
-                f"{where}: the checkpoint was made mid-epoch by a chunkfit that logged other epoch metrics "
-                f"({len(metrics)} metric variables saved, {len(model.metrics_variables)} now); finish the run with "
-                "that version, or pass --restart"
+                f"{where}: the checkpoint was made mid-epoch by a chunkfit that logged other epoch "
+                "metrics "
+                f"({len(metrics)} metric variables saved, {len(model.metrics_variables)} now); "
+                "finish the run with that version, or pass --restart"
             )
         return dataclasses.replace(
             cursor,
@@ -156,7 +160,8 @@ class Checkpointer:
         )
 
     def kept(self) -> str:
-        """ "; the checkpoint made ... is intact in RUN" when the run has one, for error messages."""
+        """ "; the checkpoint made ... is intact in RUN" when the run has one, for error
+        messages."""
         c = self.last
         if c is None:
             return ""

@@ -87,7 +87,8 @@ class RunSetup:
                 model, opts, shapes, self.normalizer, self.weights.weights, *distribution
             )
             if folder is not None:
-                folder.create()  # before the workers meet: a resumed checkpoint has its settled name
+                # before the workers meet: a resumed checkpoint has its settled name
+                folder.create()
             resumed = meet(self.engine, identity, folder, peer)
         self.model = self.engine.model
         # A resumed run keeps its blocks even when --memory-budget would pick another chunk now.
@@ -130,9 +131,9 @@ class RunSetup:
                 (opts.epochs, len(self.plan.train_blocks)),
             )
         self.blocks_done: list[int] = []  # train blocks of the current epoch, in the order trained
-        # Between epochs: the stream whose one item left is the next epoch's first group, read in its
-        # loader thread while this epoch validates, so that the next epoch starts without waiting for
-        # a read; the next epoch takes it from there.
+        # Between epochs: the stream whose one item left is the next epoch's first group, read in
+        # its loader thread while this epoch validates, so that the next epoch starts without
+        # waiting for a read; the next epoch takes it from there.
         self._ahead: Generator[BlockTensors, None, None] | None = None
 
     def _about(self) -> dict[str, Any]:

@@ -75,9 +75,10 @@ class ThresholdScoring:
 
     def event_logs(self) -> dict[str, float]:
         """The epoch's figures at the threshold chosen on the validation split now, when the store
-        has event markers: ``val_threshold``, ``val_events_covered`` (the share of the split's events
-        inside a positive window) and ``val_false_alarms_per_hour`` (``val_false_alarms`` without a
-        sample rate). Window-level precision, recall and F1 stay at 0.5, as Keras computes them."""
+        has event markers: ``val_threshold``, ``val_events_covered`` (the share of the split's
+        events inside a positive window) and ``val_false_alarms_per_hour`` (``val_false_alarms``
+        without a sample rate). Window-level precision, recall and F1 stay at 0.5, as Keras computes
+        them."""
         if not self.store.has_events:
             return {}
         chosen = self._choose()

@@ -44,7 +44,8 @@ class ClassWeights:
 def class_weights(
     setting: str, labeller: Labeller, ranges: np.ndarray, window: int, stride: int
 ) -> ClassWeights:
-    """The run's class weights from its ``--class-weight`` setting and the training split's counts."""
+    """The run's class weights from its ``--class-weight`` setting and the training split's
+    counts."""
     parsed = parse_class_weight(setting)
     counts = class_counts(labeller, ranges, window, stride)
     classes = labeller.classes
