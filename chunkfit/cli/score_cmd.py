@@ -110,8 +110,7 @@ def evaluate(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
 ) -> None:
-    """Loss, accuracy, precision, recall, F1, ROC-AUC, PR-AUC and event-level figures, streamed
-    block by block."""
+    """Loss, accuracy, precision, recall, F1, ROC-AUC, PR-AUC and event figures, block by block."""
     from ..score.evaluate import evaluate as run_evaluate
     from ..store.remote import is_remote
 
