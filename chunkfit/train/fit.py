@@ -130,7 +130,7 @@ def fit(
         )
     if out is None and resume != "auto":
         raise UsageError(f"resume={resume!r} needs a run folder: pass out=RUN")
-    # before the run's threads allocate: memory flat at 20M samples (chunkfit.train.malloc)
+    # before the run's threads allocate, so that memory stays flat (chunkfit.train.malloc)
     cap_arenas()
     distribution = _distribution(devices)
     if keras_backend() == "jax":
