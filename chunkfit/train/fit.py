@@ -84,7 +84,7 @@ def fit(
     takes raw signal (and the one saved as model.keras). ``class_weight`` ("auto", "balanced",
     "none" or "0:1,1:40") weighs training windows by class (chunkfit.train.weights). At the end, the
     run picks its decision threshold on the validation split by ``threshold_for`` ("f1",
-    "recall=0.9", "precision=0.8"; chunkfit.score.threshold) and records it in run.json. ``jit``
+    "recall=0.9", "precision=0.8"; chunkfit.core.threshold) and records it in run.json. ``jit``
     ("auto", "on", "off") is whether the train step runs under XLA; "auto" times both on this
     machine first (chunkfit.train.tensorflow.autotune; the choice goes to run.json). ``jax_loop``
     ("auto", "dispatch", "scan") is how the JAX engine runs an element's batches

@@ -2,7 +2,7 @@
 here.
 
 Per epoch: the training blocks are visited in ``block_order(seed, epoch)``, ``mix`` at a time
-(chunkfit.train.plan). A group of blocks is read (one contiguous store read per block) in a
+(chunkfit.core.plan). A group of blocks is read (one contiguous store read per block) in a
 background thread while the previous group trains, handed to the engine as raw samples plus
 jointly shuffled window offsets, and trained by one ``model.fit`` call
 (chunkfit.train.tensorflow.engine). Then the validation blocks are evaluated and the run's
