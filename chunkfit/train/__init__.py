@@ -1,5 +1,5 @@
-"""Training: a store's windows, in blocks planned by chunkfit.core, trained by ``model.fit`` block by
-block.
+"""Training: a store's windows, in blocks planned by chunkfit.core, trained by ``model.fit``
+block by block.
 
 The modules, in the order a run goes through them:
 
