@@ -1,5 +1,4 @@
-"""The epoch loop: Keras ``model.fit`` once per shuffled group of blocks, with real epochs owned
-here.
+"""The epoch loop: Keras ``model.fit`` once per shuffled group of blocks, the epochs owned here.
 
 Per epoch: the training blocks are visited in ``block_order(seed, epoch)``, ``mix`` at a time
 (chunkfit.core.plan). A group of blocks is read (one contiguous store read per block) in a
@@ -42,8 +41,8 @@ if TYPE_CHECKING:
 
 
 class Trainer(RunSetup):
-    """One training run: the epoch loop over a plan, an engine, and (with a run folder)
-    checkpoints."""
+    """One training run: the epoch loop over a plan, an engine, and (with a run folder) checkpoints
+    (chunkfit.train.runsetup sets them up)."""
 
     # -- the loop ---------------------------------------------------------------------------------
     def train(self, tensorboard: str | os.PathLike[str] | None = None) -> keras.callbacks.History:
@@ -348,17 +347,12 @@ class Trainer(RunSetup):
             blocks = max(len(self.plan.train_blocks), 1)
             share = (at.epoch + at.position / blocks) / max(self.opts.epochs, 1)
             self.progress(
-                TrainProgress(
-                    "resume",
-                    at.epoch,
-                    self.opts.epochs,
-                    at.position,
-                    len(self.plan.train_blocks),
-                    0,
-                    0,
-                    0.0,
-                    None,
-                    min(share, 1.0),
+                TrainProgress.resumed(
+                    epoch=at.epoch,
+                    epochs=self.opts.epochs,
+                    block=at.position,
+                    blocks=len(self.plan.train_blocks),
+                    done=min(share, 1.0),
                 )
             )
         return at
