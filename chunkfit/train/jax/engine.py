@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...config import FitOptions
-from ...errors import UsageError
 from ...core.blocks import BlockData
+from ...errors import UsageError
 from ..keras_state import build as build_state
 from ..models import build_model, check_model, compile_model
 from ..normalize import Normalizer

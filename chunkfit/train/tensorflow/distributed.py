@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import RunError, UsageError, WorkerLostError
 from ...core.blocks import BlockData
+from ...errors import RunError, UsageError, WorkerLostError
 from .engine import Shapes, TensorFlowEngine
 from .pipeline import BlockTensors, element_steps, to_tensors
 
