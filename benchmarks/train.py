@@ -184,7 +184,7 @@ def materialise(store_path: str, ranges: list[list[int]]) -> tuple[Any, Any]:
     import numpy as np
 
     from chunkfit import open_store
-    from chunkfit.train.windows import any_event_labels
+    from chunkfit.core.windows import any_event_labels
 
     xs, ys = [], []
     with open_store(store_path) as store:
@@ -236,7 +236,7 @@ def work_pydataset(store: str, args: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     from chunkfit import open_store
-    from chunkfit.train.windows import any_event_labels
+    from chunkfit.core.windows import any_event_labels
 
     with open_store(store) as s:
         signal = s.read(0, s.n_samples)[:, 0]
@@ -775,7 +775,7 @@ def scoring(samples: int, repeats: int) -> list[str]:
 
 def quality(samples: int, seeds: int) -> list[str]:
     import chunkfit
-    from chunkfit.train.windows import plan_split
+    from chunkfit.core.windows import plan_split
 
     store = synth_store(samples, balanced=True)
     with chunkfit.open_store(store) as s:

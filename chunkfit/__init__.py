@@ -10,6 +10,7 @@ import importlib
 from typing import Any
 
 from . import errors
+from ._version import __version__ as __version__
 
 # bench, ingest and synth share their names with the modules that define them. Bound here, at
 # import, they stay the functions: bound lazily, a later ``import chunkfit.ingest.<module>`` would
@@ -21,8 +22,6 @@ from .ingest import IngestReport, ingest
 from .store import Store, StoreWriter, open_store
 from .synth import SynthSpec, synth
 
-__version__ = "0.1.0"
-
 # name -> module that defines it, imported on first use
 _LAZY: dict[str, str] = {
     "evaluate": ".score.evaluate",
@@ -30,7 +29,7 @@ _LAZY: dict[str, str] = {
     "PredictReport": ".score.predict",
     "follow": ".score.follow",
     "FollowReport": ".score.follow",
-    "fit": ".train.loop",
+    "fit": ".train.fit",
     "TrainProgress": ".train.progress",
     "build_model": ".train.models",
 }

@@ -6,11 +6,12 @@ Each round-trips through ``to_dict``/``from_dict`` so it can live in store attri
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, ClassVar, Literal, TypeVar
 
 from .errors import UsageError, WindowError
 
-T = TypeVar("T", bound="_Config")
+T = TypeVar("T", bound="ConfigBase")
 
 LabelRule = Literal["any-event", "last", "majority"]
 NanPolicy = Literal["refuse", "keep", "interpolate"]
@@ -19,8 +20,8 @@ NAN_POLICIES: tuple[str, ...] = ("refuse", "keep", "interpolate")
 NORMALIZE_MODES: tuple[str, ...] = ("global", "window", "none")
 
 
-class _Config:
-    """Shared ``to_dict``/``from_dict`` for the frozen dataclasses below."""
+class ConfigBase:
+    """``to_dict``/``from_dict`` shared by chunkfit's frozen configuration dataclasses."""
 
     _tuple_fields: ClassVar[tuple[str, ...]] = ()
 
@@ -37,7 +38,8 @@ class _Config:
         unknown = sorted(set(data) - names)
         if unknown:
             raise UsageError(
-                f"unknown {cls.__name__} field(s) {', '.join(unknown)} (known: {', '.join(sorted(names))})"
+                f"unknown {cls.__name__} field(s) {', '.join(unknown)} (known: "
+                f"{', '.join(sorted(names))})"
             )
         kwargs = dict(data)
         for name in cls._tuple_fields:
@@ -52,7 +54,7 @@ def _positive(flag: str, value: int) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class WindowSpec(_Config):
+class WindowSpec(ConfigBase):
     """How windows are cut from a signal and labelled.
 
     Window k of a segment [a, b) covers samples [a + k*stride, a + k*stride + window).
@@ -72,7 +74,7 @@ class WindowSpec(_Config):
 
 
 @dataclasses.dataclass(frozen=True)
-class SplitSpec(_Config):
+class SplitSpec(ConfigBase):
     """Validation hold-out: the last ``validation`` share of every segment, kept apart by a gap.
 
     The gap between the last training window and the first validation window is at least
@@ -98,13 +100,13 @@ class SplitSpec(_Config):
             or not (0 < k < 1 or (k >= 1 and float(k).is_integer()))
         ):
             raise UsageError(
-                f"--validation-segments must be a whole number of segments (1 or more) or a fraction "
-                f"in (0, 1) (received {k!r})"
+                "--validation-segments must be a whole number of segments (1 or more) or a "
+                f"fraction in (0, 1) (received {k!r})"
             )
 
 
 @dataclasses.dataclass(frozen=True)
-class BlockSpec(_Config):
+class BlockSpec(ConfigBase):
     """Blocks of ``chunk`` consecutive windows, visited in an order shuffled from (seed, epoch).
 
     ``mix`` blocks from distant parts of the signal are trained together (one fit call, their
@@ -125,7 +127,7 @@ class BlockSpec(_Config):
 
 
 @dataclasses.dataclass(frozen=True)
-class IngestOptions(_Config):
+class IngestOptions(ConfigBase):
     """How sources are parsed into a store."""
 
     columns: tuple[str, ...] | None = None
@@ -148,7 +150,8 @@ class IngestOptions(_Config):
     symbols: tuple[str, ...] | None = None
     label_from_annotations: bool = False
     commit_every: float | None = (
-        None  # seconds between commits of a live stream; None: 1 s (zarr; 10 s on s3), at the end (HDF5)
+        # seconds between commits of a live stream; None: 1 s (zarr; 10 s on s3), at the end (HDF5)
+        None
     )
 
     _tuple_fields: ClassVar[tuple[str, ...]] = ("columns", "names", "symbols")
@@ -170,7 +173,8 @@ class IngestOptions(_Config):
             raise UsageError(f"--codec must be zstd, lz4 or none (received {self.codec!r})")
         if self.delimiter is not None and len(self.delimiter) != 1:
             raise UsageError(
-                f"--delimiter must be one character (received {self.delimiter!r}); use '\\t' for TSV"
+                f"--delimiter must be one character (received {self.delimiter!r}); use '\\t' for "
+                "TSV"
             )
         if self.label_column is not None and self.events is not None:
             raise UsageError("give either --events or --label-column, not both")
@@ -191,6 +195,43 @@ class IngestOptions(_Config):
         _check_seconds("--commit-every", self.commit_every)
 
 
+def parse_class_weight(text: str) -> str | dict[int, float]:
+    """``auto``/``balanced``/``none``, or ``"0:1,1:40"`` as {class value: weight}; refuses anything
+    else (chunkfit.train.weights applies it)."""
+    if text in ("auto", "balanced", "none"):
+        return text
+    out: dict[int, float] = {}
+    try:
+        for part in text.split(","):
+            key, _, value = part.partition(":")
+            weight = float(value)
+            if not (weight >= 0 and math.isfinite(weight)):
+                raise ValueError
+            out[int(key)] = weight
+    except ValueError:
+        raise UsageError(
+            "--class-weight must be auto, balanced, none or CLASS:WEIGHT pairs like 0:1,1:40 "
+            f"(received {text!r})"
+        ) from None
+    return out
+
+
+def check_rule(rule: str) -> str:
+    """Refuse a ``--threshold-for`` that is not ``f1``, ``recall=R`` or ``precision=P`` (R, P in
+    (0, 1]); chunkfit.core.threshold applies it."""
+    kind, _, target = rule.partition("=")
+    try:
+        ok = rule == "f1" or (kind in ("recall", "precision") and 0.0 < float(target) <= 1.0)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise UsageError(
+            "--threshold-for must be f1, recall=R or precision=P with R, P in (0, 1] "
+            f"(received {rule!r})"
+        )
+    return rule
+
+
 def _check_seconds(flag: str, value: float | None) -> None:
     if value is not None and (
         isinstance(value, bool)
@@ -203,7 +244,7 @@ def _check_seconds(flag: str, value: float | None) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class FollowOptions(_Config):
+class FollowOptions(ConfigBase):
     """How ``predict --follow`` watches a growing store.
 
     It polls every ``poll`` seconds and ends when the store has not grown for ``idle`` seconds
@@ -219,12 +260,12 @@ class FollowOptions(_Config):
 
 
 @dataclasses.dataclass(frozen=True)
-class FitOptions(_Config):
+class FitOptions(ConfigBase):
     """Everything a training run was asked to do besides the model and the store.
 
     ``steps_per_execution`` is how many batches each compiled training call runs (chunkfit's
-    ``Stepper``: one input element, that many train steps; None: as many as fit in ``ELEMENT_BYTES``,
-    at most ``MAX_STEPS`` of chunkfit.train.tensorflow.pipeline). Like
+    ``Stepper``: one input element, that many train steps; None: as many as fit in
+    ``ELEMENT_BYTES``, at most ``MAX_STEPS`` of chunkfit.train.tensorflow.pipeline). Like
     ``compute_threads`` it changes how fast, not what, is trained. ``memory_budget``
     (bytes), when set, replaces ``blocks.chunk`` by the largest chunk that fits.
     ``compute_threads`` is how many threads TensorFlow gives the model's arithmetic (0: all cores;
@@ -233,13 +274,13 @@ class FitOptions(_Config):
     trained, so a run resumes under another setting. ``normalize`` is how windows are standardised
     before the model sees them (chunkfit.train.normalize); ``class_weight`` how training windows are
     weighted by class (chunkfit.train.weights); ``threshold_for`` how the run picks its decision
-    threshold on the validation split (chunkfit.score.threshold). ``jit`` is whether the train
+    threshold on the validation split (chunkfit.core.threshold). ``jit`` is whether the train
     step runs under XLA: on, off, or auto (timed on this machine at the start of the run,
     chunkfit.train.tensorflow.autotune); like ``compute_threads`` it changes how fast, not what,
-    up to float rounding: off also keeps Keras's Adam update op for op (chunkfit.train.tensorflow.fused).
-    ``jax_loop`` is how the JAX engine runs an element's batches: one compiled call each
-    (dispatch), all in one compiled call (scan), or auto (timed at the start of the run,
-    chunkfit.train.jax.loopchoice); it too changes how fast, not what.
+    up to float rounding: off also keeps Keras's Adam update op for op
+    (chunkfit.train.tensorflow.fused). ``jax_loop`` is how the JAX engine runs an element's batches:
+    one compiled call each (dispatch), all in one compiled call (scan), or auto (timed at the start
+    of the run, chunkfit.train.jax.loopchoice); it too changes how fast, not what.
     """
 
     windows: WindowSpec = WindowSpec()
@@ -261,7 +302,7 @@ class FitOptions(_Config):
     jit: str = "auto"
     jax_loop: str = "auto"
 
-    _nested: ClassVar[dict[str, type[_Config]]] = {
+    _nested: ClassVar[dict[str, type[ConfigBase]]] = {
         "windows": WindowSpec,
         "split": SplitSpec,
         "blocks": BlockSpec,
@@ -277,7 +318,8 @@ class FitOptions(_Config):
             or self.compute_threads < 0
         ):
             raise UsageError(
-                f"--compute-threads must be 0 (all cores) or a positive integer (received {self.compute_threads!r})"
+                "--compute-threads must be 0 (all cores) or a positive integer (received "
+                f"{self.compute_threads!r})"
             )
         if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 0:
             raise UsageError(f"--epochs must be a non-negative integer (received {self.epochs!r})")
@@ -290,21 +332,15 @@ class FitOptions(_Config):
             raise UsageError(f"--memory-budget must be positive (received {self.memory_budget})")
         if self.lr is not None and not (0 < self.lr < float("inf")):
             raise UsageError(f"--lr must be a positive number (received {self.lr})")
-        if self.class_weight not in ("auto", "balanced", "none"):
-            from .train.weights import parse_class_weight
-
-            parse_class_weight(self.class_weight)
-        if self.threshold_for != "f1":
-            from .score.threshold import check_rule
-
-            check_rule(self.threshold_for)
+        parse_class_weight(self.class_weight)
+        check_rule(self.threshold_for)
         if self.jit not in ("auto", "on", "off"):
             raise UsageError(f"--jit must be auto, on or off (received {self.jit!r})")
         if self.jit == "on" and self.deterministic:
             # e.g. "GPU MaxPool gradient ops do not yet have a deterministic XLA implementation"
             raise UsageError(
-                "--jit on cannot be combined with --deterministic: XLA has no deterministic form of some "
-                "ops (MaxPooling's gradient); drop one of them"
+                "--jit on cannot be combined with --deterministic: XLA has no deterministic form "
+                "of some ops (MaxPooling's gradient); drop one of them"
             )
         if self.jax_loop not in ("auto", "dispatch", "scan"):
             raise UsageError(
@@ -312,13 +348,39 @@ class FitOptions(_Config):
             )
         if self.jax_loop == "scan" and self.deterministic:
             raise UsageError(
-                "--jax-loop scan cannot be combined with --deterministic: deterministic runs dispatch one "
+                "--jax-loop scan cannot be combined with --deterministic: deterministic runs "
+                "dispatch one "
                 "call per batch, so that a resumed run is bit-identical; drop one of them"
             )
         if self.normalize not in NORMALIZE_MODES:
             raise UsageError(
-                f"--normalize must be one of {', '.join(NORMALIZE_MODES)} (received {self.normalize!r})"
+                f"--normalize must be one of {', '.join(NORMALIZE_MODES)} (received "
+                f"{self.normalize!r})"
             )
+
+    @classmethod
+    def from_keywords(
+        cls,
+        *,
+        window: int = WindowSpec.window,
+        stride: int = WindowSpec.stride,
+        label: str = WindowSpec.label,
+        validation: float = SplitSpec.validation,
+        validation_segments: float | None = SplitSpec.segments,
+        chunk: int = BlockSpec.chunk,
+        seed: int = BlockSpec.seed,
+        mix: int = BlockSpec.mix,
+        **fields: Any,
+    ) -> FitOptions:
+        """FitOptions from the flat keywords ``chunkfit.fit`` and ``chunkfit train`` take: window,
+        stride and label (``windows``), validation and validation_segments (``split``), chunk, seed
+        and mix (``blocks``); ``fields`` are FitOptions' own (batch_size, epochs, ...)."""
+        return cls(
+            windows=WindowSpec(window=window, stride=stride, label=label),
+            split=SplitSpec(validation=validation, segments=validation_segments),
+            blocks=BlockSpec(chunk=chunk, seed=seed, mix=mix),
+            **fields,
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FitOptions:

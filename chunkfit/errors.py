@@ -53,7 +53,8 @@ class SourceFormatError(ChunkfitError, ValueError):
 
 
 class IncompatibleError(ChunkfitError, ValueError):
-    """Two things that must agree do not: channels on append, a model and the windows, a run and a store."""
+    """Two things that must agree do not: channels on append, a model and the windows, a run and a
+    store."""
 
 
 class WindowError(ChunkfitError, ValueError):

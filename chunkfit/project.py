@@ -34,6 +34,6 @@ def default_store(cwd: Path | None = None) -> Path:
     if (here / DEFAULT_STORE).exists():
         return here / DEFAULT_STORE
     raise UsageError(
-        f"no STORE given, and the current directory has neither {PROJECT_FILE} nor {DEFAULT_STORE}; "
-        "name the store: chunkfit train STORE"
+        f"no STORE given, and the current directory has neither {PROJECT_FILE} nor "
+        f"{DEFAULT_STORE}; name the store: chunkfit train STORE"
     )

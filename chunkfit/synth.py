@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import _Config
+from .config import ConfigBase
 from .errors import UsageError
 from .store.layout import check_store_path
 from .store.writer import StoreWriter
@@ -25,7 +25,7 @@ DEFAULT_ANOMALIES = 50_000
 
 
 @dataclasses.dataclass(frozen=True)
-class SynthSpec(_Config):
+class SynthSpec(ConfigBase):
     """Parameters of the dummy problem."""
 
     samples: int = DEFAULT_SAMPLES

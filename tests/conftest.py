@@ -17,11 +17,12 @@ from chunkfit._quiet import QUIET_LOG_LEVEL
 if TYPE_CHECKING:
     from livesupport import Stream
     from s3support import S3Server
+    from scoring_support import Trained
 
 # jax sets TF_CPP_MIN_LOG_LEVEL=1 wherever it is unset (jax/__init__.py), and Keras 3.15 imports jax
-# with its callbacks (keras.callbacks.OrbaxCheckpoint): the first test module importing keras made it
-# "1" for the whole session, so every CLI subprocess after it kept TensorFlow's native logs, and a
-# worker's native stderr, on. The CLI's own default, unless whoever runs the tests chose a level.
+# with its callbacks (keras.callbacks.OrbaxCheckpoint): the first test module importing keras made
+# it "1" for the whole session, so every CLI subprocess after it kept TensorFlow's native logs, and
+# a worker's native stderr, on. The CLI's own default, unless whoever runs the tests chose a level.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL)
 
 # ``make test`` runs every property test on the same examples, run after run: a property that fails
@@ -64,15 +65,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def empty_thread_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Runs measure or apply threads from a cache of this session only (chunkfit.train.tensorflow.threadtune),
-    never from one a user's earlier runs left in their home; CLI subprocesses inherit it."""
+    """Runs measure or apply threads from a cache of this session only
+    (chunkfit.train.tensorflow.threadtune), never from one a user's earlier runs left in their home;
+    CLI subprocesses inherit it."""
     os.environ["CHUNKFIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("chunkfit-cache"))
 
 
 @pytest.fixture
 def no_op_determinism() -> Iterator[None]:
     """XLA has no deterministic form of some ops (MaxPooling's gradient), and op determinism stays
-    on in a process once a deterministic run of the suite turned it on: off for the test, then as it was."""
+    on in a process once a deterministic run of the suite turned it on: off for the test, then as it
+    was."""
     from tensorflow.python.framework import config  # TensorFlow has no public query or switch-off
 
     was = config.is_op_determinism_enabled()
@@ -124,7 +127,8 @@ def s3_server() -> Iterator[S3Server]:
 
 @pytest.fixture
 def bucket(s3_server: S3Server) -> Iterator[str]:
-    """A fresh bucket on the session's S3 server, with this process's S3 environment pointing at it."""
+    """A fresh bucket on the session's S3 server, with this process's S3 environment pointing at
+    it."""
     from s3support import make_bucket, use_server
 
     env = use_server(s3_server)
@@ -135,8 +139,26 @@ def bucket(s3_server: S3Server) -> Iterator[str]:
 
 @pytest.fixture
 def streams() -> Iterator[list[Stream]]:
-    """Live streams a test starts (``livesupport.Stream``): every process of each is stopped after it."""
+    """Live streams a test starts (``livesupport.Stream``): every process of each is stopped after
+    it."""
     started: list[Stream] = []
     yield started
     for s in started:
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Trained:
+    """The scoring tests' two small runs (window 16, stride 1 and 3), trained once per session."""
+    from scoring_support import trained
+
+    return trained(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="module")
+def segmented(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store to score, one per test module: three segments, [0, 1000), [1000, 1010) (shorter than
+    a window) and [1010, 2200), with events everywhere (scoring_support.segmented_store)."""
+    from scoring_support import segmented_store
+
+    return segmented_store(tmp_path_factory.mktemp("segmented") / "segmented.zarr")

@@ -150,7 +150,8 @@ def merge_runs(
     stride: int,
     threshold: float,
 ) -> list[Run]:
-    """Walk the windows one by one; a run grows while windows are positive, consecutive and in one segment."""
+    """Walk the windows one by one; a run grows while windows are positive, consecutive and in one
+    segment."""
     runs: list[Run] = []
     current: list[tuple[int, float]] = []
     previous: tuple[int, int] | None = None
@@ -221,7 +222,8 @@ LABEL_VALUES = (-1, 0, 5)
 
 
 def labelled_signal(n: int, values: Sequence[int], seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(signal float32 [n, 1], per-sample labels int32): classes in runs of 40 samples, level = class."""
+    """(signal float32 [n, 1], per-sample labels int32): classes in runs of 40 samples, level
+    = class."""
     rng = np.random.default_rng(seed)
     labels = np.repeat(rng.choice(values, size=n // 40 + 1), 40)[:n].astype(np.int32)
     return (labels[:, None] + rng.normal(0, 0.3, (n, 1))).astype(np.float32), labels

@@ -47,12 +47,14 @@ def _ephemeral_floor() -> int:
 
 
 def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports, free now, for servers a test starts (TensorFlow workers, moto).
+    """``n`` distinct loopback ports, free now, for servers a test starts (TensorFlow workers,
+    moto).
 
     Drawn below the kernel's ephemeral range: a port asked of the kernel with ``bind(0)`` and then
     closed could be handed to any outgoing connection (the S3 tests of another xdist worker make
     hundreds) before the server binds it. Seeded by the process id, so parallel test processes draw
-    different ports, and drawn on from call to call, so one process does not draw the same ones again.
+    different ports, and drawn on from call to call, so one process does not draw the same ones
+    again.
     """
     floor = _ephemeral_floor()
     ports: list[int] = []
@@ -78,11 +80,11 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-# Starts chunkfit (argv: file size limit or 0, 1 to obey file modes, then ``-m chunkfit ARGS``) after
-# confining this process; exec passes the limit on and recomputes capabilities. Root ignores
+# Starts chunkfit (argv: file size limit or 0, 1 to obey file modes, then ``-m chunkfit ARGS``)
+# after confining this process; exec passes the limit on and recomputes capabilities. Root ignores
 # read-only modes through CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: dropping both from the bounding
-# set before exec leaves the new program without them. A launcher rather than ``preexec_fn``, which is
-# unsafe in a process with threads (the tests run several CLI commands from a thread pool).
+# set before exec leaves the new program without them. A launcher rather than ``preexec_fn``, which
+# is unsafe in a process with threads (the tests run several CLI commands from a thread pool).
 CONFINE = """
 import os, sys
 limit, obey = int(sys.argv[1]), sys.argv[2] == "1"
@@ -115,8 +117,8 @@ def run_cli(
     """Run ``python -m chunkfit ARGS`` in a real subprocess and capture its output as text.
 
     ``file_size`` caps every file the child writes (``ulimit -f``): Python ignores SIGXFSZ, so a
-    write past it fails with EFBIG, as on a full disk. ``obey_modes`` makes read-only file modes bind
-    the child even when the tests run as root (see ``CONFINE``).
+    write past it fails with EFBIG, as on a full disk. ``obey_modes`` makes read-only file modes
+    bind the child even when the tests run as root (see ``CONFINE``).
     """
     command = cli_command(*map(str, args))
     if file_size is not None or obey_modes:
@@ -162,7 +164,8 @@ def write_csv(
     time_name: str = "t",
     labels: Sequence[int] | None = None,
 ) -> Path:
-    """Write channel ``values`` [rows, channels] (repr of float64: exact), optional time and labels."""
+    """Write channel ``values`` [rows, channels] (repr of float64: exact), optional time and
+    labels."""
     columns: list[list[str]] = []
     header: list[str] = []
     if times is not None:
@@ -174,7 +177,7 @@ def write_csv(
     if labels is not None:
         header.append("label")
         columns.append([str(int(v)) for v in labels])
-    rows = [delimiter.join(r) for r in zip(*columns)]
+    rows = [delimiter.join(r) for r in zip(*columns, strict=True)]
     text = (
         [delimiter.join(header)]
         if names is not None or times is not None or labels is not None
@@ -201,7 +204,8 @@ def snapshot(path: Path) -> dict[str, bytes]:
 
 
 def contents(path: Path) -> dict[str, Any]:
-    """What a store holds as read through chunkfit: arrays, segments, events, labels and attributes."""
+    """What a store holds as read through chunkfit: arrays, segments, events, labels and
+    attributes."""
     with chunkfit.open_store(path) as s:
         return {
             "signal": s.read(0, s.n_samples),
@@ -271,8 +275,9 @@ def tree(folder: Path) -> dict[str, bytes | None]:
 
 
 def run_trial(choice: Any, seconds: dict[bool, float], batches: int) -> list[bool]:
-    """Drive a compile trial (JitChoice, LoopChoice) to its decision: each trial element of ``batches``
-    takes ``seconds[mode]``, the first of the True mode 30 s (it compiles); returns the modes tried."""
+    """Drive a compile trial (JitChoice, LoopChoice) to its decision: each trial element of
+    ``batches`` takes ``seconds[mode]``, the first of the True mode 30 s (it compiles); returns the
+    modes tried."""
     modes: list[bool] = []
     while not choice.decided:
         mode = choice.next_mode()

@@ -12,10 +12,7 @@ from hypothesis import strategies as st
 
 from chunkfit import StoreWriter, open_store
 from chunkfit.config import SplitSpec, WindowSpec
-from chunkfit.errors import UsageError, WindowError
-from chunkfit.train.blocks import (
-    Cursor,
-    Labeller,
+from chunkfit.core.blocks import (
     block_order,
     groups,
     plan_blocks,
@@ -24,8 +21,11 @@ from chunkfit.train.blocks import (
     read_group,
     window_order,
 )
+from chunkfit.core.labels import Labeller
+from chunkfit.core.windows import any_event_labels, plan_split, window_starts
+from chunkfit.errors import UsageError, WindowError
 from chunkfit.train.budget import bytes_per_window, chunk_for_budget, parse_bytes
-from chunkfit.train.windows import any_event_labels, plan_split, window_starts
+from chunkfit.train.cursor import Cursor
 
 SEGMENTS = [(0, 700), (700, 1000), (1000, 2500)]
 EVENTS = np.array([5, 300, 699, 700, 1200, 1201, 2499])
@@ -281,7 +281,7 @@ def test_memory_budget_picks_the_largest_chunk_that_fits() -> None:
 def test_eval_dataset_gathers_each_window_in_order_in_batches_of_any_length(n_windows: int) -> None:
     """Offsets go to tf.data pre-batched; the short last batch must come out whole, and every
     block must share one element spec (else Keras retraces its train function per block)."""
-    from chunkfit.train.blocks import BlockData
+    from chunkfit.core.blocks import BlockData
     from chunkfit.train.tensorflow.pipeline import eval_dataset, to_tensors
 
     rng = np.random.default_rng(n_windows)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scoring_support import Run, merge_runs
 
-from chunkfit.score.detect import Detection, RunMerger
+from chunkfit.core.detect import Detection, RunMerger
 
 WINDOW = 4
 

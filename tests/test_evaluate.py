@@ -26,7 +26,6 @@ from scoring_support import (
     merge_runs,
     segmented_store,
     separating_threshold,
-    trained,
 )
 from support import make_store
 
@@ -34,16 +33,6 @@ import chunkfit
 from chunkfit.errors import IncompatibleError, RunError, UsageError, WindowError
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="session")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Trained:
-    return trained(tmp_path_factory.getbasetemp())
-
-
-@pytest.fixture(scope="module")
-def eval_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return segmented_store(tmp_path_factory.mktemp("evaluate") / "segmented.zarr")
 
 
 def brute_force(run: Path, store_path: Path, stride: int) -> tuple[dict[str, Any], float]:
@@ -104,15 +93,15 @@ class Evaluation:
 def evaluation(
     request: pytest.FixtureRequest,
     runs: Trained,
-    eval_store: Path,
+    segmented: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Evaluation:
     """evaluate() in blocks of 200 windows on a store of three segments, and the brute force."""
     run = runs.run if request.param == 1 else runs.strided
-    expected, threshold = brute_force(run, eval_store, request.param)
+    expected, threshold = brute_force(run, segmented, request.param)
     plot = tmp_path_factory.mktemp("plot") / "eval.png"
     result = chunkfit.evaluate(
-        run, eval_store, threshold=threshold, chunk=200, batch_size=64, plot=plot
+        run, segmented, threshold=threshold, chunk=200, batch_size=64, plot=plot
     )
     return Evaluation(result, expected, plot)
 
@@ -180,9 +169,9 @@ def test_result_reports_the_window_settings_read_from_the_run(
 
 
 def test_bare_keras_file_is_evaluated_with_stride_1(
-    runs: Trained, eval_store: Path, tmp_path: Path
+    runs: Trained, segmented: Path, tmp_path: Path
 ) -> None:
-    result = chunkfit.evaluate(runs.run / "model.keras", eval_store, plot=tmp_path / "eval.png")
+    result = chunkfit.evaluate(runs.run / "model.keras", segmented, plot=tmp_path / "eval.png")
     assert (result["window"], result["stride"], result["windows"]) == (
         WINDOW,
         1,
@@ -249,24 +238,25 @@ def test_store_without_events_or_labels_is_refused(runs: Trained, tmp_path: Path
     )
     with pytest.raises(
         WindowError,
-        match="the run labels windows by event markers, but the store has none; evaluate needs a labelled store",
+        match="the run labels windows by event markers, but the store has none; evaluate needs a "
+        "labelled store",
     ):
         chunkfit.evaluate(runs.run, store, plot=tmp_path / "eval.png")
 
 
 def test_plot_in_a_missing_folder_is_refused_before_scoring(
-    runs: Trained, eval_store: Path, tmp_path: Path
+    runs: Trained, segmented: Path, tmp_path: Path
 ) -> None:
     with pytest.raises(RunError, match="the output folder does not exist"):
-        chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "nowhere" / "eval.png")
+        chunkfit.evaluate(runs.run, segmented, plot=tmp_path / "nowhere" / "eval.png")
 
 
 @pytest.mark.parametrize("setting", [{"chunk": 0}, {"batch_size": 0}, {"threshold": 1.5}])
 def test_setting_out_of_range_is_refused(
-    runs: Trained, eval_store: Path, tmp_path: Path, setting: dict[str, Any]
+    runs: Trained, segmented: Path, tmp_path: Path, setting: dict[str, Any]
 ) -> None:
     with pytest.raises(UsageError):
-        chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "eval.png", **setting)
+        chunkfit.evaluate(runs.run, segmented, plot=tmp_path / "eval.png", **setting)
 
 
 def test_nothing_is_written_when_evaluation_is_refused(runs: Trained, tmp_path: Path) -> None:
@@ -305,26 +295,26 @@ def test_split_all_scores_every_window_of_the_training_store(runs: Trained, tmp_
         assert result["windows"] == s.n_samples - WINDOW + 1
 
 
-def test_another_store_is_scored_whole(runs: Trained, eval_store: Path, tmp_path: Path) -> None:
-    result = chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "eval.png")
+def test_another_store_is_scored_whole(runs: Trained, segmented: Path, tmp_path: Path) -> None:
+    result = chunkfit.evaluate(runs.run, segmented, plot=tmp_path / "eval.png")
     assert result["scored"].endswith("(a store the run was not trained on)")
 
 
 def test_a_split_of_another_store_is_refused(
-    runs: Trained, eval_store: Path, tmp_path: Path
+    runs: Trained, segmented: Path, tmp_path: Path
 ) -> None:
     with pytest.raises(
         UsageError, match="--split validation names part of the run's training store"
     ):
-        chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "eval.png", split="validation")
+        chunkfit.evaluate(runs.run, segmented, plot=tmp_path / "eval.png", split="validation")
 
 
 def test_evaluate_uses_the_runs_threshold_unless_given_one(
-    runs: Trained, eval_store: Path, tmp_path: Path
+    runs: Trained, segmented: Path, tmp_path: Path
 ) -> None:
     chosen = json.loads((runs.run / "run.json").read_text())["threshold"]["value"]
-    assert chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "a.png")["threshold"] == chosen
+    assert chunkfit.evaluate(runs.run, segmented, plot=tmp_path / "a.png")["threshold"] == chosen
     assert (
-        chunkfit.evaluate(runs.run, eval_store, plot=tmp_path / "b.png", threshold=0.3)["threshold"]
+        chunkfit.evaluate(runs.run, segmented, plot=tmp_path / "b.png", threshold=0.3)["threshold"]
         == 0.3
     )

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scoring_support import exact_average_precision, exact_roc_auc
 
-from chunkfit.score.metrics import BinaryMetrics
+from chunkfit.core.metrics import BinaryMetrics
 
 
 @st.composite
@@ -105,7 +105,8 @@ def test_pr_auc_equals_the_average_precision_when_only_equal_scores_share_a_bin(
 
 
 def binned(scores: np.ndarray, bins: int = 100_000) -> np.ndarray:
-    """The bin each score falls in, as BinaryMetrics documents its histograms (equal width on [0, 1])."""
+    """The bin each score falls in, as BinaryMetrics documents its histograms (equal width on
+    [0, 1])."""
     s = np.clip(scores.astype(np.float64), 0.0, 1.0)
     return np.minimum((s * bins).astype(np.int64), bins - 1)
 
@@ -162,7 +163,8 @@ def test_pr_and_roc_auc_of_a_realistic_score_spread_are_within_1e4_of_the_exact_
 
 
 def exact_roc_auc_sorted(positive: np.ndarray, scores: np.ndarray) -> float:
-    """The pairwise AUC by ranks (Mann-Whitney), for samples too large for all pairs; ties count one half."""
+    """The pairwise AUC by ranks (Mann-Whitney), for samples too large for all pairs; ties count one
+    half."""
     s = scores.astype(np.float64)
     order = np.argsort(s, kind="stable")
     ranks = np.empty(s.size, dtype=np.float64)
@@ -235,7 +237,8 @@ def test_result_is_plain_json() -> None:
 def brute_threshold_figures(
     positive: np.ndarray, scores: np.ndarray, t: float
 ) -> tuple[float, float, float]:
-    """(precision, recall, F1) of the event class when windows scoring at least ``t`` are positive."""
+    """(precision, recall, F1) of the event class when windows scoring at least ``t`` are
+    positive."""
     predicted = binned(scores) >= round(t * 100_000)
     tp = int(np.sum(positive & predicted))
     precision = tp / predicted.sum() if predicted.any() else 0.0

@@ -1,4 +1,5 @@
-"""predict(): scores aligned to sample index, NaN where no window starts, detections CSV, bounded memory."""
+"""predict(): scores aligned to sample index, NaN where no window starts, detections CSV, bounded
+memory."""
 
 from __future__ import annotations
 
@@ -22,8 +23,6 @@ from scoring_support import (
     keras_model,
     listing,
     merge_runs,
-    segmented_store,
-    trained,
 )
 from support import SUFFIX, make_store, write_csv
 
@@ -40,17 +39,6 @@ from chunkfit.errors import (
 from chunkfit.synth import SynthSpec, synth
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="session")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Trained:
-    return trained(tmp_path_factory.getbasetemp())
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three segments: [0, 1000), [1000, 1010) (shorter than a window), [1010, 2200)."""
-    return segmented_store(tmp_path_factory.mktemp("predict") / "segmented.zarr")
 
 
 def read_scores(path: Path) -> np.ndarray:
@@ -77,7 +65,7 @@ class Prediction:
 def prediction(
     request: pytest.FixtureRequest,
     runs: Trained,
-    store: Path,
+    segmented: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Prediction:
     """predict() in blocks of 200 windows, and every window scored directly by the model."""
@@ -86,11 +74,11 @@ def prediction(
     folder = tmp_path_factory.mktemp("scores")
     out = folder / f"scores{SUFFIX[backend]}"
     report = chunkfit.predict(
-        run, store, out, events_out=folder / "events.csv", chunk=200, batch_size=64
+        run, segmented, out, events_out=folder / "events.csv", chunk=200, batch_size=64
     )
     return Prediction(
         read_scores(out),
-        all_windows(keras_model(run), store, WINDOW, stride),
+        all_windows(keras_model(run), segmented, WINDOW, stride),
         report,
         folder / "events.csv",
         stride,
@@ -152,8 +140,10 @@ def test_detections_use_the_threshold_the_run_chose_on_its_validation_split(
     assert prediction.report.threshold_source == "chosen on the run's validation split (f1)"
 
 
-def test_a_threshold_given_replaces_the_runs(runs: Trained, store: Path, tmp_path: Path) -> None:
-    report = chunkfit.predict(runs.run, store, tmp_path / "s.zarr", threshold=0.7)
+def test_a_threshold_given_replaces_the_runs(
+    runs: Trained, segmented: Path, tmp_path: Path
+) -> None:
+    report = chunkfit.predict(runs.run, segmented, tmp_path / "s.zarr", threshold=0.7)
     assert (report.threshold, report.threshold_source) == (0.7, "--threshold")
 
 
@@ -199,7 +189,7 @@ def test_scores_of_other_batch_sizes_agree_within_1e6(
     )
 
 
-# -- stores without events or labels; gaps from a time column ----------------------------------------
+# -- stores without events or labels; gaps from a time column --------------------------------------
 
 
 def test_store_ingested_from_a_plain_csv_is_scored(runs: Trained, tmp_path: Path) -> None:
@@ -233,22 +223,22 @@ def test_gap_in_the_time_column_leaves_nan_at_the_end_of_each_segment(
 
 
 def test_scores_are_written_over_an_existing_output_with_overwrite(
-    runs: Trained, store: Path, tmp_path: Path
+    runs: Trained, segmented: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "scores.h5").write_bytes(b"old")
-    chunkfit.predict(runs.run, store, tmp_path / "scores.h5", overwrite=True)
+    chunkfit.predict(runs.run, segmented, tmp_path / "scores.h5", overwrite=True)
     assert read_scores(tmp_path / "scores.h5").shape == (2200,)
 
 
 def test_scores_array_records_the_run_and_window_settings(
-    runs: Trained, store: Path, tmp_path: Path
+    runs: Trained, segmented: Path, tmp_path: Path
 ) -> None:
-    chunkfit.predict(runs.strided, store, tmp_path / "scores.zarr")
+    chunkfit.predict(runs.strided, segmented, tmp_path / "scores.zarr")
     attrs = zarr.open_group(str(tmp_path / "scores.zarr"), mode="r").attrs["chunkfit_scores"]
     assert (attrs["window"], attrs["stride"], attrs["class"]) == (WINDOW, STRIDE, 1)
 
 
-# -- bad input: refused, nothing written --------------------------------------------------------------
+# -- bad input: refused, nothing written -----------------------------------------------------------
 
 
 def other_store(path: Path, channels: list[str], samples: int = 200) -> Path:
@@ -330,16 +320,18 @@ def refusal_case(name: str, runs: Trained, store: Path, tmp: Path) -> dict[str, 
 
 
 @pytest.mark.parametrize("name", sorted(REFUSALS))
-def test_bad_input_is_refused(name: str, runs: Trained, store: Path, tmp_path: Path) -> None:
-    args = refusal_case(name, runs, store, tmp_path)
+def test_bad_input_is_refused(name: str, runs: Trained, segmented: Path, tmp_path: Path) -> None:
+    args = refusal_case(name, runs, segmented, tmp_path)
     kind, message = REFUSALS[name]
     with pytest.raises(kind, match=message):
         chunkfit.predict(**args)
 
 
 @pytest.mark.parametrize("name", sorted(REFUSALS))
-def test_bad_input_writes_nothing(name: str, runs: Trained, store: Path, tmp_path: Path) -> None:
-    args = refusal_case(name, runs, store, tmp_path)
+def test_bad_input_writes_nothing(
+    name: str, runs: Trained, segmented: Path, tmp_path: Path
+) -> None:
+    args = refusal_case(name, runs, segmented, tmp_path)
     before = listing(tmp_path)
     with pytest.raises(chunkfit.ChunkfitError):
         chunkfit.predict(**args)
@@ -351,6 +343,6 @@ def test_bad_input_writes_nothing(name: str, runs: Trained, store: Path, tmp_pat
     [(2_000, 1_024, 1_024), (24_000, 1_024, 23_552), (100, 1_024, 1_024), (4_096, 1_024, 4_096)],
 )
 def test_scoring_blocks_hold_whole_batches(chunk: int, batch: int, expected: int) -> None:
-    from chunkfit.score.scorer import scoring_chunk
+    from chunkfit.core.scoring import scoring_chunk
 
     assert scoring_chunk(chunk, batch) == expected

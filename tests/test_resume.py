@@ -3,10 +3,10 @@ TensorFlow and real kills at seeded random moments; and the faults a run meets w
 
 Kill moments are anchored on progress, not on the clock: each attempt is killed a random
 0-1 s (seeded) after it wrote its first checkpoint, so every attempt gets somewhere whatever the
-machine's load, and the kill lands in a fit call, a block read, a checkpoint write or an epoch's end.
-The ``CHUNKFIT_TEST_CHECKPOINT_PAUSE`` hook (chunkfit/train/checkpoint.py) holds one checkpoint write open
-so that a kill lands inside a write on purpose, or the store is appended to while the run waits.
-The long scenarios run two at a time in threads (``launched``); no assertion is about time.
+machine's load, and the kill lands in a fit call, a block read, a checkpoint write or an epoch's
+end. The ``CHUNKFIT_TEST_CHECKPOINT_PAUSE`` hook (chunkfit/train/checkpoint.py) holds one checkpoint
+write open so that a kill lands inside a write on purpose, or the store is appended to while the run
+waits. The long scenarios run two at a time in threads (``launched``); no assertion is about time.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from support import SUFFIX, cli_command, cli_env, error_line, run_cli, tree
 
 import chunkfit
 from chunkfit.config import SplitSpec, WindowSpec
+from chunkfit.core.blocks import plan_blocks
+from chunkfit.core.windows import plan_split
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
 from chunkfit.train import checkpoint
-from chunkfit.train.blocks import plan_blocks
-from chunkfit.train.windows import plan_split
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +69,8 @@ def make_store(path: Path, samples: int = SAMPLES) -> Path:
 
 
 def train_blocks(store: Path) -> int:
-    """Training blocks per epoch of TRAIN on ``store`` (one checkpoint after each, the last at the epoch's end)."""
+    """Training blocks per epoch of TRAIN on ``store`` (one checkpoint after each, the last at the
+    epoch's end)."""
     with chunkfit.open_store(store) as s:
         split = plan_split(s.segments, WindowSpec(WINDOW), SplitSpec())
     return len(plan_blocks(split.train, WINDOW, 1, CHUNK))
@@ -132,7 +133,8 @@ def kill_at_random(
 def killed_then_finished(
     store: Path, run: Path, rng: random.Random, times: int, *extra: str
 ) -> tuple[int, subprocess.CompletedProcess[str]]:
-    """Kill the run at ``times`` random moments (fewer if it gets to its end first), then run it to the end.
+    """Kill the run at ``times`` random moments (fewer if it gets to its end first), then run it to
+    the end.
 
     Returns the number of kills and the output of the run that finished.
     """
@@ -144,7 +146,8 @@ def killed_then_finished(
 
 
 def kill_inside_checkpoint(store: Path, run: Path, n: int, *extra: str) -> None:
-    """Start the run and SIGKILL it while it writes its ``n``-th checkpoint (held open by the test hook)."""
+    """Start the run and SIGKILL it while it writes its ``n``-th checkpoint (held open by the test
+    hook)."""
     proc = start(store, run, *extra, env={checkpoint.PAUSE_HOOK: f"{n}:600"})
     assert wait_for(lambda: (run / "checkpoint.tmp" / checkpoint.PAUSED).is_file(), proc)
     kill(proc)
@@ -260,8 +263,8 @@ def deterministic_run(store: Path, base: Path) -> Killed:
 
 
 def shuffled_run(store: Path, base: Path) -> Killed:
-    """Without --deterministic: killed inside the checkpoint at the end of epoch 1 (after its history row),
-    then at a random moment, then finished with --resume."""
+    """Without --deterministic: killed inside the checkpoint at the end of epoch 1 (after its
+    history row), then at a random moment, then finished with --resume."""
     run = base / "run"
     kill_inside_checkpoint(store, run, train_blocks(store))
     rows = history_epochs(run)
@@ -270,7 +273,7 @@ def shuffled_run(store: Path, base: Path) -> Killed:
     return Killed(run, kills, final, {}, {}, rows)
 
 
-# -- kills -------------------------------------------------------------------------------------------
+# -- kills -----------------------------------------------------------------------------------------
 
 
 def test_kill_inside_a_checkpoint_write_leaves_the_previous_checkpoint_intact(
@@ -306,7 +309,8 @@ def test_every_kill_is_resumed_from_a_checkpoint(deterministic: Killed) -> None:
 def test_rerun_of_a_killed_run_says_where_it_resumes(deterministic: Killed) -> None:
     first = deterministic.final.stdout.splitlines()[0]
     assert re.fullmatch(
-        rf"resuming the run in {re.escape(str(deterministic.run))} from its checkpoint: \d of 2 epoch\(s\)"
+        rf"resuming the run in {re.escape(str(deterministic.run))} from its checkpoint: \d of 2 "
+        r"epoch\(s\)"
         r"( and \d+ of \d+ blocks of epoch \d)? done",
         first,
     ), first
@@ -334,7 +338,7 @@ def test_finished_resumed_run_keeps_the_run_files_and_drops_its_checkpoint(
     assert sorted(p.name for p in shuffled.run.iterdir()) == RUN_FILES
 
 
-# -- refusals ----------------------------------------------------------------------------------------
+# -- refusals --------------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -347,7 +351,8 @@ def test_rerun_with_another_batch_size_is_refused_naming_it(store: Path, unfinis
     args = [a if a != "32" else "64" for a in TRAIN]
     result = run_cli("train", store, *args, "--deterministic", "--out", unfinished)
     assert error_line(result) == (
-        f"chunkfit: error: {unfinished}: the run was made with --batch-size 32, not 64; run the command the run "
+        f"chunkfit: error: {unfinished}: the run was made with --batch-size 32, not 64; run the "
+        "command the run "
         "was made with to resume it, pass --restart to start over, or use another --out"
     )
 
@@ -364,7 +369,8 @@ def test_rerun_with_another_model_is_refused_naming_it(store: Path, unfinished: 
         "train", store, *TRAIN, "--deterministic", "--model", "dilated-resnet", "--out", unfinished
     )
     assert error_line(result).startswith(
-        f"chunkfit: error: {unfinished}: the run was made with --model baseline-cnn, not dilated-resnet;"
+        f"chunkfit: error: {unfinished}: the run was made with --model baseline-cnn, not "
+        "dilated-resnet;"
     )
 
 
@@ -374,8 +380,8 @@ def test_rerun_on_another_store_is_refused_naming_what_differs(
     other = make_store(tmp_path / "other.zarr", samples=SAMPLES + 100)
     result = run_cli("train", other, *TRAIN, "--deterministic", "--out", unfinished)
     assert error_line(result).startswith(
-        f"chunkfit: error: {unfinished}: the run was made on another store (n_samples {SAMPLES} there, "
-        f"{SAMPLES + 100} in this one);"
+        f"chunkfit: error: {unfinished}: the run was made on another store (n_samples {SAMPLES} "
+        f"there, {SAMPLES + 100} in this one);"
     )
 
 
@@ -409,7 +415,8 @@ def test_rerun_with_other_compute_threads_resumes(store: Path, unfinished: Path)
 def test_rerun_with_other_steps_per_execution_resumes_and_ends_as_the_uninterrupted_run(
     store: Path, unfinished: Path, reference: Path
 ) -> None:
-    """Batches per compiled step change how fast, not what, is trained: bit for bit the same weights."""
+    """Batches per compiled step change how fast, not what, is trained: bit for bit the same
+    weights."""
     result = run_cli(
         "train", store, *TRAIN, "--deterministic", "--steps-per-execution", "3", "--out", unfinished
     )
@@ -426,7 +433,8 @@ def test_rerun_with_other_steps_per_execution_resumes_and_ends_as_the_uninterrup
 def test_checkpoint_naming_a_setting_that_no_longer_identifies_a_run_resumes(
     store: Path, unfinished: Path
 ) -> None:
-    """Checkpoints of earlier versions hold steps_per_execution in the run's identity; it is ignored now."""
+    """Checkpoints of earlier versions hold steps_per_execution in the run's identity; it is ignored
+    now."""
     state_file = unfinished / "checkpoint" / "state.json"
     state = json.loads(state_file.read_text())
     state["run"]["config"]["steps_per_execution"] = 64
@@ -445,8 +453,8 @@ def test_refused_rerun_leaves_the_run_folder_as_it_was(store: Path, unfinished: 
 def test_finished_run_is_refused_suggesting_restart(store: Path, reference: Path) -> None:
     result = run_cli("train", store, *TRAIN, "--deterministic", "--out", reference)
     assert error_line(result) == (
-        f"chunkfit: error: {reference}: the folder holds a finished run; pass --restart to delete it and train "
-        "again, or use another --out"
+        f"chunkfit: error: {reference}: the folder holds a finished run; pass --restart to delete "
+        "it and train again, or use another --out"
     )
 
 
@@ -454,8 +462,8 @@ def test_resume_flag_with_nothing_to_resume_is_refused(store: Path, tmp_path: Pa
     (tmp_path / "run").mkdir()
     result = run_cli("train", store, *TRAIN, "--resume", "--out", tmp_path / "run")
     assert error_line(result) == (
-        f"chunkfit: error: {tmp_path / 'run'}: there is no run to resume (no checkpoint in the folder); "
-        "leave out --resume to start a new run"
+        f"chunkfit: error: {tmp_path / 'run'}: there is no run to resume (no checkpoint in the "
+        "folder); leave out --resume to start a new run"
     )
 
 
@@ -495,8 +503,8 @@ def test_read_only_run_folder_is_one_line_before_training(store: Path, read_only
     before = tree(read_only)
     result = run_cli("train", store, *TRAIN, "--deterministic", "--out", read_only, obey_modes=True)
     assert error_line(result) == (
-        f"chunkfit: error: {read_only}: the run folder cannot be written (Permission denied); make it writable "
-        "to resume the run, or use another --out"
+        f"chunkfit: error: {read_only}: the run folder cannot be written (Permission denied); make "
+        "it writable to resume the run, or use another --out"
     )
     assert tree(read_only) == before
 
@@ -505,7 +513,8 @@ def test_read_only_run_folder_is_one_line_before_training(store: Path, read_only
 def full_disk(
     paused: Path, store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Any, Path, dict[str, Any]]:
-    """The unfinished run resumed with every file limited to 4 kB: its next checkpoint cannot be written."""
+    """The unfinished run resumed with every file limited to 4 kB: its next checkpoint cannot be
+    written."""
     run = tmp_path_factory.mktemp("full") / "run"
     shutil.copytree(paused, run)
     shutil.rmtree(run / "checkpoint.tmp")  # what the kill inside a write left: tidied by any resume
@@ -521,9 +530,10 @@ def test_full_disk_while_writing_a_checkpoint_is_one_line_naming_the_intact_one(
 ) -> None:
     result, run, _ = full_disk
     assert error_line(result) == (
-        f"chunkfit: error: {run}: a checkpoint cannot be written (File too large: the disk is full or a file-size "
-        f"limit was hit); the checkpoint made in epoch 1/2 after 2 of {train_blocks(store)} blocks is intact in "
-        f"{run}; free some space and run the same command to resume"
+        f"chunkfit: error: {run}: a checkpoint cannot be written (File too large: the disk is full "
+        "or a file-size "
+        f"limit was hit); the checkpoint made in epoch 1/2 after 2 of {train_blocks(store)} blocks "
+        f"is intact in {run}; free some space and run the same command to resume"
     )
 
 
@@ -533,11 +543,12 @@ def test_full_disk_while_writing_a_checkpoint_keeps_the_previous_one(full_disk: 
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint", "history.csv"]
 
 
-# -- a store modified while training -------------------------------------------------------------------
+# -- a store modified while training ---------------------------------------------------------------
 
 
 def grown_run(backend: str, base: Path) -> tuple[Any, Path, Path]:
-    """A run whose store gets 500 more samples while the run waits inside its second checkpoint write."""
+    """A run whose store gets 500 more samples while the run waits inside its second checkpoint
+    write."""
     store, run = make_store(base / f"s{SUFFIX[backend]}"), base / "run"
     proc = start(store, run, env={checkpoint.PAUSE_HOOK: "2:600"})
     paused = run / "checkpoint.tmp" / checkpoint.PAUSED
@@ -558,10 +569,12 @@ def test_store_growing_while_training_stops_the_run_with_one_line(grown: Any) ->
     result, store, run = grown
     line = error_line(result)
     assert re.fullmatch(
-        rf"chunkfit: error: {re.escape(str(store))}: the store changed while training \(its signal had 2,000 "
-        rf"samples and now has 2,500\); training stopped; the checkpoint made in epoch 1/2 after \d+ of \d+ blocks "
-        rf"is intact in {re.escape(str(run))}; resume on the store as it was, or pass --restart to train on it "
-        r"as it is now",
+        rf"chunkfit: error: {re.escape(str(store))}: the store changed while training \(its signal "
+        r"had 2,000 "
+        r"samples and now has 2,500\); training stopped; the checkpoint made in epoch 1/2 after "
+        r"\d+ of \d+ blocks "
+        rf"is intact in {re.escape(str(run))}; resume on the store as it was, or pass --restart to "
+        "train on it as it is now",
         line,
     ), line
 
@@ -576,11 +589,12 @@ def test_resuming_on_the_grown_store_is_refused(grown: Any) -> None:
     _, store, run = grown
     result = run_cli("train", store, *TRAIN, "--out", run)
     assert error_line(result).startswith(
-        f"chunkfit: error: {run}: the run was made on another store (n_samples 2000 there, 2500 in this one);"
+        f"chunkfit: error: {run}: the run was made on another store (n_samples 2000 there, 2500 in "
+        "this one);"
     )
 
 
-# -- memory over a long run ----------------------------------------------------------------------------
+# -- memory over a long run ------------------------------------------------------------------------
 
 MEASURE = """
 import json, resource, sys
@@ -594,8 +608,8 @@ def progress(p):
         rss[p.block] = process.memory_info().rss
         peak[p.block] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
-chunkfit.fit("baseline-cnn", sys.argv[1], window=16, chunk=32, batch_size=32, mix=1, epochs=1, validation=0.05,
-             out=sys.argv[2], checkpoint_every=10, progress=progress)
+chunkfit.fit("baseline-cnn", sys.argv[1], window=16, chunk=32, batch_size=32, mix=1, epochs=1,
+             validation=0.05, out=sys.argv[2], checkpoint_every=10, progress=progress)
 print(json.dumps({"rss": rss, "peak": peak}))
 """
 
@@ -632,7 +646,7 @@ def test_peak_memory_at_block_100_is_within_5_percent_of_block_10(
     assert memory["peak"][100] <= 1.05 * memory["peak"][10], memory["peak"]
 
 
-# -- the Python API: callbacks keep their state across a resume ---------------------------------------
+# -- the Python API: callbacks keep their state across a resume ------------------------------------
 
 
 class Crash(Exception):
@@ -777,7 +791,8 @@ def test_python_api_resume_without_a_run_folder_is_refused(store: Path) -> None:
 
 
 def dropout_model() -> Any:
-    """A model drawing random numbers while it trains: its Dropout layer's SeedGenerator state moves every step."""
+    """A model drawing random numbers while it trains: its Dropout layer's SeedGenerator state moves
+    every step."""
     import keras
 
     keras.utils.set_random_seed(3)
@@ -834,7 +849,8 @@ def test_a_mid_epoch_checkpoint_with_other_epoch_metrics_is_refused_in_one_line(
     (folder / "state.json").write_text(json.dumps(state))
     with pytest.raises(
         chunkfit.errors.IncompatibleError,
-        match=r"the checkpoint was made mid-epoch by a chunkfit that logged other epoch metrics \(4 "
+        match=r"the checkpoint was made mid-epoch by a chunkfit that logged other epoch metrics "
+        r"\(4 "
         r"metric variables saved, \d+ now\); finish the run with that version, or pass --restart",
     ):
         chunkfit.fit("baseline-cnn", store, **API, out=tmp_path / "run")

@@ -249,7 +249,8 @@ def test_the_blocks_of_a_training_group_on_s3_are_read_at_once_not_one_after_ano
 
     import obstore
 
-    from chunkfit.train.blocks import Block, Labeller, read_group
+    from chunkfit.core.blocks import Block, read_group
+    from chunkfit.core.labels import Labeller
 
     sig = _signal()
     url = make_store(f"s3://{bucket}/g.zarr", sig, labels=np.arange(3000) % 3)  # 64-sample chunks

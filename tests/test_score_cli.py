@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from scoring_support import WINDOW, Trained, listing, run_cli_many, segmented_store, trained
+from scoring_support import WINDOW, Trained, listing, run_cli_many, segmented_store
 from support import error_line, make_store, run_cli
 
 import chunkfit
@@ -21,32 +21,24 @@ import chunkfit
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="session")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Trained:
-    return trained(tmp_path_factory.getbasetemp())
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return segmented_store(tmp_path_factory.mktemp("cli-stores") / "segmented.zarr")
-
-
 # -- commands that succeed ------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def done(runs: Trained, store: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def done(
+    runs: Trained, segmented: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     """Each successful command once, two at a time; results and folders by name."""
     root = tmp_path_factory.mktemp("cli-done")
     shutil.copytree(runs.run, root / "run")
     quiet = segmented_store(root / "quiet.zarr", events=False)
     commands = {
-        "text": ["evaluate", root / "run", store, "--chunk", "300"],
+        "text": ["evaluate", root / "run", segmented, "--chunk", "300"],
         "json": ["evaluate", runs.run, quiet, "--json", "--plot", root / "quiet.png"],
         "predict": [
             "predict",
             runs.run,
-            store,
+            segmented,
             "--out",
             root / "scores.h5",
             "--events-out",
@@ -81,9 +73,9 @@ def test_evaluate_prints_a_table_of_every_figure(done: dict[str, Any]) -> None:
 
 
 def test_evaluate_table_shows_the_library_figures(
-    done: dict[str, Any], runs: Trained, store: Path, tmp_path: Path
+    done: dict[str, Any], runs: Trained, segmented: Path, tmp_path: Path
 ) -> None:
-    result = chunkfit.evaluate(runs.run, store, plot=tmp_path / "eval.png")
+    result = chunkfit.evaluate(runs.run, segmented, plot=tmp_path / "eval.png")
     lines = {
         line.split()[0]: line.split()[1]
         for line in done["text"].stdout.splitlines()
@@ -142,16 +134,17 @@ def test_predict_says_what_it_wrote(done: dict[str, Any]) -> None:
     threshold = json.loads((done["root"] / "run" / "run.json").read_text())["threshold"]["value"]
     assert done["predict"].stdout.splitlines() == [
         f"threshold {threshold:.4g} (chosen on the run's validation split (f1))",
-        f"scored {985 + 1175:,} windows into {root / 'scores.h5'}; {detections:,} detection(s) in {root / 'events.csv'}",
+        f"scored {985 + 1175:,} windows into {root / 'scores.h5'}; {detections:,} detection(s) in "
+        f"{root / 'events.csv'}",
     ]
 
 
 def test_predict_writes_scores_equal_to_the_library(
-    done: dict[str, Any], runs: Trained, store: Path, tmp_path: Path
+    done: dict[str, Any], runs: Trained, segmented: Path, tmp_path: Path
 ) -> None:
     import h5py
 
-    chunkfit.predict(runs.run, store, tmp_path / "scores.zarr")
+    chunkfit.predict(runs.run, segmented, tmp_path / "scores.zarr")
     with h5py.File(done["root"] / "scores.h5", "r") as f:
         np.testing.assert_array_equal(
             f["scores"][:], zarr.open_group(str(tmp_path / "scores.zarr"), mode="r")["scores"][:]
@@ -184,7 +177,8 @@ def run_without_model(f: Path, store: Path) -> tuple[list[Any], str, int]:
     (f / "unfinished").mkdir()
     return (
         ["predict", f / "unfinished", store, "--out", f / "s.zarr"],
-        f"{f / 'unfinished'}: the run folder has no model.keras (training did not finish?); pass a finished run",
+        f"{f / 'unfinished'}: the run folder has no model.keras (training did not finish?); pass a "
+        "finished run",
         1,
     )
 
@@ -197,7 +191,8 @@ def keras_file_that_is_not_one(f: Path, store: Path) -> tuple[list[Any], str, in
     (f / "model.keras").write_text("not a model")
     return (
         ["evaluate", f / "model.keras", store],
-        f"{f / 'model.keras'}: not a .keras model (a .keras file is a zip archive, this file is not)",
+        f"{f / 'model.keras'}: not a .keras model (a .keras file is a zip archive, this file is "
+        "not)",
         1,
     )
 
@@ -230,7 +225,8 @@ def window_longer_than_segments(f: Path, store: Path) -> tuple[list[Any], str, i
     )
     return (
         ["predict", f / "run", short, "--out", f / "s.zarr"],
-        f"{short}: window {WINDOW} is longer than every segment (longest 15 samples); no window fits",
+        f"{short}: window {WINDOW} is longer than every segment (longest 15 samples); no window "
+        "fits",
         1,
     )
 
@@ -279,14 +275,14 @@ CASES: dict[str, Case] = {
 
 @pytest.fixture(scope="module")
 def refusals(
-    runs: Trained, store: Path, tmp_path_factory: pytest.TempPathFactory
+    runs: Trained, segmented: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Refusal]:
     """Every bad command once, each in its own folder holding a copy of the run; two at a time."""
     prepared = {}
     for name, case in CASES.items():
         folder = tmp_path_factory.mktemp(name)
         shutil.copytree(runs.run, folder / "run")
-        args, expected, code = case(folder, store)
+        args, expected, code = case(folder, segmented)
         prepared[name] = (folder, args, expected, code, listing(folder))
     results = run_cli_many({name: p[1] for name, p in prepared.items()})
     return {
@@ -312,7 +308,7 @@ def test_bad_input_writes_nothing(refusals: dict[str, Refusal], name: str) -> No
     assert listing(refusals[name].folder) == refusals[name].before
 
 
-# -- a module:function model with a custom loss and a custom layer ----------------------------------
+# -- a module:function model with a custom loss and a custom layer ---------------------------------
 
 CUSTOM_MODELS = '''
 import keras
@@ -333,8 +329,9 @@ class Doubled(layers.Layer):
 
 
 def build(window, n_channels, n_classes):
-    model = keras.Sequential([keras.Input((window, n_channels)), Doubled(), layers.Conv1D(8, 5, activation="relu"),
-                              layers.GlobalMaxPooling1D(), layers.Dense(n_classes, activation="softmax")])
+    model = keras.Sequential([keras.Input((window, n_channels)), Doubled(),
+                              layers.Conv1D(8, 5, activation="relu"), layers.GlobalMaxPooling1D(),
+                              layers.Dense(n_classes, activation="softmax")])
     model.compile(optimizer="adam", loss=focal, metrics=["accuracy"])
     return model
 '''

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from chunkfit.train.blocks import BlockData
+from chunkfit.core.blocks import BlockData
 from chunkfit.train.models import build_model, compile_model
 from chunkfit.train.steps import element_steps, step_batches
 from chunkfit.train.tensorflow.pipeline import (

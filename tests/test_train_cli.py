@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from support import REPO, error_line, make_store, run_cli
 
-from chunkfit.train.blocks import plan_blocks
+from chunkfit.core.blocks import plan_blocks
 
 CORES = len(os.sched_getaffinity(0))
 
@@ -122,8 +122,8 @@ def training_with_tensorboard(store: Path, base: Path) -> Ran:
 def launched(
     ecg_store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Future[Ran]]]:
-    """Every command of the module that loads TensorFlow, each in a folder of its own, two at a time in
-    threads (a TensorFlow import and a small model's training keep about one core busy each)."""
+    """Every command of the module that loads TensorFlow, each in a folder of its own, two at a time
+    in threads (a TensorFlow import and a small model's training keep about one core busy each)."""
     jobs: dict[str, Callable[[Path, Path], Ran]] = {
         "ecg": ecg_training,
         "sensor-zarr": training_without_a_store,
@@ -162,7 +162,8 @@ def test_train_prints_one_line_per_epoch_and_the_run_folder(
     threads = (
         "every core, chosen by the rule: every core"
         if CORES < 2
-        else f"{CORES // 2} compute threads? for each of 2 halves of every batch, side by side, chosen by the rule "
+        else f"{CORES // 2} compute threads? for each of 2 halves of every batch, side by side, "
+        "chosen by the rule "
         "for built-in models: each batch in halves side by side"
     )
     assert re.fullmatch(
@@ -187,7 +188,8 @@ def test_train_prints_one_line_per_epoch_and_the_run_folder(
     )
     assert (
         lines[3]
-        == f"trained baseline-cnn for 2 epoch(s); run folder {out}: model.keras, history.csv, run.json, curves.png"
+        == f"trained baseline-cnn for 2 epoch(s); run folder {out}: model.keras, history.csv, "
+        "run.json, curves.png"
     )
 
 
@@ -214,7 +216,8 @@ def test_run_json_describes_the_ecg_run(
     assert run["split"]["validation_ranges"] == [[97200, 108000]]
     assert [e["epoch"] for e in run["epochs"]] == [0, 1]
     assert run["epochs"][-1]["val_accuracy"] > 0.8
-    # unmeasured, a built-in model: each batch in halves, half the cores each (one core: every core, 0)
+    # unmeasured, a built-in model: each batch in halves, half the cores each (one core: every
+    # core, 0)
     if CORES < 2:
         assert run["threads"]["intra_op"] == run["threads"]["inter_op"] == 0
         assert run["threads"]["by"].startswith("the rule: every core")
@@ -265,8 +268,8 @@ def test_window_longer_than_every_segment_is_one_error_line(
 ) -> None:
     result = run_cli("train", ecg_store, "--window", "200000", "--out", tmp_path / "r")
     assert error_line(result) == (
-        f"chunkfit: error: {ecg_store}: window must be at most the longest segment (received window=200000, "
-        "longest segment=108000 samples); use a smaller --window"
+        f"chunkfit: error: {ecg_store}: window must be at most the longest segment (received "
+        "window=200000, longest segment=108000 samples); use a smaller --window"
     )
     assert not (tmp_path / "r").exists()
 
@@ -274,8 +277,8 @@ def test_window_longer_than_every_segment_is_one_error_line(
 def test_chunk_smaller_than_the_batch_is_one_error_line(ecg_store: Path) -> None:
     result = run_cli("train", ecg_store, "--chunk", "100")
     assert error_line(result) == (
-        "chunkfit: error: chunk must be at least the batch size (received chunk=100, batch_size=128); "
-        "raise --chunk or lower --batch-size"
+        "chunkfit: error: chunk must be at least the batch size (received chunk=100, "
+        "batch_size=128); raise --chunk or lower --batch-size"
     )
 
 
@@ -283,7 +286,8 @@ def test_store_with_neither_events_nor_labels_is_one_error_line(tmp_path: Path) 
     store = make_store(tmp_path / "bare.zarr", np.zeros((1000, 1), dtype=np.float32))
     result = run_cli("train", store)
     assert error_line(result) == (
-        f"chunkfit: error: {store}: label rule any-event needs event markers, but the store has none"
+        f"chunkfit: error: {store}: label rule any-event needs event markers, but the store has "
+        "none"
     )
 
 
@@ -292,8 +296,8 @@ def test_model_with_the_wrong_output_size_is_one_error_line(
 ) -> None:
     result, where = launched["three-outputs"].result()
     assert error_line(result) == (
-        "chunkfit: error: model 'three' outputs shape (3) per window, but the labels have 2 classes; "
-        "its last layer needs 2 units"
+        "chunkfit: error: model 'three' outputs shape (3) per window, but the labels have 2 "
+        "classes; its last layer needs 2 units"
     )
     assert not (where / "r").exists()
 
@@ -302,8 +306,8 @@ def test_unwritable_run_folder_is_one_error_line(ecg_store: Path, tmp_path: Path
     (tmp_path / "taken").write_text("")
     result = run_cli("train", ecg_store, "--out", tmp_path / "taken" / "run")
     assert error_line(result) == (
-        f"chunkfit: error: {tmp_path / 'taken' / 'run'}: the run folder cannot be written (Not a directory); "
-        "use another --out"
+        f"chunkfit: error: {tmp_path / 'taken' / 'run'}: the run folder cannot be written (Not a "
+        "directory); use another --out"
     )
 
 

@@ -15,11 +15,11 @@ from scoring_support import merge_runs
 
 import chunkfit
 from chunkfit import BlockSpec, FitOptions, SplitSpec, StoreWriter, WindowSpec
+from chunkfit.core.metrics import BinaryMetrics
+from chunkfit.core.windows import any_event_labels
 from chunkfit.errors import IncompatibleError, RunError, UsageError, WindowError
-from chunkfit.score.metrics import BinaryMetrics
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
 from chunkfit.train.metrics import compiled_metrics
-from chunkfit.train.windows import any_event_labels
 
 pytestmark = pytest.mark.slow
 
@@ -128,9 +128,9 @@ def test_batch_numbers_run_on_across_blocks_of_an_epoch(tiny_store: Path) -> Non
 def test_batch_numbers_of_multi_batch_steps_name_each_steps_last_batch(tiny_store: Path) -> None:
     """With 3 batches per step, a callback sees the number of each step's last batch: one event
     per step, numbers running on across blocks up to the epoch's last batch."""
-    from chunkfit.train.blocks import plan_blocks
+    from chunkfit.core.blocks import plan_blocks
+    from chunkfit.core.windows import plan_split
     from chunkfit.train.steps import step_batches
-    from chunkfit.train.windows import plan_split
 
     rec = Recorder()
     history = chunkfit.fit(
@@ -531,7 +531,8 @@ def test_memory_budget_sets_the_chunk(tiny_store: Path, tmp_path: Path) -> None:
 
 
 class _LossOnly(keras.Sequential):
-    """A model with its own train_step whose logs are not its metric results (in the backend's signature)."""
+    """A model with its own train_step whose logs are not its metric results (in the backend's
+    signature)."""
 
     if keras.backend.backend() == "jax":
 
@@ -582,7 +583,7 @@ def recordings(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_held_out_recordings_never_train_and_every_other_window_trains_once_per_epoch(
     recordings: Path, tmp_path: Path
 ) -> None:
-    from chunkfit.train.blocks import plan_blocks
+    from chunkfit.core.blocks import plan_blocks
 
     chunkfit.fit(
         "baseline-cnn",
@@ -611,7 +612,7 @@ def test_held_out_recordings_never_train_and_every_other_window_trains_once_per_
     assert run["config"]["split"]["segments"] == 2
 
 
-# -- inputs in any units ----------------------------------------------------------------------------
+# -- inputs in any units ---------------------------------------------------------------------------
 
 
 def rescaled_copy(source: Path, target: Path, a: float, b: float) -> Path:

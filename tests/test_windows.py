@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chunkfit.config import SplitSpec, WindowSpec
-from chunkfit.errors import UsageError, WindowError
-from chunkfit.train.windows import (
+from chunkfit.core.windows import (
     any_event_labels,
     class_indices,
     count_windows,
@@ -21,6 +20,7 @@ from chunkfit.train.windows import (
     split_segment,
     window_starts,
 )
+from chunkfit.errors import UsageError, WindowError
 
 
 def brute_starts(a: int, b: int, window: int, stride: int) -> list[int]:
@@ -150,12 +150,13 @@ def test_class_indices_refuse_an_unknown_value() -> None:
         class_indices(np.array([3, 5]), [3, 7])
 
 
-# -- whole segments held out ------------------------------------------------------------------------
+# -- whole segments held out -----------------------------------------------------------------------
 
 
 @st.composite
 def segment_layouts(draw: st.DrawFn) -> tuple[np.ndarray, int, float, int]:
-    """(segments [S, 2], window, count or share of segments to hold out, seed); at least 2 hold a window."""
+    """(segments [S, 2], window, count or share of segments to hold out, seed); at least 2 hold a
+    window."""
     window = draw(st.integers(1, 40))
     lengths = draw(st.lists(st.integers(0, 200), min_size=2, max_size=12))
     lengths[:2] = [max(n, window) for n in lengths[:2]]

@@ -24,7 +24,7 @@ import pytest
 from s3support import S3Server, make_bucket, s3fs_client, use_server
 from support import cli_command, cli_env, free_ports, make_store
 
-from chunkfit.train.blocks import window_order
+from chunkfit.core.blocks import window_order
 
 pytestmark = pytest.mark.slow
 

@@ -11,33 +11,7 @@ import sys
 
 import typer
 
-app = typer.Typer(
-    name="chunkfit",
-    help="Train Keras models on sensor signals far larger than memory.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-@app.callback()
-def _options(
-    anon: bool = typer.Option(
-        False, "--anon", help="Read s3:// stores and runs of public buckets without credentials"
-    ),
-    backend: str = typer.Option(
-        None,
-        "--backend",
-        help="Keras backend to train and score on: tensorflow or jax [default: KERAS_BACKEND, else Keras's keras.json, else tensorflow]",
-    ),
-) -> None:
-    """Train Keras models on sensor signals far larger than memory."""
-    if backend is not None:
-        from ..train.backend import use_backend
-
-        use_backend(backend)
-    if anon:
-        os.environ["CHUNKFIT_S3_ANON"] = "1"  # chunkfit.store.s3client.anonymous
+from .root import app as app
 
 
 def _register() -> None:
@@ -51,8 +25,8 @@ def main(argv: list[str] | None = None) -> None:
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL)
     install()  # TensorFlow stays unimported until a command needs it, then starts quietly
-    # Reads from an object store cut short (the endpoint gone) leave tasks on zarr's event loop whose
-    # errors asyncio logs at exit, after chunkfit's one line has said it all.
+    # Reads from an object store cut short (the endpoint gone) leave tasks on zarr's event loop
+    # whose errors asyncio logs at exit, after chunkfit's one line has said it all.
     import logging
 
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
@@ -84,8 +58,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _click_exception() -> type[Exception]:
+    import importlib
+
     try:
-        from typer._click.exceptions import ClickException  # typer >= 0.29 vendors click
+        exceptions = importlib.import_module(
+            "typer._click.exceptions"
+        )  # typer >= 0.29 vendors click
     except ImportError:
-        from click.exceptions import ClickException
-    return ClickException
+        exceptions = importlib.import_module("click.exceptions")
+    return exceptions.ClickException

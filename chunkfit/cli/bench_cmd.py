@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from . import app
 from .progress import bar
+from .root import app
 
 
 @app.command()

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from . import app
 from .progress import bar
+from .root import app
 
 
 def _split(value: str | None) -> tuple[str, ...] | None:
@@ -24,13 +24,15 @@ def ingest(
     sources: Annotated[
         list[str] | None,
         typer.Argument(
-            help="CSV/TSV, .npy, file.h5:/dataset, WFDB .hea, EDF/BDF, MiniSEED, Parquet, WAV/FLAC, or - for stdin (default)"
+            help="CSV/TSV, .npy, file.h5:/dataset, WFDB .hea, EDF/BDF, MiniSEED, Parquet, "
+            "WAV/FLAC, or - for stdin (default)"
         ),
     ] = None,
     columns: Annotated[
         str | None,
         typer.Option(
-            help="Channel columns, comma-separated names or 0-based positions [default: every numeric column]"
+            help="Channel columns, comma-separated names or 0-based positions [default: every "
+            "numeric column]"
         ),
     ] = None,
     time_column: Annotated[
@@ -70,7 +72,8 @@ def ingest(
     annotations: Annotated[
         str | None,
         typer.Option(
-            help='Annotations to keep as events: a WFDB annotator (atr) or an EDF+ text pattern ("Seizure*")'
+            help="Annotations to keep as events: a WFDB annotator (atr) or an EDF+ text pattern "
+            '("Seizure*")'
         ),
     ] = None,
     symbols: Annotated[
@@ -93,7 +96,8 @@ def ingest(
         bool,
         typer.Option(
             "--repair",
-            help="Remove what a killed ingest left (an s3:// store's unfinished objects, an interrupted append) and exit",
+            help="Remove what a killed ingest left (an s3:// store's unfinished objects, an "
+            "interrupted append) and exit",
         ),
     ] = False,
     chunk_samples: Annotated[int, typer.Option(help="Samples per stored chunk")] = 65_536,
@@ -103,7 +107,8 @@ def ingest(
     commit_every: Annotated[
         float | None,
         typer.Option(
-            help="Seconds between commits of a stream on standard input, so readers see the store grow (zarr stores) [default: 1; 10 on object storage]"
+            help="Seconds between commits of a stream on standard input, so readers see the store "
+            "grow (zarr stores) [default: 1; 10 on object storage]"
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
@@ -111,9 +116,10 @@ def ingest(
     """Ingest sensor logs into a chunked, compressed store, in bounded memory.
 
     With no SOURCE (or -) it reads CSV from standard input as it arrives, so
-    `tail -f sensor.log | chunkfit ingest sensor.zarr` streams a live log; Ctrl-C ends the stream and
-    keeps what arrived. A failed or killed ingest leaves the store as it was; a stream from a pipe into
-    a .zarr store is committed every --commit-every seconds, so a killed stream keeps what was committed.
+    `tail -f sensor.log | chunkfit ingest sensor.zarr` streams a live log; Ctrl-C ends the stream
+    and keeps what arrived. A failed or killed ingest leaves the store as it was; a stream from a
+    pipe into a .zarr store is committed every --commit-every seconds, so a killed stream keeps what
+    was committed.
     """
     from ..config import IngestOptions
     from ..ingest import IngestProgress
@@ -158,7 +164,8 @@ def ingest(
     rate_text = f" at {report.sample_rate:g} Hz" if report.sample_rate else ""
     typer.echo(
         f"{'appended' if append else 'created'} {store}: {report.samples:,} samples{rate_text}, "
-        f"{report.segments} segment(s), {report.events} event(s) from {len(report.sources)} source(s) "
+        f"{report.segments} segment(s), {report.events} event(s) from {len(report.sources)} "
+        "source(s) "
         f"in {report.seconds:.2f} s" + (" (stream ended by Ctrl-C)" if report.interrupted else "")
     )
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from . import app
+from .root import app
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

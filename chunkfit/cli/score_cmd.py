@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from . import app
+from .root import app
 
 RUN_HELP = "A run folder (model.keras + run.json) or a .keras file"
 UNSAFE_HELP = (
@@ -24,7 +24,8 @@ def _num(v: Any, pct: bool = False) -> str:
 
 
 def _json_ready(value: Any) -> Any:
-    """NaN and infinities (an area with one class only, coverage without events) as null: JSON has no NaN."""
+    """NaN and infinities (an area with one class only, coverage without events) as null: JSON has
+    no NaN."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
@@ -43,8 +44,10 @@ def format_eval(r: dict[str, Any]) -> str:
         f"scoring      {r['scored']}",
         f"run          {r['run']}",
         f"model        loaded {r['model_loaded']}",
-        f"store        {r['store']}  ({r['windows']:,} windows of {r['window']}, stride {r['stride']})",
-        f"threshold    {r['threshold']:.4g} ({r['threshold_source']}); event class {r['positive_class']}",
+        f"store        {r['store']}  ({r['windows']:,} windows of {r['window']}, stride "
+        f"{r['stride']})",
+        f"threshold    {r['threshold']:.4g} ({r['threshold_source']}); event class "
+        f"{r['positive_class']}",
         f"PR-AUC       {_num(r['pr_auc'])}",
         f"precision    {_num(r['precision'], True)}",
         f"recall       {_num(r['recall'], True)}",
@@ -53,7 +56,8 @@ def format_eval(r: dict[str, Any]) -> str:
     if "events" in r:
         fa = r["false_alarms_per_hour"]
         lines.append(
-            f"events       {r['events']:,} markers, {_num(r['events_covered'], True)} covered by a positive window"
+            f"events       {r['events']:,} markers, {_num(r['events_covered'], True)} covered by a "
+            "positive window"
         )
         lines.append(
             f"detections   {r['detections']:,} ({r['false_alarms']:,} false alarms"
@@ -69,7 +73,8 @@ def format_eval(r: dict[str, Any]) -> str:
     ]
     if len(r["classes"]) > 2:
         lines.append(
-            f"all classes  accuracy {_num(r['class_accuracy'], True)}; confusion {r['confusion_matrix']}"
+            f"all classes  accuracy {_num(r['class_accuracy'], True)}; confusion "
+            f"{r['confusion_matrix']}"
         )
     if r.get("plot"):
         lines.append(f"plot         {r['plot']}")
@@ -83,13 +88,15 @@ def evaluate(
     threshold: Annotated[
         float | None,
         typer.Option(
-            help="Score at or above which a window counts as an event [default: the one the run chose on its validation split, else 0.5]"
+            help="Score at or above which a window counts as an event [default: the one the run "
+            "chose on its validation split, else 0.5]"
         ),
     ] = None,
     split: Annotated[
         str | None,
         typer.Option(
-            help="Part of the run's training store to score: validation, train or all [default: validation on the training store, all of any other store]"
+            help="Part of the run's training store to score: validation, train or all [default: "
+            "validation on the training store, all of any other store]"
         ),
     ] = None,
     chunk: Annotated[int, typer.Option(help="Windows per block")] = 200_000,
@@ -103,7 +110,7 @@ def evaluate(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
 ) -> None:
-    """Loss, accuracy, precision, recall, F1, ROC-AUC, PR-AUC and event-level figures, streamed block by block."""
+    """Loss, accuracy, precision, recall, F1, ROC-AUC, PR-AUC and event figures, block by block."""
     from ..score.evaluate import evaluate as run_evaluate
     from ..store.urls import is_remote
 
@@ -143,7 +150,8 @@ def predict(
     threshold: Annotated[
         float | None,
         typer.Option(
-            help="Score at or above which a window is positive [default: the one the run chose on its validation split, else 0.5]"
+            help="Score at or above which a window is positive [default: the one the run chose on "
+            "its validation split, else 0.5]"
         ),
     ] = None,
     overwrite: Annotated[
@@ -162,15 +170,17 @@ def predict(
     idle: Annotated[
         float | None,
         typer.Option(
-            help="With --follow: end when the store has not grown for this many seconds [default: 10; 30 on object storage]"
+            help="With --follow: end when the store has not grown for this many seconds [default: "
+            "10; 30 on object storage]"
         ),
     ] = None,
 ) -> None:
     """Score every window start of a store (NaN where no window fits) in bounded memory.
 
-    With --follow the store is watched while it grows: new windows are scored as soon as their samples
-    are committed and each detection is written to --events-out as it closes; it ends on Ctrl-C or
-    after --idle seconds without new samples, with outputs equal to a predict of the final store.
+    With --follow the store is watched while it grows: new windows are scored as soon as their
+    samples are committed and each detection is written to --events-out as it closes; it ends on
+    Ctrl-C or after --idle seconds without new samples, with outputs equal to a predict of the final
+    store.
     """
     from ..errors import UsageError
 
@@ -235,6 +245,6 @@ def _follow(
     why = "Ctrl-C" if report.ended == "interrupted" else f"the store idle for {options.idle:g} s"
     typer.echo(f"threshold {report.threshold:.4g} ({report.threshold_source})")
     typer.echo(
-        f"scored {report.windows:,} windows of {report.samples:,} samples into {report.scores}{extra} "
-        f"(followed until {why})"
+        f"scored {report.windows:,} windows of {report.samples:,} samples into "
+        f"{report.scores}{extra} (followed until {why})"
     )

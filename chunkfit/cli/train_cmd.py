@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from . import app
 from .progress import bar
+from .root import app
 
 if TYPE_CHECKING:
     from ..train.progress import TrainProgress
@@ -31,7 +31,8 @@ def _count_or_share(text: str | None) -> float | None:
         value = float(text)
     except ValueError:
         raise UsageError(
-            f"--validation-segments must be a count (2) or a share (0.25) of the segments (received {text!r})"
+            "--validation-segments must be a count (2) or a share (0.25) of the segments "
+            f"(received {text!r})"
         ) from None
     return int(value) if value >= 1 and value.is_integer() else value
 
@@ -41,7 +42,8 @@ def train(
     store: Annotated[
         str | None,
         typer.Argument(
-            help="Store to train on [default: the store named in ./chunkfit.toml, else ./sensor.zarr]"
+            help="Store to train on [default: the store named in ./chunkfit.toml, else "
+            "./sensor.zarr]"
         ),
     ] = None,
     window: Annotated[int, typer.Option(help="Samples per window")] = 104,
@@ -49,7 +51,8 @@ def train(
     label: Annotated[
         str,
         typer.Option(
-            help="Window label: any-event (an event marker in the window), last or majority (per-sample labels)"
+            help="Window label: any-event (an event marker in the window), last or majority "
+            "(per-sample labels)"
         ),
     ] = "any-event",
     chunk: Annotated[
@@ -58,7 +61,8 @@ def train(
     mix: Annotated[
         int,
         typer.Option(
-            help="Blocks from different parts of the signal trained together, windows shuffled jointly"
+            help="Blocks from different parts of the signal trained together, windows shuffled "
+            "jointly"
         ),
     ] = 4,
     memory_budget: Annotated[
@@ -73,13 +77,15 @@ def train(
     validation_segments: Annotated[
         str | None,
         typer.Option(
-            help="Hold out whole segments (recordings) for validation instead: a count (2) or a share (0.25), chosen by --seed"
+            help="Hold out whole segments (recordings) for validation instead: a count (2) or a "
+            "share (0.25), chosen by --seed"
         ),
     ] = None,
     model: Annotated[
         str,
         typer.Option(
-            help="baseline-cnn, dilated-resnet, a .keras file, or module:function (imports that module and calls that function: it runs your own Python code)"
+            help="baseline-cnn, dilated-resnet, a .keras file, or module:function (imports that "
+            "module and calls that function: it runs your own Python code)"
         ),
     ] = "baseline-cnn",
     optimizer: Annotated[
@@ -93,19 +99,23 @@ def train(
     normalize: Annotated[
         str,
         typer.Option(
-            help="Standardise windows before the model: global (per channel, mean and std of the training split), window (each window by its own mean and std) or none; saved inside model.keras"
+            help="Standardise windows before the model: global (per channel, mean and std of the "
+            "training split), window (each window by its own mean and std) or none; saved inside "
+            "model.keras"
         ),
     ] = "global",
     class_weight: Annotated[
         str,
         typer.Option(
-            help="Weigh training windows by class: auto (balanced when the rarest class holds under 5%), balanced, none, or CLASS:WEIGHT pairs like 0:1,1:40"
+            help="Weigh training windows by class: auto (balanced when the rarest class holds "
+            "under 5%), balanced, none, or CLASS:WEIGHT pairs like 0:1,1:40"
         ),
     ] = "auto",
     threshold_for: Annotated[
         str,
         typer.Option(
-            help="How the run picks its decision threshold on the validation split: f1 (maximise F1), recall=0.9 or precision=0.8; evaluate and predict use it"
+            help="How the run picks its decision threshold on the validation split: f1 (maximise "
+            "F1), recall=0.9 or precision=0.8; evaluate and predict use it"
         ),
     ] = "f1",
     seed: Annotated[int, typer.Option(help="Seed for weights and the block and window order")] = 0,
@@ -119,44 +129,55 @@ def train(
     steps_per_execution: Annotated[
         int | None,
         typer.Option(
-            help="Batches per compiled training call; callbacks hear of each call's last batch [default: 256, fewer when their windows would come to over 16 MB]"
+            help="Batches per compiled training call; callbacks hear of each call's last batch "
+            "[default: 256, fewer when their windows would come to over 16 MB]"
         ),
     ] = None,
     compute_threads: Annotated[
         int | None,
         typer.Option(
-            help="Threads for the model's arithmetic, each batch trained whole; 0 = every core [default: measured on this machine for this model with the compile mode, among every core, one thread, and each batch in halves side by side (long runs; cached for the next), else every core]"
+            help="Threads for the model's arithmetic, each batch trained whole; 0 = every core "
+            "[default: measured on this machine for this model with the compile mode, among every "
+            "core, one thread, and each batch in halves side by side (long runs; cached for the "
+            "next), else every core]"
         ),
     ] = None,
     jit: Annotated[
         str,
         typer.Option(
-            help="Train step under XLA: auto (time both on this machine, with the threads before training or in the first training calls, and keep the faster; off with --deterministic), on, or off (Keras's step op for op: no XLA, no fused Adam kernel)"
+            help="Train step under XLA: auto (time both on this machine, with the threads before "
+            "training or in the first training calls, and keep the faster; off with "
+            "--deterministic), on, or off (Keras's step op for op: no XLA, no fused Adam kernel)"
         ),
     ] = "auto",
     jax_loop: Annotated[
         str,
         typer.Option(
-            help="JAX engine: run an element's batches one compiled call each (dispatch), all in one compiled call (scan), or auto (time both on this machine in the first training calls and keep the faster; dispatch with --deterministic)"
+            help="JAX engine: run an element's batches one compiled call each (dispatch), all in "
+            "one compiled call (scan), or auto (time both on this machine in the first training "
+            "calls and keep the faster; dispatch with --deterministic)"
         ),
     ] = "auto",
     unsafe: Annotated[
         bool,
         typer.Option(
             "--unsafe",
-            help="Load a --model .keras file outside Keras safe mode (deserialises lambdas: only for files you trust)",
+            help="Load a --model .keras file outside Keras safe mode (deserialises lambdas: only "
+            "for files you trust)",
         ),
     ] = False,
     out: Annotated[
         str | None,
         typer.Option(
-            help="Run folder for model.keras, history.csv, run.json, curves.png [default: runs/DATE-TIME]; an unfinished run in it is resumed from its checkpoint"
+            help="Run folder for model.keras, history.csv, run.json, curves.png [default: "
+            "runs/DATE-TIME]; an unfinished run in it is resumed from its checkpoint"
         ),
     ] = None,
     checkpoint_every: Annotated[
         int | None,
         typer.Option(
-            help="Checkpoint the run every this many blocks [default: about every 3 minutes of training; always at the end of each epoch]"
+            help="Checkpoint the run every this many blocks [default: about every 3 minutes of "
+            "training; always at the end of each epoch]"
         ),
     ] = None,
     resume: Annotated[
@@ -172,35 +193,44 @@ def train(
     tensorboard: Annotated[
         str | None,
         typer.Option(
-            help="Folder for TensorBoard logs (Keras's TensorBoard callback; steps run on across blocks)"
+            help="Folder for TensorBoard logs (Keras's TensorBoard callback; steps run on across "
+            "blocks)"
         ),
     ] = None,
     devices: Annotated[
         str | None,
         typer.Option(
-            help="Train on several devices of this machine: all (every GPU; tf.distribute MirroredStrategy) or cpu:N (N logical CPU devices, for trying it out); --batch-size is then the global batch. Several machines: set TF_CONFIG on each (see README)"
+            help="Train on several devices of this machine: all (every GPU; tf.distribute "
+            "MirroredStrategy) or cpu:N (N logical CPU devices, for trying it out); --batch-size "
+            "is then the global batch. Several machines: set TF_CONFIG on each (see README)"
         ),
     ] = None,
 ) -> None:
     """Train a Keras model on every window of a store, block by block, without materialising them.
 
-    Running the same command again after a crash or a kill resumes the run in --out from its last checkpoint.
+    Running the same command again after a crash or a kill resumes the run in --out from its last
+    checkpoint.
     """
     from .._fs import refuse_url
-    from ..config import BlockSpec, FitOptions, SplitSpec, WindowSpec
+    from ..config import FitOptions
     from ..errors import UsageError, WorkerLostError
     from ..project import default_store
     from ..store.urls import is_remote
     from ..train.budget import parse_bytes
-    from ..train.loop import fit
+    from ..train.fit import fit
     from ..train.models import check_model_spec, unsafe_model_files
 
     if resume and restart:
         raise UsageError("give either --resume or --restart, not both")
-    options = FitOptions(
-        windows=WindowSpec(window=window, stride=stride, label=label),
-        split=SplitSpec(validation=validation, segments=_count_or_share(validation_segments)),
-        blocks=BlockSpec(chunk=chunk, seed=seed, mix=mix),
+    options = FitOptions.from_keywords(
+        window=window,
+        stride=stride,
+        label=label,
+        validation=validation,
+        validation_segments=_count_or_share(validation_segments),
+        chunk=chunk,
+        seed=seed,
+        mix=mix,
         batch_size=batch_size,
         epochs=epochs,
         deterministic=deterministic,
@@ -239,12 +269,14 @@ def train(
                     f" and {p.block} of {p.blocks} blocks of epoch {p.epoch + 1}" if p.block else ""
                 )
                 typer.echo(
-                    f"resuming the run in {run_dir} from its checkpoint: {p.epoch} of {p.epochs} epoch(s){part} done"
+                    f"resuming the run in {run_dir} from its checkpoint: {p.epoch} of {p.epochs} "
+                    f"epoch(s){part} done"
                 )
                 return
             if p.phase == "epoch":
                 typer.echo(
-                    f"epoch {p.epoch + 1}/{p.epochs}  {_metrics(p.logs or {})}  {p.windows_per_s:,.0f} windows/s"
+                    f"epoch {p.epoch + 1}/{p.epochs}  {_metrics(p.logs or {})}  "
+                    f"{p.windows_per_s:,.0f} windows/s"
                 )
                 return
             what = (
@@ -255,7 +287,8 @@ def train(
             loss_text = "" if p.loss is None else f"  loss {p.loss:.4f}"
             update(
                 p.done,
-                info=f"epoch {p.epoch + 1}/{p.epochs}  {what}  {p.windows_per_s:,.0f} windows/s{loss_text}",
+                info=f"epoch {p.epoch + 1}/{p.epochs}  {what}  {p.windows_per_s:,.0f} "
+                f"windows/s{loss_text}",
             )
 
         from ..train.tensorflow.cluster import cluster_from_env
@@ -276,16 +309,17 @@ def train(
                     devices=devices,
                 )
             except WorkerLostError as err:
-                # After aborted collectives TensorFlow's runtime may print or wait at interpreter exit
-                # (seen: a pool's finaliser failing): the one line, then out at once. The run folder
-                # was closed by fit.
+                # After aborted collectives TensorFlow's runtime may print or wait at interpreter
+                # exit (seen: a pool's finaliser failing): the one line, then out at once. The run
+                # folder was closed by fit.
                 print(f"chunkfit: error: {err}", file=sys.stderr, flush=True)
                 sys.stdout.flush()
                 os._exit(err.exit_code)
     cluster = cluster_from_env()
     if cluster is not None and not cluster.chief:
         typer.echo(
-            f"{cluster.name(cluster.rank)} done; the chief, {cluster.name(0)}, wrote the run folder {run_dir}"
+            f"{cluster.name(cluster.rank)} done; the chief, {cluster.name(0)}, wrote the run "
+            f"folder {run_dir}"
         )
         return
     done = len(history.epoch)

@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from ..core.events import EventLevel, events_in
+from ..core.metrics import BinaryMetrics
+from ..core.scoring import ScoredBlock, score_store
 from ..store import Store, open_store
-from .detect import RunMerger, is_positive
-from .metrics import BinaryMetrics
 from .runs import (
     RunLabeller,
     check_output_folder,
@@ -22,57 +23,12 @@ from .runs import (
     run_threshold,
     scored_ranges,
 )
-from .scorer import ScoredBlock, score_store
-
-
-class EventLevel:
-    """Event coverage (markers inside at least one positive window) and false alarms."""
-
-    def __init__(self, events: np.ndarray, window: int, stride: int, threshold: float) -> None:
-        self.events = events
-        self.window = window
-        self.covered = np.zeros(events.size, dtype=bool)
-        self.merger = RunMerger(window, stride, threshold)
-        self.threshold = threshold
-        self.detections = 0
-        self.false_alarms = 0
-
-    def update(self, starts: np.ndarray, segment: int, score: np.ndarray) -> None:
-        """The windows starting at ``starts`` (in order, inside segment or range ``segment``) scored ``score``."""
-        pos = starts[is_positive(score, self.threshold)]
-        if pos.size and self.events.size:
-            lo = np.searchsorted(self.events, pos[0], "left")
-            hi = np.searchsorted(self.events, pos[-1] + self.window, "left")
-            ev = self.events[lo:hi]
-            # a positive start s covers event e when s <= e < s + window
-            n_in = np.searchsorted(pos, ev, "right") - np.searchsorted(
-                pos, ev - self.window + 1, "left"
-            )
-            self.covered[lo:hi] |= n_in > 0
-        self._count(self.merger.push(starts, score, segment))
-
-    def finish(self) -> None:
-        self._count(self.merger.flush())
-
-    def _count(self, detections: list[Any]) -> None:
-        for d in detections:
-            self.detections += 1
-            i = np.searchsorted(self.events, d.start, "left")
-            if i >= self.events.size or self.events[i] >= d.end:
-                self.false_alarms += 1
-
-
-def events_in(store: Store, ranges: np.ndarray) -> np.ndarray:
-    """The store's event markers that fall inside ``ranges`` (sorted, as the store keeps them)."""
-    ev = store.events
-    keep = np.zeros(ev.size, dtype=bool)
-    for a, b in ranges.tolist():
-        keep |= (ev >= a) & (ev < b)
-    return ev[keep]
+from .scorer import make_predictor
 
 
 class _Sketch:
-    """Keeps one stretch of signal, events and scores for the plot (around the first scored event)."""
+    """Keeps one stretch of signal, events and scores for the plot (around the first scored
+    event)."""
 
     def __init__(self, store: Store, window: int, ranges: np.ndarray) -> None:
         ev = events_in(store, ranges)
@@ -141,9 +97,8 @@ def evaluate(
             else None
         )
         sketch = _Sketch(s, w.window, ranges)
-        for sb in score_store(
-            model, s, spec, chunk=chunk, batch_size=batch_size, labeller=labeller, ranges=ranges
-        ):
+        predictor = make_predictor(model, w.window, spec.n_channels, batch_size)
+        for sb in score_store(predictor, s, w, chunk=chunk, labeller=labeller, ranges=ranges):
             assert sb.labels is not None
             score = sb.probs[:, spec.positive]
             p_true = sb.probs[np.arange(sb.labels.size), sb.labels]

@@ -1,12 +1,13 @@
-"""``chunkfit predict --follow``: score a growing store, each window as soon as its samples are committed.
+"""``chunkfit predict --follow``: score a growing store, each window as soon as its samples are
+committed.
 
 The store is polled every ``FollowOptions.poll`` seconds (a few ``stat`` calls); when a commit
 changed it, it is opened again and only the new windows are scored, reading their samples plus the
-``window - 1`` before them, so memory stays flat however long the stream runs. A window is scored once
-all its samples are committed; the last window of a segment starts at ``stop - window``.
+``window - 1`` before them, so memory stays flat however long the stream runs. A window is scored
+once all its samples are committed; the last window of a segment starts at ``stop - window``.
 
 Window i of a segment sits at position ``i % batch_size`` of its batch, as in an offline
-``predict`` (chunkfit.score.scorer), so its score is bit-identical: when the stream has ended, the
+``predict`` (chunkfit.core.scoring), so its score is bit-identical: when the stream has ended, the
 outputs equal those of ``predict`` on the final store. Detections go to the CSV as they close, one
 flushed row each (the CSV is written in place, so ``tail -f`` shows them); one still open when the
 stream ends is written then. The scores array is written under a temporary name and renamed into
@@ -23,11 +24,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..config import FollowOptions
+from ..core.detect import Detection, RunMerger
+from ..core.scoring import Predictor
+from ..core.windows import count_windows
 from ..errors import (
     ChunkfitError,
     StoreBusyError,
@@ -37,8 +41,6 @@ from ..errors import (
 )
 from ..store import Store
 from ..store.layout import suffix_backend
-from ..train.windows import count_windows
-from .detect import Detection, RunMerger
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
 from .predict import PredictReport
 from .runs import (
@@ -51,9 +53,6 @@ from .runs import (
     score_attrs,
 )
 from .scorer import make_predictor
-
-if TYPE_CHECKING:
-    from ..train.engines import Predictor
 
 # Windows scored per read: bounds memory when following starts on a store that is already long.
 READ_WINDOWS = 65_536
@@ -123,7 +122,8 @@ class _Stop:
 
 
 def _wait_for_store(path: Path | str, options: FollowOptions, stop: _Stop) -> None:
-    """A store not created yet is waited for, up to ``idle`` seconds, so both commands start in any order."""
+    """A store not created yet is waited for, up to ``idle`` seconds, so both commands start in any
+    order."""
     deadline = time.monotonic() + options.idle
     while _stamp(path) is None:
         if stop.requested:
@@ -172,8 +172,10 @@ class _Follower:
         starts = s.segments[:seen, 0].tolist()
         if s.n_samples < self.samples or starts != self._starts:
             raise StoreChangedError(
-                f"{s.path}: the store was replaced or rewritten while following it (its segments or length "
-                "changed, not just grew); follow a store that only grows, e.g. one `chunkfit ingest` streams into"
+                f"{s.path}: the store was replaced or rewritten while following it (its segments "
+                "or length "
+                "changed, not just grew); follow a store that only grows, e.g. one `chunkfit "
+                "ingest` streams into"
             )
         self._starts = [int(a) for a in s.segments[:, 0]]
         self.samples = s.n_samples
@@ -194,7 +196,8 @@ class _Follower:
             self.segment, self.next = self.segment + 1, 0
 
     def _score(self, s: Store, a: int, first: int, stop: int) -> Iterator[Detection]:
-        """Windows [first, stop) of the segment starting at ``a``, each at its offline batch position."""
+        """Windows [first, stop) of the segment starting at ``a``, each at its offline batch
+        position."""
         w, bs = self.spec.windows, self.predictor.batch_size
         samples = s.read(a + first * w.stride, a + (stop - 1) * w.stride + w.window)
         lo, hi = first // bs * bs, -(-stop // bs) * bs
@@ -212,8 +215,9 @@ class _Follower:
 
 
 class _LazyCsv:
-    """The detections CSV, made once the store's rate is known (its header has seconds columns then),
-    else at its first row or at the end, as an offline ``predict`` of the final store writes it."""
+    """The detections CSV, made once the store's rate is known (its header has seconds columns
+    then), else at its first row or at the end, as an offline ``predict`` of the final store writes
+    it."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -246,7 +250,8 @@ def follow(
     unsafe: bool = False,
     options: FollowOptions | None = None,
 ) -> FollowReport:
-    """Score ``store`` while it grows, until it has not grown for ``options.idle`` seconds or Ctrl-C.
+    """Score ``store`` while it grows, until it has not grown for ``options.idle`` seconds or
+    Ctrl-C.
 
     The outputs then equal those of ``predict(run, store, out, events_out=...)`` on the final store.
     """
@@ -359,7 +364,8 @@ class _Watch:
         return True
 
     def run(self, follower: _Follower, detections: _LazyCsv, stop: _Stop) -> str:
-        """Score until the store has not grown for ``idle`` seconds, or Ctrl-C; how following ended."""
+        """Score until the store has not grown for ``idle`` seconds, or Ctrl-C; how following
+        ended."""
         grown = time.monotonic()
         fresh = True
         while True:

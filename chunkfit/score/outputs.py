@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._fs import FileLock, Locked, refuse_url
+from ..core.detect import Detection
 from ..errors import (
     BusyError,
     DiskFullError,
@@ -31,7 +32,6 @@ from ..store.hdf5backend import GuardedFile
 from ..store.layout import suffix_backend
 from ..store.zarrbackend import wait_for_zarr_writes
 from ..train.runfolder import busy_message
-from .detect import Detection
 from .runs import check_output_folder
 
 
@@ -52,7 +52,8 @@ class OutputLocks:
                 except Locked as held:
                     raise BusyError(busy_message(path, "output", held.pid)) from None
                 except OSError:
-                    continue  # a folder that cannot be written is refused, with its reason, by the checks
+                    # a folder that cannot be written is refused, with its reason, by the checks
+                    continue
                 self.locks.append(lock)
         except BaseException:
             self.release()
@@ -72,7 +73,8 @@ def write_failure(err: OSError, out: Path) -> Exception:
     """A failed write of the outputs as one line; nothing was written (the temporaries are gone)."""
     if err.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
         return DiskFullError(
-            f"{out}: no space left or file size limit reached while writing the scores ({os.strerror(err.errno)}); "
+            f"{out}: no space left or file size limit reached while writing the scores "
+            f"({os.strerror(err.errno)}); "
             "free space and run the command again (nothing was written)"
         )
     if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
@@ -99,7 +101,8 @@ def check_outputs(
         refuse_url(events_out, "--events-out")
     if not str(out).rstrip("/").lower().endswith((".zarr", ".h5", ".hdf5")):
         raise UsageError(
-            f"{out}: the scores path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 file); rename it"
+            f"{out}: the scores path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 file); "
+            "rename it"
         )
     store_path = Path(store.path if isinstance(store, Store) else store).resolve()
     taken = [p for p in (out, events_out) if p is not None and p.resolve() == store_path]
@@ -202,7 +205,8 @@ class ScoreWriter:
 
 
 class DetectionCsv:
-    """Counts detections and, given a path, writes one CSV row each (with seconds when the rate is known)."""
+    """Counts detections and, given a path, writes one CSV row each (with seconds when the rate is
+    known)."""
 
     def __init__(self, path: Path | None, rate: float | None, flush: bool = False) -> None:
         self.count = 0

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from .._fs import refuse_url
+from ..core.detect import RunMerger
+from ..core.scoring import score_store
 from ..errors import BusyError, ChunkfitError, StoreExistsError, UsageError
 from ..store import Store, open_store
 from ..store.layout import suffix_backend
@@ -23,10 +25,9 @@ from ..store.lease import LEASE, Lease
 from ..store.remote import ROOT, Remote, upload_tree
 from ..store.s3errors import guarded
 from ..store.urls import is_remote
-from .detect import RunMerger
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
 from .runs import check_settings, check_store, load_run, locate_run, run_threshold, score_attrs
-from .scorer import score_store
+from .scorer import make_predictor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,11 +55,12 @@ def predict(
     batch_size: int = 1024,
     unsafe: bool = False,
 ) -> PredictReport:
-    """Score every window of ``store``; write scores to ``out`` (.zarr or .h5) and detections to CSV.
+    """Score every window of ``store``; write scores to ``out`` (.zarr or .h5) and detections to
+    CSV.
 
     While it runs, this process holds the outputs' locks: a second predict writing the same output
-    is refused (chunkfit.score.outputs). The detections use ``threshold``, else the one the run chose
-    on its validation split, else 0.5.
+    is refused (chunkfit.score.outputs). The detections use ``threshold``, else the one the run
+    chose on its validation split, else 0.5.
     """
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
     if is_remote(out):
@@ -98,7 +100,8 @@ def _predict_to_remote(
     **settings: Any,
 ) -> PredictReport:
     """Scores written to object storage: made in a local staging folder, then uploaded with the root
-    ``zarr.json`` last, so a reader sees the old scores, none, or the new ones whole (never a mix)."""
+    ``zarr.json`` last, so a reader sees the old scores, none, or the new ones whole (never a
+    mix)."""
     if events_out is not None:
         refuse_url(events_out, "--events-out")
     if suffix_backend(out) != "zarr":
@@ -152,7 +155,8 @@ def _predict(
         detections = DetectionCsv(tmp_events, s.sample_rate)
         n_windows = 0
         try:
-            for sb in score_store(model, s, spec, chunk=chunk, batch_size=batch_size):
+            predictor = make_predictor(model, w.window, spec.n_channels, batch_size)
+            for sb in score_store(predictor, s, w, chunk=chunk):
                 score = sb.probs[:, spec.positive]
                 n_windows += score.size
                 span = np.full(int(sb.starts[-1] - sb.starts[0]) + 1, np.nan, dtype=np.float32)

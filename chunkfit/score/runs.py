@@ -20,15 +20,15 @@ import numpy as np
 
 from .._fs import refuse_url
 from ..config import WindowSpec
+from ..core.labels import Labeller, positive_index
+from ..core.windows import count_windows
 from ..errors import IncompatibleError, ModelError, RunError, UsageError, WindowError
 from ..store import Store
 from ..store.remote import Remote, fetch_files
 from ..store.s3errors import guarded
 from ..store.urls import is_remote
-from ..train.blocks import Labeller
 from ..train.models import BUILTINS, check_model_file, factory_objects, load_model_file
 from ..train.runfolder import MODEL_FILE, RUN_FILE
-from ..train.windows import count_windows
 
 if TYPE_CHECKING:
     import keras
@@ -52,12 +52,13 @@ class RunSpec:
     @property
     def positive(self) -> int:
         """Index of the class scored as "event": class 1 for event/no event, else the last class."""
-        return 1 if len(self.classes) == 2 else len(self.classes) - 1
+        return positive_index(len(self.classes))
 
 
 @dataclasses.dataclass(frozen=True)
 class RunFiles:
-    """What a run folder or ``.keras`` file holds before the model is loaded (no TensorFlow needed)."""
+    """What a run folder or ``.keras`` file holds before the model is loaded (no TensorFlow
+    needed)."""
 
     path: Path
     model: Path
@@ -72,7 +73,8 @@ class RunFiles:
 def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles:
     """Find and check a run's model file and run.json cheaply, so a wrong path fails in a blink.
 
-    An ``s3://`` run folder's model.keras and run.json are downloaded once per process (``fetch_run``).
+    An ``s3://`` run folder's model.keras and run.json are downloaded once per process
+    (``fetch_run``).
     """
     refuse_url(run, "runs", s3=True)
     if is_remote(run):
@@ -82,7 +84,8 @@ def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles
         model_path, meta_path = path / MODEL_FILE, path / RUN_FILE
         if not model_path.is_file():
             raise RunError(
-                f"{path}: the run folder has no {MODEL_FILE} (training did not finish?); pass a finished run"
+                f"{path}: the run folder has no {MODEL_FILE} (training did not finish?); pass a "
+                "finished run"
             )
         meta = _read_meta(meta_path) if meta_path.is_file() else {}
         config, classes, channels, model_spec = _meta_parts(meta, meta_path)
@@ -96,14 +99,16 @@ def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles
     windows = config.get("windows", {})
     if not isinstance(windows, dict):
         raise RunError(
-            f"{path / RUN_FILE}: not a valid run.json (config.windows is not an object); pass the .keras file instead"
+            f"{path / RUN_FILE}: not a valid run.json (config.windows is not an object); pass the "
+            ".keras file instead"
         )
     return RunFiles(path, model_path, dict(windows), config, classes, channels, model_spec, meta)
 
 
 @functools.cache
 def fetch_run(url: str) -> Path:
-    """A local copy of an ``s3://`` run folder's model.keras and run.json (removed when the process ends)."""
+    """A local copy of an ``s3://`` run folder's model.keras and run.json (removed when the process
+    ends)."""
     remote = Remote(url)
     folder = Path(tempfile.mkdtemp(prefix="chunkfit-run-"))
     atexit.register(shutil.rmtree, folder, True)
@@ -115,7 +120,8 @@ def fetch_run(url: str) -> Path:
     )
     if MODEL_FILE not in got:
         raise RunError(
-            f"{url}: the run folder has no {MODEL_FILE} (training did not finish?); pass a finished run"
+            f"{url}: the run folder has no {MODEL_FILE} (training did not finish?); pass a "
+            "finished run"
         )
     return local
 
@@ -164,7 +170,8 @@ def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[kera
     path = files.path
     config, classes, channels = files.config, files.classes, files.channels
     # Scoring needs no loss or optimizer: loaded uncompiled, a run with a custom loss loads too. A
-    # module:function model's custom layers and functions come from its module, imported as train did.
+    # module:function model's custom layers and functions come from its module, imported as train
+    # did.
     custom, loaded = None, "uncompiled (the loss reported is the cross-entropy of the scores)"
     if (
         files.model_spec is not None
@@ -173,7 +180,8 @@ def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[kera
     ):
         custom = factory_objects(files.model_spec)
         loaded = (
-            f"uncompiled, with the custom objects of {files.model_spec.partition(':')[0]} (imported: your "
+            f"uncompiled, with the custom objects of {files.model_spec.partition(':')[0]} "
+            "(imported: your "
             "own code, as train ran it; the loss reported is the cross-entropy of the scores)"
         )
     model = load_model_file(files.model, unsafe=unsafe, compile=False, custom_objects=custom)
@@ -193,8 +201,10 @@ def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[kera
         classes = list(range(n_out))
     if windows.window != shape[0] or len(classes) != n_out:
         raise ModelError(
-            f"{path}: run.json describes windows of {windows.window} samples and {len(classes)} classes, but the "
-            f"model takes {shape[0]} samples and gives {n_out} outputs; the run folder is inconsistent"
+            f"{path}: run.json describes windows of {windows.window} samples and {len(classes)} "
+            "classes, but the "
+            f"model takes {shape[0]} samples and gives {n_out} outputs; the run folder is "
+            "inconsistent"
         )
     return model, RunSpec(
         str(path), windows, classes, channels, int(shape[1]), config, loaded, files.meta
@@ -208,8 +218,8 @@ def scored_ranges(spec: RunSpec, store: Store, split: str | None) -> tuple[np.nd
     """The ranges of ``store`` to score, and what they are, in words.
 
     On the store the run was trained on, the default is the run's validation split (windows it never
-    trained on); on another store, all of it. ``split`` "validation" or "train" names one part of the
-    training store's split, "all" every segment.
+    trained on); on another store, all of it. ``split`` "validation" or "train" names one part of
+    the training store's split, "all" every segment.
     """
     if split is not None and split not in SPLITS:
         raise UsageError(f"--split must be one of {', '.join(SPLITS)} (received {split!r})")
@@ -230,8 +240,8 @@ def scored_ranges(spec: RunSpec, store: Store, split: str | None) -> tuple[np.nd
         return store.segments, f"all of {store.path} ({what})"
     if not trained_on:
         raise UsageError(
-            f"{store.path}: --split {split} names part of the run's training store, and this is another store; "
-            "leave out --split to score all of it"
+            f"{store.path}: --split {split} names part of the run's training store, and this is "
+            "another store; leave out --split to score all of it"
         )
     ranges = (
         held
@@ -253,7 +263,8 @@ def scored_ranges(spec: RunSpec, store: Store, split: str | None) -> tuple[np.nd
 
 
 def run_threshold(spec: RunSpec, given: float | None) -> tuple[float, str]:
-    """The decision threshold to use and where it came from: ``given``, the run's chosen one, or 0.5."""
+    """The decision threshold to use and where it came from: ``given``, the run's chosen one, or
+    0.5."""
     if given is not None:
         return given, "--threshold"
     chosen = spec.meta.get("threshold")
@@ -306,8 +317,8 @@ def check_store(spec: RunSpec, store: Store) -> None:
     """Refuse a store the run's model cannot read."""
     if spec.channels is not None and list(spec.channels) != store.channels:
         raise IncompatibleError(
-            f"{store.path}: channels {store.channels} differ from the training store's {spec.channels}; "
-            "score a store ingested with the same channels (--columns)"
+            f"{store.path}: channels {store.channels} differ from the training store's "
+            f"{spec.channels}; score a store ingested with the same channels (--columns)"
         )
     if store.n_channels != spec.n_channels:
         raise IncompatibleError(
@@ -323,8 +334,8 @@ def check_store(spec: RunSpec, store: Store) -> None:
             int((store.segments[:, 1] - store.segments[:, 0]).max()) if store.segments.size else 0
         )
         raise WindowError(
-            f"{store.path}: window {w.window} is longer than every segment (longest {longest} samples); "
-            "no window fits"
+            f"{store.path}: window {w.window} is longer than every segment (longest {longest} "
+            "samples); no window fits"
         )
 
 
@@ -342,17 +353,20 @@ class RunLabeller(Labeller):
         later = "; evaluate needs a labelled store (chunkfit predict scores one without labels)"
         if rule == "any-event" and not store.has_events:
             raise WindowError(
-                f"{store.path}: the run labels windows by event markers, but the store has none{later}"
+                f"{store.path}: the run labels windows by event markers, but the store has "
+                f"none{later}"
             )
         if rule != "any-event":
             if not store.has_labels:
                 raise WindowError(
-                    f"{store.path}: the run labels windows by per-sample labels ({rule}), but the store has none{later}"
+                    f"{store.path}: the run labels windows by per-sample labels ({rule}), but the "
+                    f"store has none{later}"
                 )
             unknown = sorted(set(store.label_classes) - set(spec.classes))
             if unknown:
                 raise IncompatibleError(
-                    f"{store.path}: label class(es) {unknown} are not among the run's classes {spec.classes}; "
+                    f"{store.path}: label class(es) {unknown} are not among the run's classes "
+                    f"{spec.classes}; "
                     "evaluate on a store labelled with the training store's classes"
                 )
         self.store, self.rule, self.classes = store, rule, list(spec.classes)

@@ -1,5 +1,6 @@
 """The memory budget: ``--memory-budget 1.5GB`` turned into the largest block that fits beside
-what the process already holds (TensorFlow, the model, its compiled steps, the batches in flight)."""
+what the process already holds (TensorFlow, the model, its compiled steps, the batches in
+flight)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def bytes_per_window(windows: WindowSpec, n_channels: int) -> int:
 def chunk_for_budget(
     budget: int, in_use: int, windows: WindowSpec, n_channels: int, mix: int = 1
 ) -> int:
-    """Largest chunk whose groups of ``mix`` blocks fit in ``budget`` bytes beside ``in_use`` bytes."""
+    """Largest chunk whose groups of ``mix`` blocks fit in ``budget`` bytes beside ``in_use``
+    bytes."""
     free = budget - in_use
     chunk = free // (mix * bytes_per_window(windows, n_channels)) if free > 0 else 0
     if chunk < 1:

@@ -122,7 +122,8 @@ class HistoryCsv(keras.callbacks.Callback):
         self.keys: list[str] | None = None
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
-        """The file exists from the start, as with ``CSVLogger`` (empty until the first epoch ends)."""
+        """The file exists from the start, as with ``CSVLogger`` (empty until the first epoch
+        ends)."""
         if self.append:
             self.path.touch()
         else:

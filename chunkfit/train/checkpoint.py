@@ -53,7 +53,8 @@ class Checkpoint:
         return int(self.state["sequence"])
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Every array of the checkpoint by name (pickles refused: a run folder may come from elsewhere)."""
+        """Every array of the checkpoint by name (pickles refused: a run folder may come from
+        elsewhere)."""
         with np.load(self.path / ARRAYS_FILE, allow_pickle=False) as data:
             return {name: data[name] for name in data.files}
 
@@ -101,7 +102,8 @@ def write(
 ) -> None:
     """Write a new checkpoint into ``run`` and make it the current one; see the module docstring.
 
-    On an error (a full disk, say) the temporary folder is removed and the previous checkpoint stays.
+    On an error (a full disk, say) the temporary folder is removed and the previous checkpoint
+    stays.
     """
     global _written
     _written += 1

@@ -1,4 +1,5 @@
-"""What a run carries across a crash, on the Keras side: capture it into arrays and JSON, put it back.
+"""What a run carries across a crash, on the Keras side: capture it into arrays and JSON, put it
+back.
 
 - every model variable (weights, non-trainable state, ``SeedGenerator`` states of layers such as
   Dropout) and every optimizer variable (iterations, learning rate, slots);
@@ -21,7 +22,8 @@ from ..errors import IncompatibleError, ModelError
 if TYPE_CHECKING:
     import keras
 
-# Attributes each Keras callback resets in on_train_begin (or keeps from __init__) and changes per epoch.
+# Attributes each Keras callback resets in on_train_begin (or keeps from __init__) and changes per
+# epoch.
 _CALLBACK_ATTRS: dict[str, tuple[str, ...]] = {
     "EarlyStopping": ("wait", "stopped_epoch", "best", "best_epoch"),
     "ReduceLROnPlateau": ("wait", "best", "cooldown_counter"),
@@ -30,15 +32,18 @@ _CALLBACK_ATTRS: dict[str, tuple[str, ...]] = {
 
 
 def build(model: keras.Model, window: int, n_channels: int, n_classes: int) -> None:
-    """Create now the variables Keras creates in the first training step (metric totals, optimizer slots).
+    """Create now the variables Keras creates in the first training step (metric totals, optimizer
+    slots).
 
     Keras builds them while tracing the train function, after the first batch has begun: too late
-    for a resumed run to put its metric totals back. Only shapes are traced here; nothing is computed.
+    for a resumed run to put its metric totals back. Only shapes are traced here; nothing is
+    computed.
     """
     symbolic_build = getattr(model, "_symbolic_build", None)  # private Keras 3 API (3.15 has it)
     if symbolic_build is None:
         raise ModelError(
-            "this Keras version cannot build a model's metrics before training (no Model._symbolic_build); "
+            "this Keras version cannot build a model's metrics before training (no "
+            "Model._symbolic_build); "
             "resuming was tested with Keras 3.15; use a Keras that has it, or pass --restart"
         )
     x = np.zeros((1, window, n_channels), dtype=np.float32)
@@ -66,9 +71,10 @@ def set_model_arrays(model: keras.Model, arrays: dict[str, np.ndarray], where: s
         shapes = [tuple(v.shape) for v in variables]
         if [a.shape for a in saved] != shapes:
             raise IncompatibleError(
-                f"{where}: the checkpoint's {prefix} variables do not fit this model ({len(saved)} saved, "
-                f"{len(shapes)} in the model, or of other shapes); resume with the model the run was made with, "
-                "or pass --restart"
+                f"{where}: the checkpoint's {prefix} variables do not fit this model ({len(saved)} "
+                "saved, "
+                f"{len(shapes)} in the model, or of other shapes); resume with the model the run "
+                "was made with, or pass --restart"
             )
         for var, value in zip(variables, saved, strict=True):
             var.assign(value)
@@ -121,7 +127,8 @@ def set_callback_state(
     saved = [(s["index"], s["class"]) for s in states]
     if stateful != saved:
         raise IncompatibleError(
-            f"{where}: the run was made with the callbacks {_names(saved)}, this call passes {_names(stateful)}; "
+            f"{where}: the run was made with the callbacks {_names(saved)}, this call passes "
+            f"{_names(stateful)}; "
             "pass the same callbacks to resume it, or start over with resume='restart'"
         )
     for s in states:
@@ -136,7 +143,8 @@ def set_callback_state(
 
 
 def rng_state() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Python's and numpy's global random states and Keras's global SeedGenerator, if one was made."""
+    """Python's and numpy's global random states and Keras's global SeedGenerator, if one was
+    made."""
     version, mt, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     state = {

@@ -1,4 +1,5 @@
-"""``chunkfit launch``: N local worker processes of one multi-worker run, on 127.0.0.1, for trying it out.
+"""``chunkfit launch``: N local worker processes of one multi-worker run, on 127.0.0.1, for trying
+it out.
 
 Each worker is ``python -m chunkfit ARGS`` with its own TF_CONFIG (free loopback ports), exactly as
 on separate machines. The chief's output is shown; the other workers' stdout is dropped, their
@@ -32,12 +33,14 @@ def loopback_cluster(workers: int) -> list[str]:
 
 
 def launch(workers: int, args: Sequence[str], grace: float = 60.0) -> int:
-    """Run ``chunkfit ARGS`` as ``workers`` workers of one cluster; returns the first failing exit status (or 0)."""
+    """Run ``chunkfit ARGS`` as ``workers`` workers of one cluster; returns the first failing exit
+    status (or 0)."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 2:
         raise UsageError(f"--workers must be 2 or more (received {workers!r})")
     if not args or args[0] != "train":
         raise UsageError(
-            "chunkfit launch runs chunkfit train: chunkfit launch --workers 2 -- train STORE --out RUN ..."
+            "chunkfit launch runs chunkfit train: chunkfit launch --workers 2 -- train STORE --out "
+            "RUN ..."
         )
     hosts = loopback_cluster(workers)
     procs = []

@@ -3,10 +3,10 @@
 glibc gives a multi-threaded process up to eight malloc arenas per core, one per thread that
 allocates while another holds an arena. A run's threads (TensorFlow's, tf.data's, the loader's)
 allocate and free blocks, windows and tensors of changing sizes in turn across those arenas, and
-each arena keeps what it freed: on a 20M-sample store the resident memory of a run on 2 cores grew
-over its first minute from 1.08 to 1.36-1.39 GB, against 1.10-1.11 GB with two arenas (measured with
-``MALLOC_ARENA_MAX``; README, Performance). Nothing is capped where the user set ``MALLOC_ARENA_MAX``
-(their choice stands), off Linux, or where the C library is not glibc.
+each arena keeps what it freed, so a run's resident memory grows over its first minute; with one
+arena per core it stays flat (measured with ``MALLOC_ARENA_MAX``; see the performance
+documentation). Nothing is capped where the user set ``MALLOC_ARENA_MAX`` (their choice stands),
+off Linux, or where the C library is not glibc.
 """
 
 from __future__ import annotations

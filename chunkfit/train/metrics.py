@@ -11,9 +11,10 @@ model (class 1 the event) is compiled with Keras's own metrics of the event clas
   class, which neither history.csv nor a callback's ``monitor`` can hold);
 
 then, with event markers, the epoch's validation figures at the threshold chosen on the split
-(``val_threshold``, ``val_events_covered``, ``val_false_alarms_per_hour``: chunkfit.train.loop),
-the loss, any other metric, and accuracy last. Training figures are weighted by the class
-weights, as Keras weighs metrics by ``fit(class_weight=...)``; validation figures are not.
+(``val_threshold``, ``val_events_covered``, ``val_false_alarms_per_hour``:
+chunkfit.train.thresholds), the loss, any other metric, and accuracy last. Training figures are
+weighted by the class weights, as Keras weighs metrics by ``fit(class_weight=...)``; validation
+figures are not.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ LAST = ("accuracy",)
 
 
 def compiled_metrics(classes: int) -> list[Any]:
-    """Fresh metric objects for ``model.compile``: the event class's first when there are two classes."""
+    """Fresh metric objects for ``model.compile``: the event class's first when there are two
+    classes."""
     import keras
 
     if classes != 2:
@@ -56,7 +58,8 @@ def compiled_metrics(classes: int) -> list[Any]:
 
 
 def with_f1(logs: dict[str, float]) -> dict[str, float]:
-    """``logs`` with ``f1`` from its ``precision`` and ``recall`` (when both are there), in display order."""
+    """``logs`` with ``f1`` from its ``precision`` and ``recall`` (when both are there), in display
+    order."""
     out = dict(logs)
     if "precision" in out and "recall" in out and "f1" not in out:
         p, r = out["precision"], out["recall"]
@@ -66,7 +69,8 @@ def with_f1(logs: dict[str, float]) -> dict[str, float]:
 
 def ordered(logs: dict[str, Any]) -> dict[str, Any]:
     """The event class's figures first, then the loss, other metrics, and accuracy last; training
-    before validation (``val_``). Keras hands callbacks its logs sorted by name: this undoes that."""
+    before validation (``val_``). Keras hands callbacks its logs sorted by name: this undoes
+    that."""
 
     def rank(key: str) -> tuple[bool, int, int]:
         val = key.startswith("val_")

@@ -86,7 +86,8 @@ _UNSAFE_FILES: contextvars.ContextVar[bool] = contextvars.ContextVar(
 def unsafe_model_files(allowed: bool = True) -> Iterator[None]:
     """Inside this block ``build_model`` loads ``.keras`` files outside Keras safe mode.
 
-    Safe mode refuses deserialised Python code (``Lambda`` layers); allow it only for files you trust.
+    Safe mode refuses deserialised Python code (``Lambda`` layers); allow it only for files you
+    trust.
     """
     token = _UNSAFE_FILES.set(allowed)
     try:
@@ -128,7 +129,8 @@ def check_model_spec(spec: str, *, unsafe: bool = False) -> None:
         _split_factory(spec)
         return
     raise ModelError(
-        f"unknown model {spec!r}: use a built-in ({', '.join(BUILTINS)}), a .keras file or module:function"
+        f"unknown model {spec!r}: use a built-in ({', '.join(BUILTINS)}), a .keras file or "
+        "module:function"
     )
 
 
@@ -151,7 +153,8 @@ def check_model_file(path: Path, *, unsafe: bool = True) -> None:
 
 
 def _holds_lambdas(path: Path) -> bool:
-    """Whether the model's config serialises Python lambdas (read without TensorFlow, nothing runs)."""
+    """Whether the model's config serialises Python lambdas (read without TensorFlow, nothing
+    runs)."""
     try:
         with zipfile.ZipFile(path) as archive:
             config = archive.read("config.json")
@@ -162,8 +165,8 @@ def _holds_lambdas(path: Path) -> bool:
 
 def _safe_mode_error(path: Path) -> ModelError:
     return ModelError(
-        f"{path}: refused in Keras safe mode: the file holds Python code (a Lambda layer or custom function) "
-        "that runs when it loads; if you trust its author, pass --unsafe"
+        f"{path}: refused in Keras safe mode: the file holds Python code (a Lambda layer or custom "
+        "function) that runs when it loads; if you trust its author, pass --unsafe"
     )
 
 
@@ -202,14 +205,16 @@ def _split_factory(spec: str) -> tuple[str, str]:
         or not func_name.isidentifier()
     ):
         raise ModelError(
-            f"model {spec!r} is not module:function; name a Python module and a function in it, e.g. my_models:build"
+            f"model {spec!r} is not module:function; name a Python module and a function in it, "
+            "e.g. my_models:build"
         )
     return module_name, func_name
 
 
 def factory_objects(spec: str) -> dict[str, Any]:
-    """The custom layers, losses, metrics and functions of a ``module:function`` model's module, by name,
-    for loading a model it built: imports the module (the user's own code, as ``train`` does), calls nothing."""
+    """The custom layers, losses, metrics and functions of a ``module:function`` model's module, by
+    name, for loading a model it built: imports the module (the user's own code, as ``train`` does),
+    calls nothing."""
     import keras
 
     module = _import_factory_module(spec)
@@ -258,7 +263,8 @@ def _call_factory(spec: str, window: int, n_channels: int, n_classes: int) -> ke
     func = getattr(module, func_name, None)
     if func is None:
         raise ModelError(
-            f"model {spec!r} cannot be imported: module {module_name!r} has no attribute {func_name!r}"
+            f"model {spec!r} cannot be imported: module {module_name!r} has no attribute "
+            f"{func_name!r}"
         )
     if not callable(func):
         raise ModelError(f"model {spec!r}: {func_name} is a {type(func).__name__}, not a function")
@@ -300,7 +306,8 @@ def _one_line(err: BaseException) -> str:
 
 
 def check_model(model: keras.Model, window: int, n_channels: int, n_classes: int) -> None:
-    """Refuse a model whose input does not take (window, channels) or whose output is not classes."""
+    """Refuse a model whose input does not take (window, channels) or whose output is not
+    classes."""
     import numpy as np
 
     want_in = (window, n_channels)
@@ -310,14 +317,15 @@ def check_model(model: keras.Model, window: int, n_channels: int, n_classes: int
     ):
         raise IncompatibleError(
             f"model {model.name!r} takes inputs shaped {_fmt(shape)}, but the windows are "
-            f"{_fmt(want_in)} (window, channels); build it for --window {window} and {n_channels} channel(s)"
+            f"{_fmt(want_in)} (window, channels); build it for --window {window} and {n_channels} "
+            "channel(s)"
         )
     try:
         out = model(np.zeros((2, *want_in), dtype="float32"), training=False)
     except Exception as err:  # noqa: BLE001 - a model that cannot take these windows fails in many ways
         raise IncompatibleError(
-            f"model {model.name!r} cannot take windows shaped {_fmt(want_in)}: {type(err).__name__}: "
-            f"{str(err).splitlines()[0] if str(err) else ''}"
+            f"model {model.name!r} cannot take windows shaped {_fmt(want_in)}: "
+            f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         ) from None
     got = tuple(getattr(out, "shape", ()))
     if len(got) != 2 or got[1] != n_classes:
@@ -351,7 +359,8 @@ def compile_model(
     steps_per_execution: int,
     classes: int = 2,
 ) -> None:
-    """Compile with chunkfit's defaults unless the model is compiled and nothing was asked to change.
+    """Compile with chunkfit's defaults unless the model is compiled and nothing was asked to
+    change.
 
     A compiled model keeps its optimizer, loss and metrics when ``optimizer``, ``lr`` and ``loss``
     are all None; otherwise it is recompiled (its optimizer state starts over). A model of
@@ -375,7 +384,8 @@ def compile_model(
             keras.losses.get(loss or DEFAULT_LOSS)
         except ValueError:
             raise ModelError(
-                f"unknown loss {loss!r}; use e.g. categorical_crossentropy, categorical_focal_crossentropy"
+                f"unknown loss {loss!r}; use e.g. categorical_crossentropy, "
+                "categorical_focal_crossentropy"
             ) from None
         model.compile(
             optimizer=opt,

@@ -1,4 +1,5 @@
-"""Progress reports for bars and logs: ``TrainProgress``, and the tick that makes them from batch counts."""
+"""Progress reports for bars and logs: ``TrainProgress``, and ``PhaseProgress``, which makes them
+from the batch counts of one phase of one epoch."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ class TrainProgress:
 
     ``phase`` is "train" or "validate" during an epoch (``windows`` of ``total`` done in that
     phase) and "epoch" once per finished epoch, with the epoch's ``logs``. ``done`` is the share
-    of the whole run finished, for ETAs. A resumed run first reports phase "resume": ``epoch`` epochs
-    and ``block`` of the ``blocks`` blocks of the next one were trained before the interruption.
-    A run reports phase "notice" for a choice made for the user (``message``) before it trains.
+    of the whole run finished, for ETAs. A resumed run first reports phase "resume": ``epoch``
+    epochs and ``block`` of the ``blocks`` blocks of the next one were trained before the
+    interruption. A run reports phase "notice" for a choice made for the user (``message``) before
+    it trains.
     """
 
     phase: str
@@ -31,9 +33,50 @@ class TrainProgress:
     logs: dict[str, float] | None = None
     message: str | None = None
 
+    @classmethod
+    def notice(
+        cls, message: str, *, epochs: int, epoch: int = 0, done: float = 0.0
+    ) -> TrainProgress:
+        """A choice made for the user, or a result worth a line (``message``)."""
+        return cls("notice", epoch, epochs, 0, 0, 0, 0, 0.0, None, done, message=message)
 
-class Tick:
-    """Turns batch counts into TrainProgress for one phase of one epoch.
+    @classmethod
+    def resumed(
+        cls, *, epoch: int, epochs: int, block: int, blocks: int, done: float
+    ) -> TrainProgress:
+        """A resumed run: ``epoch`` epochs and ``block`` of the ``blocks`` blocks of the next one
+        were trained before the interruption."""
+        return cls("resume", epoch, epochs, block, blocks, 0, 0, 0.0, None, done)
+
+    @classmethod
+    def epoch_end(
+        cls,
+        *,
+        epoch: int,
+        epochs: int,
+        windows: int,
+        windows_per_s: float,
+        logs: dict[str, float],
+    ) -> TrainProgress:
+        """Epoch ``epoch`` finished, having trained ``windows`` windows; ``logs`` are its
+        figures."""
+        return cls(
+            "epoch",
+            epoch,
+            epochs,
+            0,
+            0,
+            windows,
+            windows,
+            windows_per_s,
+            logs.get("loss"),
+            (epoch + 1) / epochs,
+            dict(logs),
+        )
+
+
+class PhaseProgress:
+    """Turns batch counts into TrainProgress for one phase (train or validate) of one epoch.
 
     ``share`` is (start, width) of this phase as a share of the whole run, for ``done``.
     """
@@ -77,11 +120,11 @@ class Tick:
             self.phase,
             self.epoch,
             self.epochs,
-            self.block,
-            self.blocks,
-            done,
-            self.total,
-            done / seconds if seconds > 0 else 0.0,
-            None if loss is None else float(loss),
-            self.share[0] + self.share[1] * done / max(self.total, 1),
+            block=self.block,
+            blocks=self.blocks,
+            windows=done,
+            total=self.total,
+            windows_per_s=done / seconds if seconds > 0 else 0.0,
+            loss=None if loss is None else float(loss),
+            done=self.share[0] + self.share[1] * done / max(self.total, 1),
         )

@@ -7,7 +7,8 @@ import sys
 import time
 from typing import Any
 
-from .blocks import Cursor
+from .._version import __version__
+from .cursor import Cursor
 
 
 def peak_rss_bytes() -> int:
@@ -40,8 +41,6 @@ class RunLog:
 
     def record(self, *, finished: bool, stopped: bool) -> dict[str, Any]:
         """run.json's content now."""
-        from .. import __version__
-
         trained = sum(r["train_windows"] for r in self.epochs)
         train_s = sum(r["train_seconds"] for r in self.epochs)
         last = self.epochs[-1]["epoch"] if self.epochs else -1

@@ -1,14 +1,14 @@
-"""A run folder on object storage (``s3://bucket/runs/a``): the local run folder's logic on a staging
-folder, mirrored to the bucket at each point where the local folder is made consistent.
+"""A run folder on object storage (``s3://bucket/runs/a``): the local run folder's logic on a
+staging folder, mirrored to the bucket at each point where the local folder is made consistent.
 
 Objects: ``run.json``, ``model.keras``, ``history.csv``, ``curves.png``; each checkpoint under
-``checkpoints/<sequence>/`` (``arrays.npz``, ``history.csv``, ``state.json``), and ``checkpoint.json``,
-the pointer to the current one, written only once every object of that checkpoint is stored; the
-previous checkpoint is deleted after the pointer moved. A kill at any moment leaves the pointer on a
-complete checkpoint, and any process (on any machine) resumes from it. One process at a time holds
-the run's lease object (as a store's, chunkfit.store.remote). With several workers that process is
-the chief; the others read its probe and, through the pointer, its current checkpoint
-(``RemotePeerFolder``), take no lease and write nothing.
+``checkpoints/<sequence>/`` (``arrays.npz``, ``history.csv``, ``state.json``), and
+``checkpoint.json``, the pointer to the current one, written only once every object of that
+checkpoint is stored; the previous checkpoint is deleted after the pointer moved. A kill at any
+moment leaves the pointer on a complete checkpoint, and any process (on any machine) resumes from
+it. One process at a time holds the run's lease object (as a store's, chunkfit.store.remote). With
+several workers that process is the chief; the others read its probe and, through the pointer, its
+current checkpoint (``RemotePeerFolder``), take no lease and write nothing.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class RemoteRunFolder(RunFolder):
         files = {n: (self.path / n).read_bytes() for n in names if (self.path / n).is_file()}
         self._call(kept, lambda: self.remote.put_many(files))
 
-    # -- the points where the local folder is consistent --------------------------------------------
+    # -- the points where the local folder is consistent -------------------------------------------
     def write_checkpoint(self, state: dict[str, Any], arrays: dict[str, Any]) -> None:
         super().write_checkpoint(state, arrays)
         folder = self.path / checkpoint.CHECKPOINT
@@ -139,7 +139,9 @@ class RemoteRunFolder(RunFolder):
             super().close(failed=failed)
         except Exception:
             if not failed:
-                raise  # after a failure the first error is the one to report; leftovers are a new run's to clear
+                # after a failure the first error is the one to report; leftovers are a new run's to
+                # clear
+                raise
         finally:
             self._lease.release()
             shutil.rmtree(self._stage, ignore_errors=True)
@@ -183,8 +185,8 @@ class RemotePeerFolder(PeerFolder):
 
 
 def fetch_checkpoint(remote: Remote, pointer: bytes, keys: Iterable[str], folder: Path) -> str:
-    """The objects of the checkpoint ``pointer`` (``checkpoint.json``'s bytes) names, among ``keys``,
-    into the new folder ``folder``; returns its prefix."""
+    """The objects of the checkpoint ``pointer`` (``checkpoint.json``'s bytes) names, among
+    ``keys``, into the new folder ``folder``; returns its prefix."""
     prefix = json.loads(pointer)["prefix"]
     folder.mkdir()
     for key in keys:

@@ -4,7 +4,7 @@ The run folder (chunkfit.train.runfolder) stores checkpoints atomically (chunkfi
 what Keras keeps in a model, its optimizer, metrics and callbacks is captured by
 chunkfit.train.keras_state. This module decides the rest: a checkpoint every ``every`` blocks (by
 default about every ``CHECKPOINT_SECONDS`` of training) and at the end of every epoch, holding where
-the epoch is (``Position``), the history, the run log and the random states.
+the epoch is (chunkfit.train.cursor), the history, the run log and the random states.
 """
 
 from __future__ import annotations
@@ -13,35 +13,18 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..errors import IncompatibleError
-from .blocks import Cursor
 from .checkpoint import Checkpoint
+from .cursor import Cursor
 from .record import RunLog
 from .runfolder import PeerFolder, RunFolder
 
 if TYPE_CHECKING:
     import keras
 
-# Without --checkpoint-every, a checkpoint after the first group of blocks trained this long after the last.
+# Without --checkpoint-every, a checkpoint after the first group of blocks trained this long after
+# the last.
 CHECKPOINT_SECONDS = 180.0
-
-
-@dataclasses.dataclass(frozen=True)
-class Position:
-    """Where an epoch's training is: at its beginning, or ``position`` blocks into its order.
-
-    Those blocks (``blocks``, in the order trained) took ``batches`` batches and ``train_seconds``;
-    ``metrics`` are the metric totals after them.
-    """
-
-    epoch: int = 0
-    position: int = 0
-    metrics: list[np.ndarray] | None = None
-    batches: int = 0
-    blocks: list[int] = dataclasses.field(default_factory=list)
-    train_seconds: float = 0.0
 
 
 class Checkpointer:
@@ -82,15 +65,15 @@ class Checkpointer:
 
     def save(
         self,
-        at: Position,
+        at: Cursor,
         *,
-        seed: int,
         model: keras.Model,
         callbacks: list[keras.callbacks.Callback],
         history: keras.callbacks.History,
         log: RunLog,
     ) -> None:
-        """A checkpoint from which the run continues at ``at``: mid-epoch, or at the start of ``at.epoch``."""
+        """A checkpoint from which the run continues at ``at``: mid-epoch, or at the start of
+        ``at.epoch``."""
         from . import keras_state
 
         arrays = keras_state.model_arrays(model)
@@ -99,12 +82,11 @@ class Checkpointer:
         rng, rng_arrays = keras_state.rng_state()
         arrays.update(callback_arrays)
         arrays.update(rng_arrays)
-        cursor = Cursor(seed, at.epoch, at.position)
         state = {
             "sequence": self.sequence + 1,
             "run": self.identity,
             "chunk": self.chunk,
-            "cursor": cursor.to_dict(),
+            "cursor": at.to_dict(),
             "blocks_done": list(at.blocks),
             "batch_offset": at.batches,
             "train_seconds": at.train_seconds,
@@ -124,7 +106,7 @@ class Checkpointer:
         except OSError as err:
             raise folder.write_error(err, "a checkpoint", self.kept()) from None
         self.sequence += 1
-        self.last = cursor
+        self.last = at
         self.last_time = time.monotonic()
         self.since = 0
 
@@ -137,8 +119,9 @@ class Checkpointer:
         history: keras.callbacks.History,
         log: RunLog,
         shapes: tuple[int, int, int],
-    ) -> Position:
-        """Put the run back as it was when ``resumed`` was written; returns where training continues.
+    ) -> Cursor:
+        """Put the run back as it was when ``resumed`` was written; returns where training
+        continues.
 
         ``shapes`` is (window, channels, classes), for building the model's metrics and optimizer.
         """
@@ -163,21 +146,22 @@ class Checkpointer:
         metrics = keras_state.metrics_from(arrays)
         if metrics is not None and len(metrics) != len(model.metrics_variables):
             raise IncompatibleError(
-                f"{where}: the checkpoint was made mid-epoch by a chunkfit that logged other epoch metrics "
-                f"({len(metrics)} metric variables saved, {len(model.metrics_variables)} now); finish the run with "
-                "that version, or pass --restart"
+                f"{where}: the checkpoint was made mid-epoch by a chunkfit that logged other epoch "
+                "metrics "
+                f"({len(metrics)} metric variables saved, {len(model.metrics_variables)} now); "
+                "finish the run with that version, or pass --restart"
             )
-        return Position(
-            cursor.epoch,
-            cursor.position,
-            metrics,
-            int(state["batch_offset"]),
-            [int(i) for i in state["blocks_done"]],
-            float(state["train_seconds"]),
+        return dataclasses.replace(
+            cursor,
+            metrics=metrics,
+            batches=int(state["batch_offset"]),
+            blocks=[int(i) for i in state["blocks_done"]],
+            train_seconds=float(state["train_seconds"]),
         )
 
     def kept(self) -> str:
-        """ "; the checkpoint made ... is intact in RUN" when the run has one, for error messages."""
+        """ "; the checkpoint made ... is intact in RUN" when the run has one, for error
+        messages."""
         c = self.last
         if c is None:
             return ""

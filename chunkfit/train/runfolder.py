@@ -1,4 +1,5 @@
-"""The run folder: model.keras, history.csv, run.json, curves.png and the checkpoint, owned by one process.
+"""The run folder: model.keras, history.csv, run.json, curves.png and the checkpoint, owned by one
+process.
 
 The folder is checked before any training starts, and run.json is rewritten (atomically) after
 every epoch so an interrupted run still says how far it got. A process that trains into a folder
@@ -53,9 +54,9 @@ class RunFolder:
     before TensorFlow loads: ``resume`` is "auto" (resume a run that has a checkpoint, else start a
     new one), "resume" (there must be a checkpoint) or "restart" (a run already there is deleted and
     started over); a checkpoint must have been made by ``run`` (``check_matches``). A refused run
-    leaves the folder as it was. ``create`` deletes an old run on restart only once every other check has passed,
-    so a refused run changes nothing. ``close`` releases the lock; with ``failed``, a new run that
-    saved nothing leaves no folder behind.
+    leaves the folder as it was. ``create`` deletes an old run on restart only once every other
+    check has passed, so a refused run changes nothing. ``close`` releases the lock; with
+    ``failed``, a new run that saved nothing leaves no folder behind.
     """
 
     def __init__(
@@ -88,7 +89,8 @@ class RunFolder:
         except OSError as err:
             self._remove_if_created()
             raise RunError(
-                f"{self.shown}: the run folder cannot be written ({err.strerror or err}); use another --out"
+                f"{self.shown}: the run folder cannot be written ({err.strerror or err}); use "
+                "another --out"
             ) from None
         try:
             self.checkpoint = self._check_state()
@@ -115,20 +117,22 @@ class RunFolder:
             raise RunError(f"{self.shown}: the run folder cannot be written ({reason}); {hint}")
 
     def _check_state(self) -> checkpoint.Checkpoint | None:
-        """The checkpoint to resume from, read under the lock; refuses a folder this run cannot use."""
+        """The checkpoint to resume from, read under the lock; refuses a folder this run cannot
+        use."""
         if self.restart:
             return None
         found = checkpoint.latest(self.path)
         if _finished(self.path / RUN_FILE):
             raise RunError(
-                f"{self.shown}: the folder holds a finished run; pass --restart to delete it and train again, "
-                "or use another --out"
+                f"{self.shown}: the folder holds a finished run; pass --restart to delete it and "
+                "train again, or use another --out"
             )
         if found is None:
             taken = [f for f in (RUN_FILE, MODEL_FILE) if (self.path / f).exists()]
             if taken:
                 raise RunError(
-                    f"{self.shown}: the folder already holds a run ({taken[0]}) with no checkpoint to resume from; "
+                    f"{self.shown}: the folder already holds a run ({taken[0]}) with no checkpoint "
+                    "to resume from; "
                     "pass --restart to delete it and start over, or use another --out"
                 )
             if self.resume_only:
@@ -136,7 +140,8 @@ class RunFolder:
                     "the folder does not exist" if self.created else "no checkpoint in the folder"
                 )
                 raise RunError(
-                    f"{self.shown}: there is no run to resume ({where}); leave out --resume to start a new run"
+                    f"{self.shown}: there is no run to resume ({where}); leave out --resume to "
+                    "start a new run"
                 )
         return found
 
@@ -151,33 +156,38 @@ class RunFolder:
         made = self.checkpoint.state["run"]
         # Settings added since a checkpoint was made: what that version did.
         made = {**made, "config": {**_EARLIER_DEFAULTS, **made["config"]}}
-        fix = "run the command the run was made with to resume it, pass --restart to start over, or use another --out"
-        # A setting the run's identity leaves out (how fast, not what, is trained) may still be in the
-        # identity of a checkpoint made by an earlier version: it is no reason to refuse.
+        fix = (
+            "run the command the run was made with to resume it, pass --restart to start over, or "
+            "use another --out"
+        )
+        # A setting the run's identity leaves out (how fast, not what, is trained) may still be in
+        # the identity of a checkpoint made by an earlier version: it is no reason to refuse.
         settings = [
             d for d in _differences(made["config"], run["config"]) if _holds(run["config"], d[0])
         ]
         if settings:
             key, old, new = settings[0]
             raise IncompatibleError(
-                f"{self.shown}: the run was made with --{key.rpartition('.')[2].replace('_', '-')} {_shown(old)}, "
-                f"not {_shown(new)}; {fix}"
+                f"{self.shown}: the run was made with --{key.rpartition('.')[2].replace('_', '-')} "
+                f"{_shown(old)}, not {_shown(new)}; {fix}"
             )
         if made["model"] != run["model"]:
             raise IncompatibleError(
-                f"{self.shown}: the run was made with --model {made['model']}, not {run['model']}; {fix}"
+                f"{self.shown}: the run was made with --model {made['model']}, not {run['model']}; "
+                f"{fix}"
             )
         stores = _differences(made["store"], run["store"])
         if stores:
             key, old, new = stores[0]
             raise IncompatibleError(
-                f"{self.shown}: the run was made on another store ({key} {_shown(old)} there, {_shown(new)} in this one); "
-                f"{fix}"
+                f"{self.shown}: the run was made on another store ({key} {_shown(old)} there, "
+                f"{_shown(new)} in this one); {fix}"
             )
 
     def create(self) -> None:
-        """Once every check has passed: make sure the folder takes files, delete an old run on restart,
-        and give a resumed checkpoint its settled name (``self.checkpoint`` is then read from there)."""
+        """Once every check has passed: make sure the folder takes files, delete an old run on
+        restart, and give a resumed checkpoint its settled name (``self.checkpoint`` is then read
+        from there)."""
         try:
             probe = self.path / ".chunkfit-write-test"
             probe.write_bytes(b"")
@@ -189,11 +199,13 @@ class RunFolder:
             self.ready = True
         except OSError as err:
             raise RunError(
-                f"{self.shown}: the run folder cannot be written ({err.strerror or err}); use another --out"
+                f"{self.shown}: the run folder cannot be written ({err.strerror or err}); use "
+                "another --out"
             ) from None
 
     def write_checkpoint(self, state: dict[str, Any], arrays: dict[str, Any]) -> None:
-        """Make a new checkpoint (atomically: see chunkfit.train.checkpoint); OSError on a full disk and the like."""
+        """Make a new checkpoint (atomically: see chunkfit.train.checkpoint); OSError on a full disk
+        and the like."""
         checkpoint.write(self.path, state, arrays, self.file(HISTORY_FILE))
         self.saved = True
 
@@ -202,7 +214,8 @@ class RunFolder:
 
     def close(self, *, failed: bool = False) -> None:
         """Release the folder. After a failure, a new run that saved nothing leaves nothing behind:
-        its files go, and the folder too when this run made it. Before ``create``, nothing is removed."""
+        its files go, and the folder too when this run made it. Before ``create``, nothing is
+        removed."""
         fresh = failed and self.checkpoint is None and not self.saved
         try:
             if fresh and self.ready:
@@ -253,7 +266,8 @@ class RunFolder:
         plot_curves(history, self.file(CURVES_FILE))
 
     def write_probe(self, name: str, text: str) -> None:
-        """A small file the other workers of a multi-worker run read back (``PeerFolder.read_probe``)."""
+        """A small file the other workers of a multi-worker run read back
+        (``PeerFolder.read_probe``)."""
         self.file(name).write_text(text)
 
     def remove_probe(self, name: str) -> None:
@@ -334,7 +348,8 @@ def plot_curves(history: dict[str, list[float]], path: Path) -> None:
 
     from .metrics import ordered
 
-    # a figure measured on validation alone (the epoch's threshold, events covered) keeps its val_ name
+    # a figure measured on validation alone (the epoch's threshold, events covered) keeps its val_
+    # name
     names = [
         k
         for k in ordered(history)
@@ -364,27 +379,3 @@ def plot_curves(history: dict[str, list[float]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-
-
-def open_run_folder(
-    path: str | os.PathLike[str], resume: str = "auto", run: dict[str, Any] | None = None
-) -> RunFolder:
-    """A local run folder, or one on object storage (``s3://``, chunkfit.train.remotefolder)."""
-    from ..store.urls import is_remote
-
-    if is_remote(path):
-        from .remotefolder import RemoteRunFolder
-
-        return RemoteRunFolder(str(path), resume, run)
-    return RunFolder(path, resume, run)
-
-
-def open_peer_folder(path: str | os.PathLike[str]) -> PeerFolder:
-    """What a worker other than the chief reads of the run folder ``path``, local or ``s3://``."""
-    from ..store.urls import is_remote
-
-    if is_remote(path):
-        from .remotefolder import RemotePeerFolder
-
-        return RemotePeerFolder(str(path))
-    return PeerFolder(path)

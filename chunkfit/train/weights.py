@@ -15,31 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from ..config import parse_class_weight
+from ..core.labels import Labeller, class_counts
 from ..errors import UsageError
-from .blocks import Labeller
-from .windows import count_windows
 
 RARE_SHARE = 0.05
-_PIECE = 1 << 20  # windows labelled at a time while counting
-
-
-def parse_class_weight(text: str) -> str | dict[int, float]:
-    """``auto``/``balanced``/``none``, or ``"0:1,1:40"`` as {class value: weight}; refuses anything else."""
-    if text in ("auto", "balanced", "none"):
-        return text
-    out: dict[int, float] = {}
-    try:
-        for part in text.split(","):
-            key, _, value = part.partition(":")
-            weight = float(value)
-            if not (weight >= 0 and np.isfinite(weight)):
-                raise ValueError
-            out[int(key)] = weight
-    except ValueError:
-        raise UsageError(
-            f"--class-weight must be auto, balanced, none or CLASS:WEIGHT pairs like 0:1,1:40 (received {text!r})"
-        ) from None
-    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,24 +41,11 @@ class ClassWeights:
         }
 
 
-def class_counts(labeller: Labeller, ranges: np.ndarray, window: int, stride: int) -> np.ndarray:
-    """Training windows of each class index in ``ranges``, labelled a bounded number at a time."""
-    counts = np.zeros(labeller.n_classes, dtype=np.int64)
-    for a, b in np.asarray(ranges, dtype=np.int64).reshape(-1, 2):
-        n = count_windows(int(b - a), window, stride)
-        for k0 in range(0, n, _PIECE):
-            m = min(_PIECE, n - k0)
-            lo = int(a) + k0 * stride
-            starts = np.arange(m, dtype=np.int64) * stride
-            labels = labeller.labels(lo, lo + (m - 1) * stride + window, starts, window)
-            counts += np.bincount(labels, minlength=labeller.n_classes)
-    return counts
-
-
 def class_weights(
     setting: str, labeller: Labeller, ranges: np.ndarray, window: int, stride: int
 ) -> ClassWeights:
-    """The run's class weights from its ``--class-weight`` setting and the training split's counts."""
+    """The run's class weights from its ``--class-weight`` setting and the training split's
+    counts."""
     parsed = parse_class_weight(setting)
     counts = class_counts(labeller, ranges, window, stride)
     classes = labeller.classes

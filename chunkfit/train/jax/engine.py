@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...config import FitOptions
-from ..blocks import BlockData
+from ...core.blocks import BlockData
 from ..keras_state import build as build_state
 from ..models import build_model, check_model, compile_model
 from ..normalize import Normalizer

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...core.blocks import BlockData
 from ...errors import UsageError
-from ..blocks import BlockData
 from ..singleprocess import C
 from ..steps import Shapes, element_steps
 from .cluster import Cluster, check_devices, share_ranges, shares

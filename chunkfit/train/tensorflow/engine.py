@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...config import FitOptions
-from ..blocks import BlockData
+from ...core.blocks import BlockData
 from ..models import build_model, check_model, compile_model
 from ..normalize import Normalizer
 from ..singleprocess import SingleProcessEngine

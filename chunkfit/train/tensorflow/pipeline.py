@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..blocks import BlockData
+from ...core.blocks import BlockData
 
 if TYPE_CHECKING:
     import tensorflow as tf

@@ -92,8 +92,8 @@ def _total(ranges: np.ndarray, window: int, stride: int) -> int:
 def held_segments(
     lengths: np.ndarray, window: int, stride: int, count: float, seed: int
 ) -> list[int]:
-    """Indices (sorted) of the segments held out for validation: ``count`` of those that hold a window
-    (a fraction of them, rounded, at least 1, when ``count`` < 1), chosen by ``seed``.
+    """Indices (sorted) of the segments held out for validation: ``count`` of those that hold a
+    window (a fraction of them, rounded, at least 1, when ``count`` < 1), chosen by ``seed``.
 
     Example: lengths [500, 50, 500, 500], window 100, count 0.5 -> 2 of segments 0, 2, 3 (segment 1
     holds no window), the same 2 for the same seed.
@@ -140,14 +140,16 @@ def plan_split(
     )
     if out.train_windows() == 0:
         raise WindowError(
-            f"{at}no training window is left after holding out validation={split.validation} of each "
-            f"segment plus a gap of window={w} samples (longest segment={longest} samples); "
+            f"{at}no training window is left after holding out validation={split.validation} of "
+            f"each segment plus a gap of window={w} samples (longest segment={longest} samples); "
             "use a smaller --window or --validation"
         )
     if split.validation > 0 and out.validation_windows() == 0:
         raise WindowError(
-            f"{at}validation={split.validation} of each segment holds no whole window of {w} samples "
-            f"(longest segment={longest} samples); raise --validation, lower --window, or use --validation 0"
+            f"{at}validation={split.validation} of each segment holds no whole window of {w} "
+            "samples "
+            f"(longest segment={longest} samples); raise --validation, lower --window, or use "
+            "--validation 0"
         )
     return out
 
@@ -159,13 +161,16 @@ def _hold_out_segments(
     usable = sum(count_windows(int(b - a), w, stride) > 0 for a, b in seg)
     if count >= 1 and count >= usable:
         raise WindowError(
-            f"{at}--validation-segments {int(count)} leaves no segment to train on: {usable} segment(s) hold a "
-            f"window of {w} samples; hold out fewer, or use --validation to hold out the end of each segment"
+            f"{at}--validation-segments {int(count)} leaves no segment to train on: {usable} "
+            "segment(s) hold a "
+            f"window of {w} samples; hold out fewer, or use --validation to hold out the end of "
+            "each segment"
         )
     held = held_segments(seg[:, 1] - seg[:, 0], w, stride, count, seed)
     if len(held) >= usable:
         raise WindowError(
-            f"{at}--validation-segments {count} holds out all {usable} segment(s) that hold a window; "
+            f"{at}--validation-segments {count} holds out all {usable} segment(s) that hold a "
+            "window; "
             "hold out a smaller share, or use --validation to hold out the end of each segment"
         )
     keep = np.ones(seg.shape[0], dtype=bool)

@@ -8,7 +8,8 @@ import dataclasses
 from ..config import FitOptions
 from ..errors import WindowError
 from ..store import Store
-from .blocks import Block, Labeller, block_order, groups, plan_blocks
+from .blocks import Block, block_order, groups, plan_blocks
+from .labels import Labeller, class_counts
 from .windows import Split, plan_split
 
 
@@ -48,8 +49,6 @@ def _check_validation_classes(
 ) -> None:
     """Refuse a validation split that cannot measure a detector: one missing a class (an event-less
     one, for event labels)."""
-    from .weights import class_counts
-
     if split.validation_windows() == 0:
         return
     w = opts.windows
@@ -68,7 +67,8 @@ def _check_validation_classes(
         else "raise --validation, or hold out whole recordings with --validation-segments"
     )
     raise WindowError(
-        f"{store.path}: the validation split ({split.validation_windows():,} windows) holds {what}, so it cannot "
+        f"{store.path}: the validation split ({split.validation_windows():,} windows) holds "
+        f"{what}, so it cannot "
         f"measure a detector; {how}, or pass --validation 0 to train without validation"
     )
 

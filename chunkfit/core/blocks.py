@@ -4,7 +4,8 @@ A block of n windows with stride S and window W starting at sample s covers samp
 [s, s + (n - 1)*S + W): with stride 1 that is chunk + W - 1 samples. Blocks never cross a segment.
 Each epoch visits the blocks in ``block_order(seed, epoch)``; consecutive runs of ``mix`` blocks in
 that order form a group, trained together with their windows shuffled jointly. Both orders are pure
-functions of (seed, epoch[, group]), so a run can continue from a cursor {seed, epoch, position}.
+functions of (seed, epoch[, group]), so a run can continue from a cursor {seed, epoch, position}
+(chunkfit.train.cursor).
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
-from ..errors import WindowError
 from ..store import Store
-from .windows import any_event_labels, class_indices, count_windows, last_labels, majority_labels
+from .labels import Labeller
+from .windows import count_windows
 
 T = TypeVar("T")
 
@@ -65,7 +66,8 @@ def block_order(n_blocks: int, seed: int, epoch: int, shuffle: bool = True) -> n
 def window_order(
     n_windows: int, seed: int, epoch: int, group: int, shuffle: bool = True
 ) -> np.ndarray:
-    """Order of the windows of group (or block) ``group`` in epoch ``epoch`` (indices 0 .. n - 1)."""
+    """Order of the windows of group (or block) ``group`` in epoch ``epoch`` (indices 0 .. n
+    - 1)."""
     if not shuffle:
         return np.arange(n_windows, dtype=np.int64)
     return np.random.default_rng([seed, epoch, 1, group]).permutation(n_windows)
@@ -80,22 +82,6 @@ def groups(order: np.ndarray, mix: int) -> list[np.ndarray]:
 
 
 @dataclasses.dataclass(frozen=True)
-class Cursor:
-    """Where a run is: the next block to train is ``block_order(...)[position]`` of ``epoch``."""
-
-    seed: int
-    epoch: int = 0
-    position: int = 0
-
-    def to_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Cursor:
-        return cls(int(data["seed"]), int(data["epoch"]), int(data["position"]))
-
-
-@dataclasses.dataclass(frozen=True)
 class BlockData:
     """What training one block (or a group of blocks) needs, in host memory.
 
@@ -107,49 +93,6 @@ class BlockData:
     samples: np.ndarray
     offsets: np.ndarray
     labels: np.ndarray
-
-
-class Labeller:
-    """Classes of windows for one store and label rule."""
-
-    def __init__(self, store: Store, rule: str) -> None:
-        self.store = store
-        self.rule = rule
-        if rule == "any-event":
-            if not store.has_events:
-                hint = (
-                    "; it has per-sample labels: use --label last or --label majority"
-                    if store.has_labels
-                    else ""
-                )
-                raise WindowError(
-                    f"{store.path}: label rule any-event needs event markers, but the store has none{hint}"
-                )
-            self.classes: list[int] = [0, 1]
-        else:
-            if not store.has_labels:
-                hint = "; it has events: use --label any-event" if store.has_events else ""
-                raise WindowError(
-                    f"{store.path}: label rule {rule} needs per-sample labels, but the store has none{hint}"
-                )
-            self.classes = store.label_classes
-            if len(self.classes) < 2:
-                raise WindowError(
-                    f"{store.path}: training needs at least 2 label classes (found {self.classes})"
-                )
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.classes)
-
-    def labels(self, a: int, b: int, starts: np.ndarray, window: int) -> np.ndarray:
-        """Class index of windows starting at ``starts`` (relative to ``a``) inside samples [a, b)."""
-        if self.rule == "any-event":
-            return any_event_labels(starts, window, self.store.events_in(a, b) - a)
-        cls = class_indices(self.store.read_labels(a, b), self.classes)
-        if self.rule == "last":
-            return last_labels(cls, starts, window)
-        return majority_labels(cls, starts, window, self.n_classes)
 
 
 def read_block(
@@ -171,8 +114,9 @@ def read_group(
     Example: blocks of 3 and 2 windows (window 4, stride 1) hold 6 and 5 samples; the group's
     samples are those 11 one after the other and its offsets [0, 1, 2, 6, 7] before ``order``.
 
-    On object storage the blocks are read at once, a thread each (up to 8), so a group waits for about one
-    round trip rather than one per block (each block's chunks are fetched together already).
+    On object storage the blocks are read at once, a thread each (up to 8), so a group waits for
+    about one round trip rather than one per block (each block's chunks are fetched together
+    already).
     """
     if store.remote is not None and len(blocks) > 1:
         with ThreadPoolExecutor(
@@ -197,7 +141,8 @@ def read_group(
 
 
 def prefetched(jobs: Sequence[Callable[[], T]], ahead: bool = True) -> Generator[T, None, None]:
-    """Run ``jobs`` in order, each in a background thread while the caller uses the previous result."""
+    """Run ``jobs`` in order, each in a background thread while the caller uses the previous
+    result."""
     if not ahead:
         for job in jobs:
             yield job()

@@ -11,82 +11,51 @@ scores. The training loop does the same at the end of every epoch, for the epoch
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..config import WindowSpec
-from ..errors import UsageError
 from ..store import Store
-from ..train.blocks import Labeller
+from .events import EventLevel, events_in
+from .labels import Labeller, positive_index
 from .metrics import BinaryMetrics
-from .runs import RunSpec
-from .scorer import score_store
-
-if TYPE_CHECKING:
-    import keras
-
-    from ..train.engines import Predictor
+from .scoring import Predictor, score_store
 
 # Validation windows whose scores are kept (4 bytes each, with 8 for the start) for the events'
 # figures; a longer validation split is scored a second time instead.
 KEEP_WINDOWS = 4_000_000
 
 
-def check_rule(rule: str) -> str:
-    """Refuse a ``--threshold-for`` that is not ``f1``, ``recall=R`` or ``precision=P`` (R, P in (0, 1])."""
-    kind, _, target = rule.partition("=")
-    try:
-        ok = rule == "f1" or (kind in ("recall", "precision") and 0.0 < float(target) <= 1.0)
-    except ValueError:
-        ok = False
-    if not ok:
-        raise UsageError(
-            f"--threshold-for must be f1, recall=R or precision=P with R, P in (0, 1] (received {rule!r})"
-        )
-    return rule
-
-
 def choose_threshold(
-    model: keras.Model,
+    predictor: Predictor,
     store: Store,
     labeller: Labeller,
     windows: WindowSpec,
     ranges: np.ndarray,
     rule: str,
-    predictor: Predictor | None = None,
 ) -> dict[str, Any] | None:
-    """Score the windows of ``ranges`` (the validation split) and pick the threshold by ``rule``;
-    None when there is no validation window or no event among them. ``predictor``: a compiled
-    scorer of ``model`` to reuse (chunkfit.score.scorer.make_predictor)."""
+    """Score the windows of ``ranges`` (the validation split) with ``predictor`` (the trained
+    model's compiled scorer) and pick the threshold by ``rule`` (checked by
+    chunkfit.config.check_rule); None when there is no validation window or no event among them."""
     ranges = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
     ranges = ranges[ranges[:, 1] > ranges[:, 0]]
     if ranges.size == 0:
         return None
-    spec = RunSpec(
-        "training",
-        windows,
-        list(labeller.classes),
-        list(store.channels),
-        store.n_channels,
-        {},
-        "in training",
-    )
+    positive = positive_index(labeller.n_classes)
     metrics = BinaryMetrics()
     kept: list[tuple[np.ndarray, int, np.ndarray]] | None = [] if store.has_events else None
-    for sb in score_store(
-        model, store, spec, labeller=labeller, ranges=ranges, predictor=predictor
-    ):
+    for sb in score_store(predictor, store, windows, labeller=labeller, ranges=ranges):
         assert sb.labels is not None
-        score = sb.probs[:, spec.positive]
-        metrics.update(sb.labels == spec.positive, score)
+        score = sb.probs[:, positive]
+        metrics.update(sb.labels == positive, score)
         if kept is not None:
             kept.append((sb.starts, sb.segment, score.copy()))
             if metrics.n > KEEP_WINDOWS:  # scored again for the events instead
                 kept = None
     if metrics.n == 0 or not metrics.pos_hist.any():
         return None
-    chosen = {
+    chosen: dict[str, Any] = {
         **metrics.choose_threshold(rule),
         "rule": rule,
         "split": "validation",
@@ -97,29 +66,24 @@ def choose_threshold(
     if store.has_events:
         if kept is None:
             again = (
-                (sb.starts, sb.segment, sb.probs[:, spec.positive])  # streamed: bounded memory
-                for sb in score_store(
-                    model, store, spec, labeller=labeller, ranges=ranges, predictor=predictor
-                )
+                (sb.starts, sb.segment, sb.probs[:, positive])  # streamed: bounded memory
+                for sb in score_store(predictor, store, windows, labeller=labeller, ranges=ranges)
             )
-            chosen.update(_event_level(store, spec, ranges, chosen["value"], again))
+            chosen.update(_event_level(store, windows, ranges, chosen["value"], again))
         else:
-            chosen.update(_event_level(store, spec, ranges, chosen["value"], kept))
+            chosen.update(_event_level(store, windows, ranges, chosen["value"], kept))
     return chosen
 
 
 def _event_level(
     store: Store,
-    spec: RunSpec,
+    w: WindowSpec,
     ranges: np.ndarray,
     threshold: float,
     scored: Iterable[tuple[np.ndarray, int, np.ndarray]],
 ) -> dict[str, Any]:
     """Events covered and false alarms at ``threshold``, from the validation windows' ``scored``
     (starts, segment, score) blocks in order."""
-    from .evaluate import EventLevel, events_in
-
-    w = spec.windows
     events = EventLevel(events_in(store, ranges), w.window, w.stride, threshold)
     for starts, segment, score in scored:
         events.update(starts, segment, score)

@@ -1,0 +1,232 @@
+"""``chunkfit.fit``: the keyword facade over a training run.
+
+It turns keywords (or a ``FitOptions``) into a checked run: the store opened, the split planned
+(most mistakes are refused there, before TensorFlow loads), the run folder opened or resumed, and
+whether this process is one of several workers. ``Trainer`` (chunkfit.train.runsetup,
+chunkfit.train.loop) does the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..config import BlockSpec, FitOptions
+from ..core.plan import SplitPlan
+from ..errors import UsageError
+from ..store import Store, open_store
+from ..store.urls import is_remote
+from .engines import EngineEntry, engine_for_backend
+from .loop import Trainer
+from .malloc import cap_arenas
+from .models import DEFAULT_MODEL
+from .remotefolder import RemotePeerFolder, RemoteRunFolder
+from .runfolder import PeerFolder, RunFolder
+
+if TYPE_CHECKING:
+    import keras
+
+    from .progress import TrainProgress
+
+__all__ = ["fit", "run_identity"]
+
+
+def fit(
+    model: keras.Model | str = DEFAULT_MODEL,
+    store: Store | str | os.PathLike[str] = "sensor.zarr",
+    *,
+    window: int = 104,
+    chunk: int = BlockSpec.chunk,
+    mix: int = BlockSpec.mix,
+    batch_size: int = 128,
+    epochs: int = 1,
+    stride: int = 1,
+    validation: float = 0.1,
+    validation_segments: float | None = None,
+    callbacks: Sequence[keras.callbacks.Callback] | None = None,
+    seed: int = 0,
+    label: str = "any-event",
+    deterministic: bool = False,
+    memory_budget: int | None = None,
+    normalize: str = "global",
+    class_weight: str = "auto",
+    threshold_for: str = "f1",
+    steps_per_execution: int | None = FitOptions.steps_per_execution,
+    compute_threads: int | None = None,
+    jit: str = "auto",
+    jax_loop: str = "auto",
+    optimizer: str | None = None,
+    lr: float | None = None,
+    loss: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    progress: Callable[[TrainProgress], None] | None = None,
+    options: FitOptions | None = None,
+    checkpoint_every: int | None = None,
+    resume: str = "auto",
+    tensorboard: str | os.PathLike[str] | None = None,
+    devices: str | None = None,
+) -> keras.callbacks.History:
+    """Train ``model`` on every window of ``store``, block by block; returns the Keras History.
+
+    ``model`` is a Keras model or what ``chunkfit train --model`` takes (a built-in name, a
+    ``.keras`` file, ``module:function``). ``options``, when given, replaces the keyword settings.
+    With ``out`` the run folder gets model.keras, history.csv, run.json and curves.png, and while
+    training a checkpoint every ``checkpoint_every`` blocks (default: about every 3 minutes of
+    training) and at the end of every epoch. On a folder holding an unfinished run, ``resume``
+    "auto" continues it from its checkpoint (a folder without one starts a new run), "resume" does
+    the same but refuses a folder with nothing to resume, and "restart" deletes the run and starts
+    over. A finished run is refused unless "restart". ``normalize`` ("global", "window" or "none")
+    is how windows are standardised before ``model`` sees them (chunkfit.train.normalize): the
+    returned History's ``model`` is the trained model behind that standardisation, the one that
+    takes raw signal (and the one saved as model.keras). ``class_weight`` ("auto", "balanced",
+    "none" or "0:1,1:40") weighs training windows by class (chunkfit.train.weights). At the end, the
+    run picks its decision threshold on the validation split by ``threshold_for`` ("f1",
+    "recall=0.9", "precision=0.8"; chunkfit.core.threshold) and records it in run.json. ``jit``
+    ("auto", "on", "off") is whether the train step runs under XLA; "auto" times both on this
+    machine first (chunkfit.train.tensorflow.autotune; the choice goes to run.json). ``jax_loop``
+    ("auto", "dispatch", "scan") is how the JAX engine runs an element's batches
+    (chunkfit.train.jax.loopchoice). ``tensorboard`` is a folder for Keras's TensorBoard callback:
+    epoch summaries, and evaluation figures against the optimizer's step count, which runs on across
+    blocks. ``devices`` ("all", or "cpu:N" logical CPU devices for trying it out) trains on several
+    devices of this machine, and TF_CONFIG in the environment makes this process one worker of a
+    synchronous multi-worker run (chunkfit.train.tensorflow.distributed); ``batch_size`` is then the
+    global batch, and only the chief (rank 0) writes ``out``.
+    """
+    opts = options or FitOptions.from_keywords(
+        window=window,
+        stride=stride,
+        label=label,
+        validation=validation,
+        validation_segments=validation_segments,
+        chunk=chunk,
+        seed=seed,
+        mix=mix,
+        batch_size=batch_size,
+        epochs=epochs,
+        deterministic=deterministic,
+        memory_budget=memory_budget,
+        steps_per_execution=steps_per_execution,
+        compute_threads=compute_threads,
+        jit=jit,
+        jax_loop=jax_loop,
+        optimizer=optimizer,
+        lr=lr,
+        loss=loss,
+        normalize=normalize,
+        class_weight=class_weight,
+        threshold_for=threshold_for,
+    )
+    if checkpoint_every is not None and (
+        isinstance(checkpoint_every, bool)
+        or not isinstance(checkpoint_every, int)
+        or checkpoint_every < 1
+    ):
+        raise UsageError(
+            "--checkpoint-every must be a positive number of blocks (received "
+            f"{checkpoint_every!r})"
+        )
+    if out is None and resume != "auto":
+        raise UsageError(f"resume={resume!r} needs a run folder: pass out=RUN")
+    # before the run's threads allocate, so that memory stays flat (chunkfit.train.malloc)
+    cap_arenas()
+    engine = engine_for_backend()
+    distribution = _distribution(devices, engine)
+    engine.check(opts)
+    with contextlib.ExitStack() as stack:
+        if not isinstance(store, Store):
+            store = stack.enter_context(open_store(store))
+        split = SplitPlan.of(store, opts)  # most mistakes are refused here, before TensorFlow loads
+        identity = run_identity(opts, model, store)
+        is_peer = (
+            distribution is not None and distribution[0] is not None and not distribution[0].chief
+        )
+        folder = open_run_folder(out, resume, identity) if out is not None and not is_peer else None
+        peer = (
+            stack.enter_context(contextlib.closing(open_peer_folder(out)))
+            if out is not None and is_peer
+            else None
+        )
+        try:
+            trainer = Trainer(
+                model,
+                store,
+                opts,
+                split,
+                list(callbacks or []),
+                folder,
+                progress,
+                checkpoint_every,
+                identity,
+                distribution,
+                peer,
+                engine,
+            )
+            history = trainer.train(tensorboard)
+        except BaseException:
+            if folder is not None:
+                folder.close(failed=True)
+            raise
+        if folder is not None:
+            folder.close()
+        return history
+
+
+def run_identity(opts: FitOptions, model: keras.Model | str, store: Store) -> dict[str, Any]:
+    """What a checkpoint must share with the run resuming it: settings, model and store."""
+    config = opts.to_dict()
+    for speed in (
+        "compute_threads",
+        "steps_per_execution",
+        "jit",
+        "jax_loop",
+    ):  # how fast, not what, is trained
+        config.pop(speed)
+    return {
+        "config": config,
+        "model": model if isinstance(model, str) else model.name,
+        "store": store.identity,
+    }
+
+
+def _distribution(devices: str | None, engine: EngineEntry) -> tuple[Any, str | None] | None:
+    """(cluster, devices) when this run is distributed (TF_CONFIG or ``devices``), else None;
+    refuses what cannot work, before TensorFlow loads."""
+    from .tensorflow.cluster import check_devices, cluster_from_env
+
+    cluster = cluster_from_env()
+    logical = check_devices(devices)
+    if cluster is None and devices is None:
+        return None
+    if engine.distributed is None:
+        raise UsageError(
+            f"{'TF_CONFIG' if devices is None else '--devices ' + devices}: several devices or "
+            "workers "
+            "train on the TensorFlow engine; unset KERAS_BACKEND=jax (or pass --backend tensorflow)"
+        )
+    if cluster is not None and logical:
+        raise UsageError(
+            f"--devices {devices} is for one machine; with TF_CONFIG each worker trains on its "
+            "GPUs (or its CPU): leave out --devices, or pass --devices all"
+        )
+    # TensorFlow's collective errors become one line
+    if cluster is not None and os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2") == "2":
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    return cluster, devices
+
+
+def open_run_folder(
+    path: str | os.PathLike[str], resume: str = "auto", run: dict[str, Any] | None = None
+) -> RunFolder:
+    """A local run folder, or one on object storage (``s3://``, chunkfit.train.remotefolder)."""
+    if is_remote(path):
+        return RemoteRunFolder(str(path), resume, run)
+    return RunFolder(path, resume, run)
+
+
+def open_peer_folder(path: str | os.PathLike[str]) -> PeerFolder:
+    """What a worker other than the chief reads of the run folder ``path``, local or ``s3://``."""
+    if is_remote(path):
+        return RemotePeerFolder(str(path))
+    return PeerFolder(path)

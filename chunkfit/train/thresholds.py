@@ -1,0 +1,144 @@
+"""The decision threshold a run picks on its validation split with the model as trained so far.
+
+At the end of every epoch it gives the epoch's event figures (``val_threshold``,
+``val_events_covered``, ``val_false_alarms_per_hour``); at the end of the run, the threshold
+recorded in run.json, said on one line (chunkfit.core.threshold chooses it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..config import FitOptions
+from ..core.plan import TrainPlan
+from ..core.threshold import choose_threshold
+from ..store import Store
+from .engines import Engine, EngineEntry, Predictor
+from .progress import TrainProgress
+
+if TYPE_CHECKING:
+    import keras
+
+# Windows per batch of the per-epoch threshold scoring
+SCORING_BATCH = 1024
+
+
+class ThresholdScoring:
+    """Scores the validation split with the trained model's compiled scorer, made once.
+
+    ``model`` is the model being trained: a threshold chosen at an epoch's end is reused at the end
+    of the run while the model still holds that epoch's weights.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        entry: EngineEntry,
+        model: keras.Model,
+        opts: FitOptions,
+        store: Store,
+        plan: TrainPlan,
+        progress: Callable[[TrainProgress], None] | None,
+    ) -> None:
+        self.entry = entry
+        self.engine, self.model, self.opts, self.store, self.plan, self.progress = (
+            engine,
+            model,
+            opts,
+            store,
+            plan,
+            progress,
+        )
+        self._scoring: tuple[keras.Model, Predictor] | None = None
+        # the last epoch's choice, and the weights it was made with
+        self._last_chosen: tuple[dict[str, Any] | None, list[Any]] | None = None
+
+    def _scorer(self) -> tuple[keras.Model, Predictor]:
+        """The model that takes raw signal and its engine's compiled scorer, made once: it shares
+        the trained model's weights, so it scores them as they are now."""
+        if self._scoring is None:
+            exported = self.engine.exported()
+            self._scoring = (
+                exported,
+                self.entry.predictor(
+                    exported, self.opts.windows.window, self.store.n_channels, SCORING_BATCH
+                ),
+            )
+        return self._scoring
+
+    def _choose(self) -> dict[str, Any] | None:
+        _, predictor = self._scorer()
+        plan = self.plan
+        return choose_threshold(
+            predictor,
+            self.store,
+            plan.labeller,
+            self.opts.windows,
+            plan.split.validation,
+            self.opts.threshold_for,
+        )
+
+    def event_logs(self) -> dict[str, float]:
+        """The epoch's figures at the threshold chosen on the validation split now, when the store
+        has event markers: ``val_threshold``, ``val_events_covered`` (the share of the split's
+        events inside a positive window) and ``val_false_alarms_per_hour`` (``val_false_alarms``
+        without a sample rate). Window-level precision, recall and F1 stay at 0.5, as Keras computes
+        them."""
+        if not self.store.has_events:
+            return {}
+        chosen = self._choose()
+        self._last_chosen = chosen, [w.numpy() for w in self.model.weights]
+        if chosen is None or "events" not in chosen:
+            return {}
+        events = chosen["events"]
+        out = {
+            "val_threshold": float(chosen["value"]),
+            "val_events_covered": chosen["events_covered"] / events if events else float("nan"),
+        }
+        per_hour = chosen["false_alarms_per_hour"]
+        if per_hour is None:
+            out["val_false_alarms"] = float(chosen["false_alarms"])
+        else:
+            out["val_false_alarms_per_hour"] = float(per_hour)
+        return out
+
+    def final(self) -> dict[str, Any] | None:
+        """The run's decision threshold, said on one line: the last epoch's choice when the model
+        still holds that epoch's weights (no callback restored others), else chosen now."""
+        last = self._last_chosen
+        if last is not None and _same(last[1], self.model.weights):
+            chosen = last[0]
+        else:
+            chosen = self._choose()
+        if chosen is not None and self.progress is not None:
+            epochs = self.opts.epochs
+            self.progress(
+                TrainProgress.notice(_line(chosen), epochs=epochs, epoch=epochs - 1, done=1.0)
+            )
+        return chosen
+
+
+def _line(chosen: dict[str, Any]) -> str:
+    """The run's threshold and its figures, in words."""
+    events = ""
+    if "events" in chosen:
+        per_hour = chosen["false_alarms_per_hour"]
+        alarms = f"{chosen['false_alarms']}" + ("" if per_hour is None else f" ({per_hour:.3g}/h)")
+        events = (
+            f", events covered {chosen['events_covered']}/{chosen['events']}, false alarms {alarms}"
+        )
+    return (
+        f"threshold {chosen['value']:.4g} chosen on the validation split ({chosen['rule']}): "
+        f"PR-AUC {chosen['pr_auc']:.3f}, precision {chosen['precision']:.3f}, "
+        f"recall {chosen['recall']:.3f}, F1 {chosen['f1']:.3f}{events}"
+    )
+
+
+def _same(saved: list[Any], weights: list[Any]) -> bool:
+    """Whether ``weights`` still hold the ``saved`` values."""
+    import numpy as np
+
+    return len(saved) == len(weights) and all(
+        np.array_equal(a, w.numpy()) for a, w in zip(saved, weights, strict=True)
+    )
