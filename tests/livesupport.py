@@ -21,9 +21,9 @@ RATE = 100.0
 GAP_SECONDS = 5.0  # the time column jumps this far before a phase that starts a new recording
 
 # argv: rows of each phase ("300,200"), the gate folder, "gap" (phase 2 starts after a time gap) or
-# "-", and "hold" (keep the pipe open after the last phase until killed) or "end". Before phase k > 0
-# it waits for the file gate/go-k; after each phase, once the pipe is drained (the ingest has read
-# every byte), it creates gate/drained-k. The whole stream is also written to gate/stream.csv.
+# "-", and "hold" (keep the pipe open after the last phase until killed) or "end". Before phase
+# k > 0 it waits for the file gate/go-k; after each phase, once the pipe is drained (the ingest has
+# read every byte), it creates gate/drained-k. The whole stream is also written to gate/stream.csv.
 WRITER = textwrap.dedent(
     """
     import fcntl, os, struct, sys, termios, time
@@ -123,7 +123,8 @@ class Stream:
 def wait_for(
     condition: Callable[[], bool], *procs: subprocess.Popen[bytes], seconds: float = 120
 ) -> None:
-    """Wait until ``condition()`` holds; fail if it does not within ``seconds`` or a process died first."""
+    """Wait until ``condition()`` holds; fail if it does not within ``seconds`` or a process died
+    first."""
     deadline = time.monotonic() + seconds
     while not condition():
         for p in procs:
@@ -137,7 +138,8 @@ def wait_for(
 
 
 def committed(store: Path | str) -> int:
-    """Samples a reader sees in the store now (0 while it does not exist or a commit is under way)."""
+    """Samples a reader sees in the store now (0 while it does not exist or a commit is under
+    way)."""
     try:
         with chunkfit.open_store(store) as s:
             return s.n_samples
@@ -152,8 +154,8 @@ def stream_values(gate: Path) -> np.ndarray:
 
 
 def stream_ended_by_ctrl_c(tmp: Path, store: Path | str, streams: list[Stream]) -> Stream:
-    """A stream of 250 rows whose writer then holds the pipe open, with no commit on time: Ctrl-C once
-    the ingest has read them all (none committed yet) ends it cleanly, saying so."""
+    """A stream of 250 rows whose writer then holds the pipe open, with no commit on time: Ctrl-C
+    once the ingest has read them all (none committed yet) ends it cleanly, saying so."""
     stream = Stream(tmp, store, [250], "--commit-every", "600", hold=True)
     streams.append(stream)
     wait_for(lambda: stream.drained(0), stream.ingest)
@@ -165,7 +167,7 @@ def stream_ended_by_ctrl_c(tmp: Path, store: Path | str, streams: list[Stream]) 
     return stream
 
 
-# -- predict --follow ----------------------------------------------------------------------------------
+# -- predict --follow ------------------------------------------------------------------------------
 
 
 def read_scores(path: Path) -> np.ndarray:
@@ -217,10 +219,10 @@ def assert_same_as_offline(tmp: Path, run: Path | str, store: Path | str) -> Non
 def follow_beside_a_stream(
     tmp: Path, run: Path | str, store: Path | str, streams: list[Stream]
 ) -> None:
-    """A stream of 600 rows, then 400 after a time gap, committed every 0.2 s, and ``predict --follow``
-    of its store started once the first 600 are committed: detections appear while the writer still
-    holds the stream open, following ends after ``--idle 8``, and its outputs equal an offline
-    predict's of the final store (two segments)."""
+    """A stream of 600 rows, then 400 after a time gap, committed every 0.2 s, and
+    ``predict --follow`` of its store started once the first 600 are committed: detections appear
+    while the writer still holds the stream open, following ends after ``--idle 8``, and its outputs
+    equal an offline predict's of the final store (two segments)."""
     stream = Stream(tmp, store, [600, 400], "--commit-every", "0.2", gap=True)
     streams.append(stream)
     wait_for(lambda: committed(store) == 600, stream.ingest)

@@ -144,19 +144,25 @@ class Fault:
     keep: tuple[str, ...] | None = None
 
 
-MISSING = "s.zarr: chunk signal/c/5/0 (samples [320, 384)) is missing; the store is damaged: re-ingest the source"
+MISSING = (
+    "s.zarr: chunk signal/c/5/0 (samples [320, 384)) is missing; the store is damaged: "
+    "re-ingest the source"
+)
 UNREADABLE = re.compile(
-    r"s\.zarr: chunk signal/c/5/0 \(samples \[320, 384\)\) cannot be read \(.+\); the store is damaged: "
-    r"re-ingest the source"
+    r"s\.zarr: chunk signal/c/5/0 \(samples \[320, 384\)\) cannot be read \(.+\); "
+    r"the store is damaged: re-ingest the source"
 )
 TRUNCATED = re.compile(
     r"s\.h5: cannot open as an HDF5 file \(.*truncated file.*\); it may be truncated or not HDF5"
 )
-FULL = "no space left or file size limit reached while writing (File too large); free space and run the command again"
+FULL = (
+    "no space left or file size limit reached while writing (File too large); "
+    "free space and run the command again"
+)
 LIMIT = 100_000  # bytes per file: the stores' small files fit, a chunk of the big CSV does not
 
 FAULTS = [
-    # -- a zarr chunk deleted, or overwritten with garbage: info reads attributes only ------------------
+    # -- a zarr chunk deleted, or overwritten with garbage: info reads attributes only -------------
     Fault("deleted-chunk-info", {"s.zarr": deleted_chunk}, ["info", "s.zarr"], None),
     Fault(
         "deleted-chunk-train",
@@ -197,7 +203,7 @@ FAULTS = [
         ["predict", "run", "s.zarr", "--out", "scores.h5"],
         UNREADABLE,
     ),
-    # -- HDF5: a truncated file, and garbage inside an intact one --------------------------------------
+    # -- HDF5: a truncated file, and garbage inside an intact one ----------------------------------
     Fault("truncated-hdf5-info", {"s.h5": truncated_hdf5}, ["info", "s.h5"], TRUNCATED),
     Fault("truncated-hdf5-train", {"s.h5": truncated_hdf5}, ["train", "s.h5", *TRAIN], TRUNCATED),
     Fault(
@@ -217,10 +223,11 @@ FAULTS = [
         {"s.h5": corrupt_hdf5_chunk, "run": run_folder},
         ["predict", "run", "s.h5", "--out", "scores.zarr"],
         re.compile(
-            r"s\.h5: signal samples \[320, 384\) cannot be read \(.+\); the store is damaged: re-ingest the source"
+            r"s\.h5: signal samples \[320, 384\) cannot be read \(.+\); "
+            r"the store is damaged: re-ingest the source"
         ),
     ),
-    # -- the disk fills up during an ingest (a file size limit on the process) -------------------------
+    # -- the disk fills up during an ingest (a file size limit on the process) ---------------------
     Fault(
         "disk-full-new-zarr",
         {"big.csv": big_csv},
@@ -260,16 +267,17 @@ FAULTS = [
         "disk-full-predict-hdf5",
         {"s.zarr": event_store, "run": run_folder},
         ["predict", "run", "s.zarr", "--out", "scores.h5"],
-        "scores.h5: no space left or file size limit reached while writing the scores (File too large); free "
-        "space and run the command again (nothing was written)",
+        "scores.h5: no space left or file size limit reached while writing the scores "
+        "(File too large); free space and run the command again (nothing was written)",
         file_size=2_000,
     ),
-    # -- read-only folders and stores ---------------------------------------------------------------
+    # -- read-only folders and stores --------------------------------------------------------------
     Fault(
         "read-only-folder-new-zarr",
         {"ro": lambda p: p.mkdir(), "ok.csv": small_csv},
         ["ingest", "ro/s.zarr", "ok.csv", "--rate", "1"],
-        "ro/s.zarr: the store cannot be created in ro (Permission denied); choose a writable folder",
+        "ro/s.zarr: the store cannot be created in ro (Permission denied); "
+        "choose a writable folder",
         then=read_only("ro"),
     ),
     Fault(
@@ -283,16 +291,16 @@ FAULTS = [
         "read-only-zarr-append",
         {"s.zarr": two_channel_store, "ok.csv": small_csv},
         ["ingest", "--append", "s.zarr", "ok.csv", "--rate", "100"],
-        "s.zarr: the store cannot be written (Permission denied); make it writable to append to it (the store "
-        "is unchanged)",
+        "s.zarr: the store cannot be written (Permission denied); make it writable to append "
+        "to it (the store is unchanged)",
         then=read_only("s.zarr"),
     ),
     Fault(
         "read-only-hdf5-append",
         {"s.h5": two_channel_store, "ok.csv": small_csv},
         ["ingest", "--append", "s.h5", "ok.csv", "--rate", "100"],
-        "s.h5: the store cannot be written (Permission denied); make it writable to append to it (the store "
-        "is unchanged)",
+        "s.h5: the store cannot be written (Permission denied); make it writable to append "
+        "to it (the store is unchanged)",
         then=read_only("s.h5"),
     ),
     Fault(
@@ -323,7 +331,7 @@ FAULTS = [
         None,
         then=read_only("s.zarr"),
     ),
-    # -- a store whose length changed since the run was made -------------------------------------------
+    # -- a store whose length changed since the run was made ---------------------------------------
     Fault(
         "grown-store-evaluate",
         {"s.zarr": grown_store, "run": run_folder},

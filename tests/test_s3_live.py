@@ -1,6 +1,7 @@
 """A live stream into an ``s3://`` store: committed as it arrives (each commit an append under the
-store's lease, its root ``zarr.json`` written last), one recording across its commits, and a ``kill -9``
-or Ctrl-C loses nothing committed. Real processes against the tests' own S3 server on loopback."""
+store's lease, its root ``zarr.json`` written last), one recording across its commits, and a
+``kill -9`` or Ctrl-C loses nothing committed. Real processes against the tests' own S3 server on
+loopback."""
 
 from __future__ import annotations
 
@@ -75,19 +76,20 @@ def test_a_stream_into_s3_ended_by_ctrl_c_commits_the_rows_not_committed_yet_as_
 
 
 def test_a_stream_into_s3_commits_every_10_s_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each commit on object storage is requests one after another and a rewrite of every array's last
-    chunk (billed PUTs): a tenth as often as into a local store, unless --commit-every says."""
+    """Each commit on object storage is requests one after another and a rewrite of every array's
+    last chunk (billed PUTs): a tenth as often as into a local store, unless --commit-every says."""
     monkeypatch.setattr(live, "_stdin_is_stream", lambda: True)
     assert live.commit_interval("s3://b/live.zarr", ["-"], IngestOptions()) == 10.0
     assert live.commit_interval("live.zarr", ["-"], IngestOptions()) == 1.0
     assert live.commit_interval("s3://b/live.zarr", ["-"], IngestOptions(commit_every=0.5)) == 0.5
 
 
-def test_follow_of_an_s3_store_scores_the_stream_as_it_is_committed_and_ends_equal_to_offline_predict(
+def test_follow_of_an_s3_store_scores_the_stream_as_it_is_committed_and_ends_equal_to_offline_predict(  # noqa: E501
     tmp_path: Path, bucket: str, streams: list[Stream], runs: Trained
 ) -> None:
-    """``predict --follow`` of a store a stream commits into on object storage (the run and the store on
-    s3, the outputs local): detections while the stream runs, then the outputs of an offline predict."""
+    """``predict --follow`` of a store a stream commits into on object storage (the run and the
+    store on s3, the outputs local): detections while the stream runs, then the outputs of an
+    offline predict."""
     run_url = (
         f"s3://{bucket}/runs/a"  # the session's trained run, as a run folder on object storage
     )
@@ -109,6 +111,7 @@ def test_follow_into_s3_outputs_is_refused_in_one_line(
     )
     assert result.returncode == 2
     assert error_line(result) == (
-        f"chunkfit: error: s3://{bucket}/scores.zarr: predict --follow writes local outputs only (it grows them in "
-        "place); write them to a local path, or drop --follow to score the store as it is now"
+        f"chunkfit: error: s3://{bucket}/scores.zarr: predict --follow writes local outputs only "
+        "(it grows them in place); write them to a local path, or drop --follow to score the store "
+        "as it is now"
     )
