@@ -14,6 +14,9 @@ from support import REPO, SUFFIX, write_csv
 
 from chunkfit._quiet import QUIET_LOG_LEVEL
 
+# tests marked backends run on TensorFlow and on JAX
+pytest_plugins = ["backendparams"]
+
 if TYPE_CHECKING:
     from livesupport import Stream
     from s3support import S3Server

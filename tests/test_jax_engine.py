@@ -1,35 +1,27 @@
 """The JAX engine (``KERAS_BACKEND=jax`` or ``chunkfit --backend jax``).
 
-Keras picks its backend once per process, so the training guarantees marked ``backends`` (each
-window once per epoch, epoch logs equal to one ``model.fit``, callbacks across blocks, bit-identical
-resume, class weights, normalisation) run again in a pytest of their own on JAX; the CLI tests
-run real subprocesses on it; what only the JAX process can check is marked and skipped here.
+The training guarantees marked ``backends`` (each window once per epoch, epoch logs equal to one
+``model.fit``, callbacks across blocks, bit-identical resume, class weights, normalisation) run on
+both backends as parameters of the suite (tests/backendparams.py); the tests here marked
+``jax_only`` run on JAX alone, and the CLI tests run real subprocesses on it.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
-import keras
 import numpy as np
 import pytest
 import zarr
-from support import REPO, run_cli
+from support import run_cli
 
 import chunkfit
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
 
 pytestmark = pytest.mark.slow
 
-ON_JAX = keras.backend.backend() == "jax"
 WINDOW = 16
-# The modules holding tests marked ``backends``.
-GUARANTEES = ("tests/test_trainer.py", "tests/test_resume.py", "tests/test_jax_engine.py")
 
 
 @pytest.fixture(scope="module")
@@ -39,47 +31,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def summary(stdout: str) -> dict[str, int]:
-    """The counts of pytest's last line: {"passed": 34, "deselected": 69, ...}."""
-    last = stdout.strip().splitlines()[-1]
-    return {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", last.split(" in ")[0])}
-
-
-@pytest.mark.skipif(ON_JAX, reason="this process already runs on JAX")
-def test_every_training_guarantee_marked_backends_holds_on_the_jax_backend() -> None:
-    """Every test marked ``backends`` passes on JAX: none fails, none is skipped, none errs (the
-    JAX pytest collects the same marked tests as this one would)."""
-    env = {**os.environ, "KERAS_BACKEND": "jax"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-m",
-            "backends",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            "addopts=-ra",
-            *GUARANTEES,
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    report = proc.stdout[-8000:] + proc.stderr[-3000:]
-    assert proc.returncode == 0, report
-    counts = summary(proc.stdout)
-    assert counts.get("passed", 0) >= 25, report
-    assert set(counts) <= {"passed", "deselected", "warning", "warnings"}, report
-
-
-@pytest.mark.backends
-@pytest.mark.skipif(not ON_JAX, reason="runs in the JAX pytest of the test above")
+@pytest.mark.jax_only
 def test_the_jax_engine_trains_and_records_itself_in_run_json(store: Path, tmp_path: Path) -> None:
     notes: list[str] = []
     chunkfit.fit(
@@ -106,8 +58,7 @@ def test_the_jax_engine_trains_and_records_itself_in_run_json(store: Path, tmp_p
     assert any(n.startswith("JAX engine: ") and "--jax-loop dispatch" in n for n in notes), notes
 
 
-@pytest.mark.backends
-@pytest.mark.skipif(not ON_JAX, reason="runs in the JAX pytest of the test above")
+@pytest.mark.jax_only
 def test_a_long_enough_run_times_both_loops_records_them_and_trains_every_window_once(
     store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

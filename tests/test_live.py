@@ -24,7 +24,7 @@ from livesupport import (
     stream_values,
     wait_for,
 )
-from scoring_support import Trained, trained
+from scoring_support import Trained
 from support import error_line, run_cli
 
 import chunkfit
@@ -161,11 +161,6 @@ def test_kill_9_between_commits_keeps_the_committed_rows_readable(
 
 
 # -- predict --follow ------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Trained:
-    return trained(tmp_path_factory.getbasetemp())
 
 
 def test_follow_writes_detections_while_the_stream_runs_and_ends_equal_to_offline_predict(

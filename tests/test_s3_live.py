@@ -17,7 +17,7 @@ from livesupport import (
     stream_values,
     wait_for,
 )
-from scoring_support import Trained, trained
+from scoring_support import Trained
 from support import error_line, run_cli
 
 import chunkfit
@@ -26,11 +26,6 @@ from chunkfit.ingest import live
 from chunkfit.store.remote import Remote, upload_tree
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
-
-
-@pytest.fixture(scope="session")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Trained:
-    return trained(tmp_path_factory.getbasetemp())
 
 
 def test_a_reader_sees_an_s3_store_grow_and_a_kill_9_keeps_what_was_committed(
@@ -84,7 +79,7 @@ def test_a_stream_into_s3_commits_every_10_s_unless_told(monkeypatch: pytest.Mon
     assert live.commit_interval("s3://b/live.zarr", ["-"], IngestOptions(commit_every=0.5)) == 0.5
 
 
-def test_follow_of_an_s3_store_scores_the_stream_as_it_is_committed_and_ends_equal_to_offline_predict(  # noqa: E501
+def test_follow_of_an_s3_store_scores_the_stream_as_committed_and_equals_offline_predict(
     tmp_path: Path, bucket: str, streams: list[Stream], runs: Trained
 ) -> None:
     """``predict --follow`` of a store a stream commits into on object storage (the run and the
