@@ -1,8 +1,8 @@
 """--jax-loop: the JAX engine's batches one compiled call each or looped in one
 (chunkfit.train.jax.loopchoice).
 
-The pure parts run here; training under each loop runs in the JAX pytest (tests/test_jax_engine.py,
-tests/test_trainer.py's logs-equal test), and the CLI's refusals in real subprocesses below.
+The pure parts run here; training under each loop runs on JAX (tests/train/jax/test_jax_engine.py,
+tests/train/test_trainer.py's logs-equal test), and the CLI's refusals in real subprocesses below.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A URL where chunkfit takes a local path is refused in one line, never taken for a folder named
-``s3:`` in the current directory: every scheme but ``s3://`` (tests/test_s3_*.py), and ``s3://``
+``s3:`` in the current directory: every scheme but ``s3://`` (tests/store/test_s3_*.py), and ``s3://``
 where chunkfit reads local files only (sources, events)."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pytest
 
 import chunkfit
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 def _mitdb100():  # type: ignore[no-untyped-def]
