@@ -32,7 +32,11 @@ PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses=4 --dist 
 test: lint
 	$(PYTEST)
 
-# The inner loop: lint, then the tests that neither train a model nor start processes.
+# The inner loop (a minute or two): lint, then the unit tests of the pure parts and the store and
+# ingest tests that train nothing.
+FAST_TESTS := tests/core tests/store/test_store.py tests/ingest/test_ingest.py tests/ingest/formats \
+	tests/train/test_progress.py tests/train/test_engines.py tests/train/tensorflow/test_cluster.py \
+	tests/test_config_rules.py tests/test_public_surface.py tests/test_docs.py
 check: lint
 	$(PYTEST) -m "not slow" $(FAST_TESTS)
 
