@@ -9,7 +9,7 @@ A new checkpoint is written to ``checkpoint.tmp/``; then ``checkpoint/`` is rena
 ``checkpoint.old/``, ``checkpoint.tmp/`` to ``checkpoint/``, and ``checkpoint.old/`` is removed.
 Once the first checkpoint exists, a crash at any moment leaves at least one complete checkpoint
 under one of those three names; ``latest`` picks the complete one with the highest sequence number
-and ``settle`` gives it back the name ``checkpoint/``. This module needs no TensorFlow.
+and ``promote_newest`` gives it back the name ``checkpoint/``. This module needs no TensorFlow.
 
 Test hook: ``CHUNKFIT_TEST_CHECKPOINT_PAUSE=N:SECONDS`` makes the N-th checkpoint a process writes
 (1-based) create ``checkpoint.tmp/PAUSED`` once its arrays are on disk and wait, before writing its
@@ -83,7 +83,7 @@ def latest(run: Path) -> Checkpoint | None:
     return max(found, key=lambda c: c.sequence, default=None)
 
 
-def settle(run: Path) -> Checkpoint | None:
+def promote_newest(run: Path) -> Checkpoint | None:
     """Give the newest complete checkpoint the name ``checkpoint/`` and remove the others."""
     best = latest(run)
     if best is not None and best.path.name != CHECKPOINT:

@@ -26,11 +26,11 @@ from ..store.remote import Remote
 from ..store.s3errors import guarded
 from . import checkpoint
 from .runfolder import (
-    _RUN_FILES,
     CURVES_FILE,
     HISTORY_FILE,
     MODEL_FILE,
     RUN_FILE,
+    RUN_FILES,
     PeerFolder,
     RunFolder,
 )
@@ -64,7 +64,7 @@ class RemoteRunFolder(RunFolder):
     def _download(self, local: Path) -> None:
         """The run's files and its current checkpoint into ``local`` (left absent for a new run)."""
         keys = set(self.remote.keys())
-        wanted = {name: self.remote.get(name) for name in _RUN_FILES if name in keys}
+        wanted = {name: self.remote.get(name) for name in RUN_FILES if name in keys}
         pointer = self.remote.get(POINTER) if POINTER in keys else None
         if not wanted and pointer is None:
             return

@@ -34,7 +34,7 @@ RUN_FILE = "run.json"
 CURVES_FILE = "curves.png"
 LOCK_FILE = ".chunkfit.lock"
 RESUME_MODES = ("auto", "resume", "restart")
-_RUN_FILES = (RUN_FILE, RUN_FILE + ".tmp", MODEL_FILE, HISTORY_FILE, CURVES_FILE)
+RUN_FILES = (RUN_FILE, RUN_FILE + ".tmp", MODEL_FILE, HISTORY_FILE, CURVES_FILE)
 # Settings newer versions added to a run's identity, with what versions before them did.
 _EARLIER_DEFAULTS = {"normalize": "none", "class_weight": "none"}
 DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
@@ -195,7 +195,7 @@ class RunFolder:
             if self.restart:
                 self._remove_run()
             elif self.checkpoint is not None:
-                self.checkpoint = checkpoint.settle(self.path)
+                self.checkpoint = checkpoint.promote_newest(self.path)
             self.ready = True
         except OSError as err:
             raise RunError(
@@ -227,7 +227,7 @@ class RunFolder:
 
     def _remove_run(self) -> None:
         checkpoint.remove(self.path)
-        for name in _RUN_FILES:
+        for name in RUN_FILES:
             (self.path / name).unlink(missing_ok=True)
 
     def _remove_if_created(self) -> None:
