@@ -22,8 +22,9 @@ from .labels import Labeller
 
 
 class Predictor(Protocol):
-    """A model's compiled scoring function, ``batch_size`` windows at a time (each engine makes one:
-    chunkfit.score.scorer.make_predictor)."""
+    """A model's compiled scoring function: outputs for windows gathered from raw samples, in
+    batches of exactly ``batch_size`` windows, so a window's score depends only on its batch. Each
+    engine makes one (chunkfit.train.engines)."""
 
     batch_size: int
 

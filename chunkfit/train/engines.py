@@ -21,12 +21,12 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..core.scoring import Predictor
 from .backend import BACKENDS, keras_backend
 from .singleprocess import C
 
 if TYPE_CHECKING:
     import keras
-    import numpy as np
 
     from ..config import FitOptions
     from .blocks import BlockData
@@ -181,18 +181,6 @@ class DistributedEngineClass(Protocol):
     ) -> Engine:
         """As ``EngineClass.start``, on the workers of ``cluster`` (None: this machine) and the
         ``devices`` of this machine."""
-        ...
-
-
-class Predictor(Protocol):
-    """A model's compiled scoring function: outputs for windows gathered from raw samples, in
-    batches of exactly ``batch_size`` windows, so a window's score depends only on its batch."""
-
-    batch_size: int
-
-    def __call__(self, samples: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        """float32 [len(offsets), outputs]: the outputs for the windows
-        ``samples[o : o + window]``."""
         ...
 
 
