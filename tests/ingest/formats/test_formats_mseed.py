@@ -147,6 +147,20 @@ def test_channels_a_fraction_of_a_sample_apart_are_aligned_with_a_notice(
     ]
 
 
+def test_the_cli_prints_the_alignment_notice_after_its_report(tmp_path: Path) -> None:
+    src = tmp_path / "two.mseed"
+    write_mseed(src, Z, T0, ramp(500))
+    write_mseed(src, N, T0 + 3_750_000, -ramp(500))
+    result = run_cli("ingest", tmp_path / "s.zarr", src)
+    assert (result.returncode, result.stdout.splitlines()[1:]) == (
+        0,
+        [
+            f"note: {src}: XX.STA..HHZ starts 0.375 sample(s) before the stored time axis "
+            "(0.00375 s); its samples were aligned to the nearest sample"
+        ],
+    )
+
+
 def test_two_channels_store_only_the_spans_both_cover(tmp_path: Path, store_path: Path) -> None:
     z, n = ramp(1_000), -ramp(1_000)
     src = tmp_path / "two.mseed"
