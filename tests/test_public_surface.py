@@ -20,6 +20,7 @@ COMMANDS: dict[str, list[str]] = {
     ],
     "evaluate": [
         "--batch-size",
+        "--channels",
         "--chunk",
         "--json",
         "--plot",
@@ -55,6 +56,7 @@ COMMANDS: dict[str, list[str]] = {
     "launch": ["--workers"],
     "predict": [
         "--batch-size",
+        "--channels",
         "--chunk",
         "--events-out",
         "--follow",

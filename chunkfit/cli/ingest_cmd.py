@@ -168,6 +168,8 @@ def ingest(
         "source(s) "
         f"in {report.seconds:.2f} s" + (" (stream ended by Ctrl-C)" if report.interrupted else "")
     )
+    for note in report.notices:
+        typer.echo(f"note: {note}")
 
 
 def _fmt_bytes(n: float) -> str:
@@ -205,12 +207,14 @@ def format_info(info: dict[str, Any]) -> str:
         f"on disk      {_fmt_bytes(info['bytes_on_disk'])} "
         f"(raw {_fmt_bytes(info['bytes_uncompressed'])}{ratio_text})"
     )
-    lines.append("channel      count        mean         std          min          max")
+    # Names are never cut (two stations' channels may share their first 12 characters).
+    nw = max([12, *(len(name) for name in info["stats"])])
+    lines.append(f"{'channel':<{nw}} count        mean         std          min          max")
     for name, s in info["stats"].items():
         lo = "n/a" if s["min"] is None else f"{s['min']:.6g}"
         hi = "n/a" if s["max"] is None else f"{s['max']:.6g}"
         lines.append(
-            f"{name[:12]:<12} {s['count']:<12,} {s['mean']:<12.6g} {s['std']:<12.6g} {lo:<12} {hi}"
+            f"{name:<{nw}} {s['count']:<12,} {s['mean']:<12.6g} {s['std']:<12.6g} {lo:<12} {hi}"
         )
     lines.append(f"sources      {len(info['sources'])}")
     for src in info["sources"]:

@@ -12,6 +12,10 @@ import typer
 from .root import app
 
 RUN_HELP = "A run folder (model.keras + run.json) or a .keras file"
+CHANNELS_HELP = (
+    "Map the store's channels to the run's: RUN=STORE pairs, or the store's channels in the run's "
+    "order, comma separated [default: the run's own names; one channel on each side maps by itself]"
+)
 UNSAFE_HELP = (
     "Load .keras files outside Keras safe mode (deserialises lambdas: only for files you trust)"
 )
@@ -40,7 +44,8 @@ def format_eval(r: dict[str, Any]) -> str:
     (PR-AUC, precision, recall and F1 of the event class, events covered, false alarms per hour),
     accuracy last."""
     c = r["confusion"]
-    lines = [
+    lines = [f"channels     {r['channels']}"] if r.get("channels") else []
+    lines += [
         f"scoring      {r['scored']}",
         f"run          {r['run']}",
         f"model        loaded {r['model_loaded']}",
@@ -109,6 +114,7 @@ def evaluate(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
+    channels: Annotated[str | None, typer.Option(help=CHANNELS_HELP)] = None,
 ) -> None:
     """Loss, accuracy, precision, recall, F1, ROC-AUC, PR-AUC and event figures, block by block."""
     from ..score.evaluate import evaluate as run_evaluate
@@ -129,6 +135,7 @@ def evaluate(
         plot=plot_path,
         unsafe=unsafe,
         split=split,
+        channels=channels,
     )
     if json_out:
         typer.echo(json.dumps(_json_ready(result), indent=2, allow_nan=False))
@@ -174,6 +181,7 @@ def predict(
             "10; 30 on object storage]"
         ),
     ] = None,
+    channels: Annotated[str | None, typer.Option(help=CHANNELS_HELP)] = None,
 ) -> None:
     """Score every window start of a store (NaN where no window fits) in bounded memory.
 
@@ -189,7 +197,9 @@ def predict(
             "--chunk does not apply to --follow, which scores what each commit adds; drop --chunk"
         )
     if follow:
-        _follow(run, store, out, events_out, threshold, overwrite, batch_size, unsafe, idle)
+        _follow(
+            run, store, out, events_out, threshold, overwrite, batch_size, unsafe, idle, channels
+        )
         return
     if idle is not None:
         raise UsageError("--idle applies to --follow only; add --follow to score a growing store")
@@ -205,10 +215,13 @@ def predict(
         chunk=200_000 if chunk is None else chunk,
         batch_size=batch_size,
         unsafe=unsafe,
+        channels=channels,
     )
     extra = (
         f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""
     )
+    if report.channels is not None:
+        typer.echo(f"channels {report.channels}")
     typer.echo(f"threshold {report.threshold:.4g} ({report.threshold_source})")
     typer.echo(f"scored {report.windows:,} windows into {report.scores}{extra}")
 
@@ -223,6 +236,7 @@ def _follow(
     batch_size: int,
     unsafe: bool,
     idle: float | None,
+    channels: str | None,
 ) -> None:
     from ..config import FollowOptions
     from ..score.follow import default_idle, follow
@@ -238,11 +252,14 @@ def _follow(
         batch_size=batch_size,
         unsafe=unsafe,
         options=options,
+        channels=channels,
     )
     extra = (
         f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""
     )
     why = "Ctrl-C" if report.ended == "interrupted" else f"the store idle for {options.idle:g} s"
+    if report.channels is not None:
+        typer.echo(f"channels {report.channels}")
     typer.echo(f"threshold {report.threshold:.4g} ({report.threshold_source})")
     typer.echo(
         f"scored {report.windows:,} windows of {report.samples:,} samples into "

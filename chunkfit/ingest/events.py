@@ -49,6 +49,7 @@ def read_events(
     if not p.is_file():
         raise SourceNotFoundError(f"{path}: events file not found; check --events")
     out: list[int] = []
+    header: str | None = None
     with open(p, "rb") as f:
         for line_no, raw in enumerate(f, start=1):
             try:
@@ -71,7 +72,8 @@ def read_events(
                     )
                 if seconds is None:
                     if line_no == 1:
-                        continue  # a header line
+                        header = text  # a header line, if markers follow it
+                        continue
                     raise SourceFormatError(
                         f"{path}:{line_no}: {text[:40]!r} is neither a sample index nor a timestamp"
                     )
@@ -82,6 +84,11 @@ def read_events(
                     f"(0 to {added - 1} samples in this ingest); fix or drop the marker"
                 )
             out.append(index)
+    if header is not None and not out:
+        raise SourceFormatError(
+            f"{path}:1: {header[:40]!r} is neither a sample index nor a timestamp, and no marker "
+            "follows it; give one sample index or time per line"
+        )
     return np.unique(np.asarray(out, dtype=np.int64))
 
 

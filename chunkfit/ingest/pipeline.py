@@ -51,6 +51,7 @@ class IngestReport:
     seconds: float
     sample_rate: float | None
     interrupted: bool = False
+    notices: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -76,6 +77,8 @@ class _IngestJob:
         self.anchors: list[Anchor] = []
         self.segments = 0
         self.records: list[dict[str, Any]] = []
+        self.notices: list[str] = []
+        self.spans: list[tuple[str, int, int]] = []  # (source, start ns, end ns) of dated sources
         self.interrupted = False
         self.rate: float | None = options.rate
         self.marks: list[np.ndarray] = []  # annotations the sources carried, as absolute samples
@@ -142,14 +145,18 @@ class _IngestJob:
                     if source.channels != w.channels:
                         raise IncompatibleError(
                             f"{source.name}: channels {source.channels} differ from {w.channels} "
-                            f"of {specs[0]}"
+                            f"of {specs[0]}; a store holds one set of channels: ingest each "
+                            "instrument into a store of its own, or, if they are one channel "
+                            f"under two names, give it one name with --names {','.join(w.channels)}"
                         )
                     if source.has_labels != first.has_labels:
                         raise IncompatibleError(
                             f"{source.name}: every source needs the same --label-column"
                         )
+                self._refuse_overlap(source)
                 before = w.total
                 self._ingest_source(source, w)
+                self.notices += source.notices
                 if w.total == before and not self.interrupted:
                     raise SourceFormatError(f"{source.name}: empty source: no data rows to ingest")
                 self.records.append(source.record())
@@ -187,7 +194,24 @@ class _IngestJob:
             seconds=time.perf_counter() - started,
             sample_rate=self.rate,
             interrupted=self.interrupted,
+            notices=self.notices,
         )
+
+    def _refuse_overlap(self, source: Source) -> None:
+        """Refuse a dated recording whose time overlaps an earlier source's: its samples would be
+        stored twice (within one file, the first data wins; across files, the user chooses)."""
+        spans = source.time_spans()
+        for name, a, b in self.spans:
+            for c, d in spans:
+                both = min(b, d) - max(a, c)
+                if both > 0:
+                    raise IncompatibleError(
+                        f"{source.name}: records {_iso(max(a, c))} to {_iso(min(b, d))} again "
+                        f"({both / 1e9:g} s), already read from {name}; the store would hold "
+                        "those times twice: ingest one of the files, or each into a store of its "
+                        "own"
+                    )
+        self.spans += [(source.name, c, d) for c, d in spans]
 
     def _rate_from_store_if_unknown(self) -> None:
         if self.rate is None:
@@ -341,3 +365,8 @@ def ingest(
     job = _IngestJob(store, options, append, progress)
     job.commit_every = commit_interval(store, specs, options)
     return job.run(specs)
+
+
+def _iso(ns: int) -> str:
+    """A time in ns as ISO 8601 UTC, to the millisecond."""
+    return str(np.datetime64(ns, "ns").astype("datetime64[ms]")) + "Z"

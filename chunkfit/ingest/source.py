@@ -23,6 +23,12 @@ class Source:
     rows: int = 0
     rate: float | None = None  # the sample rate the file itself declares (recording formats)
     format: str | None = None  # the recording format's name, for the store's source record
+    notices: tuple[str, ...] = ()  # what reading changed that the user should hear of
+
+    def time_spans(self) -> list[tuple[int, int]]:
+        """[start, end) in ns of each stored segment, where the file dates them (MiniSEED), so
+        that files recorded over the same time are not stored twice."""
+        return []
 
     def blocks(self) -> Iterator[ParsedBlock]:
         raise NotImplementedError

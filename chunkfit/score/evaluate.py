@@ -13,6 +13,7 @@ from ..core.events import EventLevel, events_in
 from ..core.metrics import BinaryMetrics
 from ..core.scoring import ScoredBlock, score_store
 from ..store import Store, open_store
+from .channels import ChannelsArg, mapped
 from .runs import (
     RunLabeller,
     check_output_folder,
@@ -65,14 +66,17 @@ def evaluate(
     plot: str | os.PathLike[str] | None = None,
     unsafe: bool = False,
     split: str | None = None,
+    channels: ChannelsArg | None = None,
 ) -> dict[str, Any]:
     """Stream ``store`` block by block through the run's model and return every figure as a dict.
 
     On the store the run was trained on, only its validation split is scored unless ``split`` says
     otherwise ("train", "all"); on any other store, all of it (see ``runs.scored_ranges``). The
     threshold is ``threshold``, else the one the run chose on its validation split, else 0.5.
+    ``channels`` maps the store's channels to the run's (chunkfit.score.channels); the figures then
+    say so under "channels".
     """
-    check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
+    check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size, channels=channels)
     locate_run(
         run, unsafe=unsafe
     )  # a wrong run, plot path or store is refused before TensorFlow loads
@@ -83,7 +87,7 @@ def evaluate(
     try:
         s.check_chunks()
         model, spec = load_run(run, unsafe=unsafe)
-        check_store(spec, s)
+        cmap = check_store(spec, s, channels)
         ranges, scored = scored_ranges(spec, s, split)
         threshold, source = run_threshold(spec, threshold)
         labeller = RunLabeller(s, spec)
@@ -97,7 +101,7 @@ def evaluate(
             else None
         )
         sketch = _Sketch(s, w.window, ranges)
-        predictor = make_predictor(model, w.window, spec.n_channels, batch_size)
+        predictor = mapped(make_predictor(model, w.window, spec.n_channels, batch_size), cmap)
         for sb in score_store(predictor, s, w, chunk=chunk, labeller=labeller, ranges=ranges):
             assert sb.labels is not None
             score = sb.probs[:, spec.positive]
@@ -119,6 +123,8 @@ def evaluate(
             else None
         )
         out["scored"] = scored
+        if cmap.line is not None:
+            out["channels"] = cmap.line
         out["threshold_source"] = source
         if events is not None:
             events.finish()

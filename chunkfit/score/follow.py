@@ -41,6 +41,7 @@ from ..errors import (
 )
 from ..store import Store
 from ..store.layout import suffix_backend
+from .channels import ChannelsArg, mapped
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
 from .predict import PredictReport
 from .runs import (
@@ -249,14 +250,16 @@ def follow(
     batch_size: int = 1024,
     unsafe: bool = False,
     options: FollowOptions | None = None,
+    channels: ChannelsArg | None = None,
 ) -> FollowReport:
     """Score ``store`` while it grows, until it has not grown for ``options.idle`` seconds or
     Ctrl-C.
 
     The outputs then equal those of ``predict(run, store, out, events_out=...)`` on the final store.
+    ``channels`` maps the store's channels to the run's (chunkfit.score.channels).
     """
     options = options or FollowOptions(idle=default_idle(store))
-    check_settings(threshold=threshold, chunk=1, batch_size=batch_size)
+    check_settings(threshold=threshold, chunk=1, batch_size=batch_size, channels=channels)
     from ..store.urls import is_remote
 
     remote = [str(p) for p in (out, events_out) if is_remote(p)]
@@ -283,7 +286,16 @@ def follow(
             locate_run(run, unsafe=unsafe)  # a wrong run is refused before TensorFlow loads
             locks.claim()
             return _follow(
-                run, store_path, out_path, ev_path, threshold, batch_size, unsafe, options, stop
+                run,
+                store_path,
+                out_path,
+                ev_path,
+                threshold,
+                batch_size,
+                unsafe,
+                options,
+                stop,
+                channels,
             )
         finally:
             locks.release()
@@ -299,13 +311,14 @@ def _follow(
     unsafe: bool,
     options: FollowOptions,
     stop: _Stop,
+    channels: ChannelsArg | None = None,
 ) -> FollowReport:
     watch = _Watch(path, options)
     writer: ScoreWriter | None = None
     try:
         s = watch.store
         model, spec = load_run(run, unsafe=unsafe)
-        check_store(spec, s)
+        cmap = check_store(spec, s, channels)
         thresh, source = run_threshold(spec, given)
         w = spec.windows
         writer = ScoreWriter(
@@ -315,7 +328,7 @@ def _follow(
             ev_path.unlink()  # --overwrite: the old detections must not pass for new ones
         follower = _Follower(
             spec,
-            make_predictor(model, w.window, spec.n_channels, batch_size),
+            mapped(make_predictor(model, w.window, spec.n_channels, batch_size), cmap),
             RunMerger(w.window, w.stride, thresh),
             writer,
         )
@@ -332,8 +345,9 @@ def _follow(
             str(ev_path) if ev_path else None,
             thresh,
             source,
-            ended,
-            follower.samples,
+            cmap.line,
+            ended=ended,
+            samples=follower.samples,
         )
     except BaseException as err:
         if writer is not None:

@@ -25,6 +25,7 @@ from ..store.lease import LEASE, Lease
 from ..store.remote import ROOT, Remote, upload_tree
 from ..store.s3errors import guarded
 from ..store.urls import is_remote
+from .channels import ChannelsArg, mapped
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
 from .runs import check_settings, check_store, load_run, locate_run, run_threshold, score_attrs
 from .scorer import make_predictor
@@ -38,6 +39,7 @@ class PredictReport:
     events_out: str | None
     threshold: float = 0.5
     threshold_source: str = ""
+    channels: str | None = None  # how the store's channels were mapped to the run's, if they were
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -54,15 +56,17 @@ def predict(
     chunk: int = 200_000,
     batch_size: int = 1024,
     unsafe: bool = False,
+    channels: ChannelsArg | None = None,
 ) -> PredictReport:
     """Score every window of ``store``; write scores to ``out`` (.zarr or .h5) and detections to
     CSV.
 
     While it runs, this process holds the outputs' locks: a second predict writing the same output
     is refused (chunkfit.score.outputs). The detections use ``threshold``, else the one the run
-    chose on its validation split, else 0.5.
+    chose on its validation split, else 0.5. ``channels`` maps the store's channels to the run's
+    (chunkfit.score.channels).
     """
-    check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
+    check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size, channels=channels)
     if is_remote(out):
         return _predict_to_remote(
             run,
@@ -74,6 +78,7 @@ def predict(
             chunk=chunk,
             batch_size=batch_size,
             unsafe=unsafe,
+            channels=channels,
         )
     out_path = Path(out)
     ev_path = Path(events_out) if events_out is not None else None
@@ -83,9 +88,13 @@ def predict(
         locate_run(run, unsafe=unsafe)  # a wrong run or store is refused before TensorFlow loads
         locks.claim()
         if isinstance(store, Store):
-            return _predict(run, store, out_path, ev_path, threshold, chunk, batch_size, unsafe)
+            return _predict(
+                run, store, out_path, ev_path, threshold, chunk, batch_size, unsafe, channels
+            )
         with open_store(store) as s:
-            return _predict(run, s, out_path, ev_path, threshold, chunk, batch_size, unsafe)
+            return _predict(
+                run, s, out_path, ev_path, threshold, chunk, batch_size, unsafe, channels
+            )
     finally:
         locks.release()
 
@@ -141,13 +150,14 @@ def _predict(
     chunk: int,
     batch_size: int,
     unsafe: bool,
+    channels: ChannelsArg | None,
 ) -> PredictReport:
     writer: ScoreWriter | None = None
     tmp_events = ev_path.parent / f".{ev_path.name}.chunkfit-tmp-{os.getpid()}" if ev_path else None
     try:
         s.check_chunks()
         model, spec = load_run(run, unsafe=unsafe)
-        check_store(spec, s)
+        cmap = check_store(spec, s, channels)
         threshold, source = run_threshold(spec, given)
         w = spec.windows
         writer = ScoreWriter(out_path, s.n_samples, score_attrs(run, spec, threshold, s))
@@ -155,7 +165,7 @@ def _predict(
         detections = DetectionCsv(tmp_events, s.sample_rate)
         n_windows = 0
         try:
-            predictor = make_predictor(model, w.window, spec.n_channels, batch_size)
+            predictor = mapped(make_predictor(model, w.window, spec.n_channels, batch_size), cmap)
             for sb in score_store(predictor, s, w, chunk=chunk):
                 score = sb.probs[:, spec.positive]
                 n_windows += score.size
@@ -177,6 +187,7 @@ def _predict(
             str(ev_path) if ev_path else None,
             threshold,
             source,
+            cmap.line,
         )
     except BaseException as err:
         if writer is not None:

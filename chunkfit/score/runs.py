@@ -29,6 +29,7 @@ from ..store.s3errors import guarded
 from ..store.urls import is_remote
 from ..train.models import BUILTINS, check_model_file, factory_objects, load_model_file
 from ..train.runfolder import MODEL_FILE, RUN_FILE
+from .channels import ChannelMap, ChannelsArg, channel_map, parse_channels
 
 if TYPE_CHECKING:
     import keras
@@ -275,8 +276,12 @@ def run_threshold(spec: RunSpec, given: float | None) -> tuple[float, str]:
     return 0.5, "the default: the run chose none"
 
 
-def check_settings(*, threshold: float | None, chunk: int, batch_size: int) -> None:
+def check_settings(
+    *, threshold: float | None, chunk: int, batch_size: int, channels: ChannelsArg | None = None
+) -> None:
     """Refuse scoring settings that cannot work, before anything is loaded."""
+    if channels is not None:
+        parse_channels(channels)
     if threshold is not None and not 0.0 <= threshold <= 1.0:
         raise UsageError(f"--threshold must be in [0, 1] (received {threshold})")
     for name, value in (("--chunk", chunk), ("--batch-size", batch_size)):
@@ -313,14 +318,12 @@ def score_attrs(
     }
 
 
-def check_store(spec: RunSpec, store: Store) -> None:
-    """Refuse a store the run's model cannot read."""
-    if spec.channels is not None and list(spec.channels) != store.channels:
-        raise IncompatibleError(
-            f"{store.path}: channels {store.channels} differ from the training store's "
-            f"{spec.channels}; score a store ingested with the same channels (--columns)"
-        )
-    if store.n_channels != spec.n_channels:
+def check_store(spec: RunSpec, store: Store, channels: ChannelsArg | None = None) -> ChannelMap:
+    """Refuse a store the run's model cannot read; the store's columns that feed the model."""
+    cmap = channel_map(
+        spec.channels, spec.n_channels, store.channels, channels, where=str(store.path)
+    )
+    if len(cmap.order) != spec.n_channels:
         raise IncompatibleError(
             f"{store.path}: {store.n_channels} channel(s), but the model takes {spec.n_channels}"
         )
@@ -337,6 +340,7 @@ def check_store(spec: RunSpec, store: Store) -> None:
             f"{store.path}: window {w.window} is longer than every segment (longest {longest} "
             "samples); no window fits"
         )
+    return cmap
 
 
 class RunLabeller(Labeller):

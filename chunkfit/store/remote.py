@@ -65,6 +65,7 @@ class Remote:
     """The objects under one ``s3://`` prefix, addressed by keys relative to it."""
 
     def __init__(self, url: str) -> None:
+        s3client.require_obstore(url)
         self.url = Url(url.rstrip("/"))
         self.root = self.url[len(SCHEME) :]
         self.bucket, _, self.prefix = self.root.partition("/")

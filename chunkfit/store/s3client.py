@@ -68,16 +68,23 @@ _SETTINGS = (
 )
 
 
-def _make(bucket: str) -> Any:
+def require_obstore(url: str) -> None:
+    """Refuse an ``s3://`` path at once, in one line naming the extra, when obstore is missing."""
     try:
-        from obstore.store import S3Store
+        import obstore  # noqa: F401
     except ImportError:
         from ..errors import RemoteError
 
         raise RemoteError(
-            f"s3://{bucket}: s3:// stores need obstore; install it with "
-            "`pip install 'chunkfit[s3]'`"
+            f"{url}: s3:// paths need the obstore package; install it with "
+            "pip install 'chunkfit[s3]'"
         ) from None
+
+
+def _make(bucket: str) -> Any:
+    require_obstore(f"s3://{bucket}")
+    from obstore.store import S3Store
+
     url = endpoint()
     config: Any = {}  # obstore's S3Config, ClientConfig and RetryConfig are TypedDicts
     provider: Any = None

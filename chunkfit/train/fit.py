@@ -127,6 +127,8 @@ def fit(
             "--checkpoint-every must be a positive number of blocks (received "
             f"{checkpoint_every!r})"
         )
+    if tensorboard is not None:
+        _require_tensorboard()
     if out is None and resume != "auto":
         raise UsageError(f"resume={resume!r} needs a run folder: pass out=RUN")
     # before the run's threads allocate, so that memory stays flat (chunkfit.train.malloc)
@@ -230,3 +232,15 @@ def open_peer_folder(path: str | os.PathLike[str]) -> PeerFolder:
     if is_remote(path):
         return RemotePeerFolder(str(path))
     return PeerFolder(path)
+
+
+def _require_tensorboard() -> None:
+    """Refuse ``--tensorboard`` before training when its package is missing (TensorFlow would
+    fail at the first logged batch, with a traceback)."""
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        raise UsageError(
+            "--tensorboard needs the tensorboard package; install it with "
+            "pip install 'chunkfit[tensorboard]'"
+        ) from None

@@ -20,7 +20,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from livesupport import Stream, stream_values, wait_for
-from support import REPO, SUFFIX, cli_command, cli_env, examples, run_cli, write_csv
+from support import (
+    REPO,
+    SUFFIX,
+    cli_command,
+    cli_env,
+    examples,
+    make_store,
+    run_cli,
+    write_csv,
+)
 
 import chunkfit
 from chunkfit.synth import SynthSpec, anomaly_positions
@@ -97,6 +106,14 @@ def test_info_describes_the_ecg_store(
     ]
     assert lines[7].startswith("chunking     ")
     assert any(line.startswith("on disk      ") and "ratio" in line for line in lines)
+
+
+def test_info_shows_long_channel_names_whole(tmp_path: Path) -> None:
+    names = ["CH.BALST..LHZ", "CH.BALST..LHN"]  # alike in their first 12 characters
+    store = make_store(tmp_path / "s.zarr", np.zeros((10, 2), np.float32), channels=names)
+    result = run_cli("info", store)
+    rows = [line.split()[0] for line in result.stdout.splitlines() if line.startswith("CH.")]
+    assert (result.returncode, rows) == (0, names)
 
 
 def test_info_json_holds_counts_stats_and_sources(

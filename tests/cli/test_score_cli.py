@@ -170,7 +170,10 @@ def other_store(path: Path, channels: list[str], samples: int = 200) -> Path:
 
 
 Case = Callable[[Path, Path], tuple[list[Any], str, int]]
-SAME_CHANNELS = "score a store ingested with the same channels (--columns)"
+SAME_CHANNELS = (
+    "score a store ingested with the same channels (--columns), or map them with --channels "
+    "RUN=STORE,..."
+)
 
 
 def run_without_model(f: Path, store: Path) -> tuple[list[Any], str, int]:
@@ -206,12 +209,13 @@ def other_channel_count(f: Path, store: Path) -> tuple[list[Any], str, int]:
     )
 
 
-def other_channel_names(f: Path, store: Path) -> tuple[list[Any], str, int]:
+def channels_naming_no_run_channel(f: Path, store: Path) -> tuple[list[Any], str, int]:
     other = other_store(f / "y.zarr", ["y"])
     return (
-        ["evaluate", f / "run", other],
-        f"{other}: channels ['y'] differ from the training store's ['x']; " + SAME_CHANNELS,
-        1,
+        ["evaluate", f / "run", other, "--channels", "q=y"],
+        "--channels: the run's channels are ['x'] (no ['q']); pair each with a store channel, "
+        "RUN=STORE",
+        2,
     )
 
 
@@ -264,7 +268,7 @@ CASES: dict[str, Case] = {
         missing_run,
         keras_file_that_is_not_one,
         other_channel_count,
-        other_channel_names,
+        channels_naming_no_run_channel,
         window_longer_than_segments,
         output_exists,
         events_output_exists,

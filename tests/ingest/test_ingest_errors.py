@@ -132,7 +132,9 @@ BAD_DATA = [
         "sources-with-other-channels",
         {"a.csv": "a,b\n1,2\n", "c.csv": "a,c\n1,2\n"},
         ["a.csv", "c.csv", "--rate", "1"],
-        "c.csv: channels ['a', 'c'] differ from ['a', 'b'] of a.csv",
+        "c.csv: channels ['a', 'c'] differ from ['a', 'b'] of a.csv; a store holds one set of "
+        "channels: ingest each instrument into a store of its own, or, if they are one channel "
+        "under two names, give it one name with --names a,b",
     ),
     Case(
         "sources-at-other-rates",
@@ -167,6 +169,13 @@ BAD_DATA = [
         {"ok.csv": "a,b\n1,2\n3,4\n", "events.txt": "0\nsoon\n"},
         ["ok.csv", "--rate", "1", "--events", "events.txt"],
         "events.txt:2: 'soon' is neither a sample index nor a timestamp",
+    ),
+    Case(
+        "events-file-of-one-word",
+        {"ok.csv": "a,b\n1,2\n3,4\n", "events.txt": "peak\n"},
+        ["ok.csv", "--rate", "1", "--events", "events.txt"],
+        "events.txt:1: 'peak' is neither a sample index nor a timestamp, and no marker follows "
+        "it; give one sample index or time per line",
     ),
     Case(
         "missing-events-file",

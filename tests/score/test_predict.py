@@ -258,9 +258,9 @@ REFUSALS: dict[str, tuple[type[Exception], str]] = {
         IncompatibleError,
         r"channels \['x', 'y'\] differ from the training store's \['x'\]",
     ),
-    "other-channel-name": (
-        IncompatibleError,
-        r"channels \['y'\] differ from the training store's \['x'\]",
+    "channels-naming-no-store-channel": (
+        UsageError,
+        r"--channels names \['z'\], not channels of this store \['y'\]",
     ),
     "segments-shorter-than-window": (WindowError, "window 16 is longer than every segment"),
     "output-exists": (StoreExistsError, "already exists; pass --overwrite"),
@@ -290,8 +290,8 @@ def refusal_case(name: str, runs: Trained, store: Path, tmp: Path) -> dict[str, 
         args["run"] = tmp / "fake.keras"
     elif name == "other-channel-count":
         args["store"] = other_store(tmp / "two.zarr", ["x", "y"])
-    elif name == "other-channel-name":
-        args["store"] = other_store(tmp / "y.zarr", ["y"])
+    elif name == "channels-naming-no-store-channel":
+        args.update(store=other_store(tmp / "y.zarr", ["y"]), channels="x=z")
     elif name == "segments-shorter-than-window":
         args["store"] = other_store(tmp / "short.zarr", ["x"], samples=WINDOW - 1)
     elif name == "output-exists":

@@ -2,8 +2,9 @@
 
 Channels are the file's (``ch0``, ``ch1``, ... or ``--names``) at the file's rate; one file is one
 segment. Integer PCM is stored as the file's own sample values, not libsndfile's [-1, 1) scaling:
-8- and 16-bit files as the integers -128..127 and -32768..32767 (unsigned 8-bit shifted to signed,
-as libsndfile does), 24-bit exactly (below 2**24), 32-bit rounded to float32. Float files keep their
+signed 8- and 16-bit files as the integers -128..127 and -32768..32767, unsigned 8-bit WAV as its
+bytes 0..255 (libsndfile shifts them to signed; the shift is undone), 24-bit exactly (below 2**24),
+32-bit rounded to float32. Float files keep their
 values; other encodings (u-law, A-law, ADPCM, ...) are decoded by libsndfile to [-1, 1).
 """
 
@@ -111,6 +112,8 @@ class AudioSource(RecordingSource):
             if shift is not None:
                 raw = f.read(b - a, dtype="int32", always_2d=True)  # type: ignore[attr-defined]
                 data = (raw >> shift).astype(np.float32) if shift else raw.astype(np.float32)
+                if self.subtype == "PCM_U8":
+                    data += 128.0  # the file's bytes, which libsndfile read as value - 128
             else:
                 dtype = "float64" if self.subtype == "DOUBLE" else "float32"
                 data = f.read(b - a, dtype=dtype, always_2d=True)  # type: ignore[attr-defined]

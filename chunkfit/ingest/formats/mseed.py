@@ -36,6 +36,9 @@ from ..source import Source
 from .base import files_sha256, pick_columns, refuse_text_options, require
 
 RATE_TOLERANCE = 1e-6
+# A channel this far off the shared time axis (in samples) is reported when aligned; MiniSEED times
+# are in ns, so smaller offsets are rounding, not a shift.
+ALIGN_TOLERANCE = 1e-3
 
 
 def _pymseed(spec: str) -> Any:
@@ -176,6 +179,27 @@ def _common_segments(channel_runs: Sequence[_ChannelRuns]) -> list[_Segment]:
     return segments
 
 
+def _alignment_notices(
+    spec: str, names: Sequence[str], channels: Sequence[_ChannelRuns], segments: list[_Segment]
+) -> tuple[str, ...]:
+    """One line per channel whose samples sit a fraction of a sample off its segment's time axis
+    (row k of a segment is each channel's sample nearest to start + k / rate): the shift said."""
+    worst: dict[int, float] = {}
+    for seg in segments:
+        for j, (t, (run, first)) in enumerate(zip(channels, seg.at, strict=True)):
+            at = t.runs[run].start_ns + first * t.period_ns
+            off = (at - seg.start_ns) / t.period_ns
+            if abs(off) > ALIGN_TOLERANCE and abs(off) > abs(worst.get(j, 0.0)):
+                worst[j] = off
+    return tuple(
+        f"{spec}: {names[j]} starts {abs(off):.3g} sample(s) "
+        f"{'after' if off > 0 else 'before'} the stored time axis ({abs(off) * t:.3g} s); "
+        "its samples were aligned to the nearest sample"
+        for j, off in sorted(worst.items())
+        for t in [channels[j].period_ns / 1e9]
+    )
+
+
 class _ChannelReader:
     """Second pass for one channel: its samples in run order, one record at a time."""
 
@@ -292,6 +316,11 @@ class MiniSEEDSource(Source):
                 "ingest them separately (pick with --columns)"
             )
         self._step = max(1, options.block_bytes // (4 * len(chosen)))
+        self.notices = _alignment_notices(spec, self.channels, chosen, self._segments)
+
+    def time_spans(self) -> list[tuple[int, int]]:
+        period = self._chosen[0].period_ns
+        return [(g.start_ns, g.start_ns + round(g.rows * period)) for g in self._segments]
 
     def blocks(self) -> Iterator[ParsedBlock]:
         readers = [_ChannelReader(self.name, self.path, t) for t in self._chosen]

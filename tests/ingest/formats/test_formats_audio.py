@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import wave
 from pathlib import Path
 
 import numpy as np
@@ -61,7 +62,20 @@ def test_integer_pcm_is_stored_as_the_files_own_sample_values(
     ingest(store_path, [str(src)], IngestOptions(block_bytes=4_000))
     channels, rate, signal, segments = read_store(store_path)
     assert (channels, rate, segments) == (["ch0", "ch1"], float(RATE), [[0, 3_000]])
-    np.testing.assert_array_equal(signal, data.astype(np.float32))
+    unsigned = 128 if subtype == "PCM_U8" else 0  # an unsigned file's own values are its bytes
+    np.testing.assert_array_equal(signal, data.astype(np.float32) + unsigned)
+
+
+def test_unsigned_8_bit_wav_is_stored_as_its_bytes(tmp_path: Path, store_path: Path) -> None:
+    raw = bytes([0, 1, 127, 128, 129, 254, 255] * 30)
+    with wave.open(str(tmp_path / "u8.wav"), "wb") as w:  # the standard library's own writer
+        w.setnchannels(1)
+        w.setsampwidth(1)
+        w.setframerate(RATE)
+        w.writeframes(raw)
+    ingest(store_path, [str(tmp_path / "u8.wav")], IngestOptions())
+    _, _, signal, _ = read_store(store_path)
+    np.testing.assert_array_equal(signal[:, 0], np.frombuffer(raw, np.uint8).astype(np.float32))
 
 
 def test_float_wav_keeps_its_values(tmp_path: Path, store_path: Path) -> None:

@@ -108,6 +108,59 @@ def test_an_overlap_drops_the_repeated_samples_and_starts_a_segment(
     np.testing.assert_array_equal(signal[:, 0], data)
 
 
+def test_two_files_recording_the_same_time_are_refused_naming_the_overlap(
+    tmp_path: Path, store_path: Path
+) -> None:
+    data = ramp(1_000)
+    first = write_mseed(tmp_path / "a.mseed", Z, T0, data[:600])
+    again = write_mseed(tmp_path / "b.mseed", Z, T0 + 400 * 10 * MS, data[400:])
+    with pytest.raises(
+        IncompatibleError,
+        match=re.escape(
+            f"{again}: records 2023-11-14T22:13:24.000Z to 2023-11-14T22:13:26.000Z again (2 s), "
+            f"already read from {first}; the store would hold those times twice: ingest one of "
+            "the files, or each into a store of its own"
+        ),
+    ):
+        ingest(store_path, [str(first), str(again)], IngestOptions())
+    assert siblings(store_path) == ["a.mseed", "b.mseed"]
+
+
+def test_files_that_follow_each_other_are_not_an_overlap(tmp_path: Path, store_path: Path) -> None:
+    data = ramp(1_000)
+    first = write_mseed(tmp_path / "a.mseed", Z, T0, data[:600])
+    then = write_mseed(tmp_path / "b.mseed", Z, T0 + 600 * 10 * MS, data[600:])
+    report = ingest(store_path, [str(first), str(then)], IngestOptions())
+    assert (report.samples, report.notices) == (1_000, [])
+
+
+def test_channels_a_fraction_of_a_sample_apart_are_aligned_with_a_notice(
+    tmp_path: Path, store_path: Path
+) -> None:
+    src = tmp_path / "two.mseed"
+    write_mseed(src, Z, T0, ramp(500))
+    write_mseed(src, N, T0 + 3_750_000, -ramp(500))  # 0.375 samples after Z
+    report = ingest(store_path, [str(src)], IngestOptions())
+    assert report.notices == [
+        f"{src}: XX.STA..HHZ starts 0.375 sample(s) before the stored time axis (0.00375 s); its "
+        "samples were aligned to the nearest sample"
+    ]
+
+
+def test_the_cli_prints_the_alignment_notice_after_its_report(tmp_path: Path) -> None:
+    src = tmp_path / "two.mseed"
+    write_mseed(src, Z, T0, ramp(500))
+    write_mseed(src, N, T0 + 3_750_000, -ramp(500))
+    result = run_cli("ingest", tmp_path / "s.zarr", src)
+    assert (result.returncode, result.stdout.splitlines()[1:]) == (
+        0,
+        [
+            f"note: {src}: XX.STA..HHZ starts 0.375 sample(s) before the stored time axis "
+            "(0.00375 s); its samples were aligned to the nearest sample"
+        ],
+    )
+
+
 def test_two_channels_store_only_the_spans_both_cover(tmp_path: Path, store_path: Path) -> None:
     z, n = ramp(1_000), -ramp(1_000)
     src = tmp_path / "two.mseed"
@@ -120,6 +173,23 @@ def test_two_channels_store_only_the_spans_both_cover(tmp_path: Path, store_path
     assert (channels, segments.tolist()) == (["XX.STA..HHZ", "XX.STA..HHN"], [[0, 598], [598, 896]])
     np.testing.assert_array_equal(signal[:598], np.stack([z[2:600], n[:598]], axis=1))
     np.testing.assert_array_equal(signal[598:], np.stack([z[702:1_000], n[600:898]], axis=1))
+
+
+def test_two_instruments_of_the_same_hour_are_refused_saying_how_to_store_them(
+    tmp_path: Path, store_path: Path
+) -> None:
+    one = write_mseed(tmp_path / "one.mseed", Z, T0, ramp(500))
+    other = write_mseed(tmp_path / "other.mseed", "FDSN:YY_OTH__H_H_Z", T0, ramp(500))
+    with pytest.raises(
+        IncompatibleError,
+        match=re.escape(
+            f"{other}: channels ['YY.OTH..HHZ'] differ from ['XX.STA..HHZ'] of {one}; a store "
+            "holds one set of channels: ingest each instrument into a store of its own, or, if "
+            "they are one channel under two names, give it one name with --names XX.STA..HHZ"
+        ),
+    ):
+        ingest(store_path, [str(one), str(other)], IngestOptions())
+    assert siblings(store_path) == ["one.mseed", "other.mseed"]
 
 
 def test_channels_at_different_rates_are_refused_naming_each_rate(
