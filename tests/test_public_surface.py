@@ -72,6 +72,7 @@ COMMANDS: dict[str, list[str]] = {
         "--checkpoint-every",
         "--chunk",
         "--class-weight",
+        "--cluster-timeout",
         "--compute-threads",
         "--deterministic",
         "--devices",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..train.tensorflow.cluster import CLUSTER_TIMEOUT
 from .progress import bar
 from .root import app
 
@@ -205,6 +206,13 @@ def train(
             "is then the global batch. Several machines: set TF_CONFIG on each (see README)"
         ),
     ] = None,
+    cluster_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a worker of several (TF_CONFIG) waits for the others to start and join; "
+            "then one line names the missing worker and the command exits 1"
+        ),
+    ] = CLUSTER_TIMEOUT,
 ) -> None:
     """Train a Keras model on every window of a store, block by block, without materialising them.
 
@@ -307,6 +315,7 @@ def train(
                     resume="resume" if resume else "restart" if restart else "auto",
                     tensorboard=tensorboard,
                     devices=devices,
+                    cluster_timeout=cluster_timeout,
                 )
             except WorkerLostError as err:
                 # After aborted collectives TensorFlow's runtime may print or wait at interpreter
