@@ -103,7 +103,7 @@ COMMANDS: dict[str, list[str]] = {
     ],
 }
 
-GLOBAL_OPTIONS = ["--anon", "--backend"]
+GLOBAL_OPTIONS = ["--anon", "--backend", "--version"]
 
 PUBLIC_NAMES = [
     "BenchSpec",
