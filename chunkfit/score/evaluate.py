@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,12 +67,14 @@ def evaluate(
     plot: str | os.PathLike[str] | None = None,
     unsafe: bool = False,
     split: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Stream ``store`` block by block through the run's model and return every figure as a dict.
 
     On the store the run was trained on, only its validation split is scored unless ``split`` says
     otherwise ("train", "all"); on any other store, all of it (see ``runs.scored_ranges``). The
     threshold is ``threshold``, else the one the run chose on its validation split, else 0.5.
+    ``progress(done, total)`` hears the windows scored so far.
     """
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
     locate_run(
@@ -99,7 +102,9 @@ def evaluate(
         )
         sketch = _Sketch(s, w.window, ranges)
         predictor = make_predictor(model, w.window, spec.n_channels, batch_size)
-        for sb in score_store(predictor, s, w, chunk=chunk, labeller=labeller, ranges=ranges):
+        for sb in score_store(
+            predictor, s, w, chunk=chunk, labeller=labeller, ranges=ranges, progress=progress
+        ):
             assert sb.labels is not None
             score = sb.probs[:, spec.positive]
             p_true = sb.probs[np.arange(sb.labels.size), sb.labels]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,13 +55,15 @@ def predict(
     chunk: int = 200_000,
     batch_size: int = 1024,
     unsafe: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PredictReport:
     """Score every window of ``store``; write scores to ``out`` (.zarr or .h5) and detections to
     CSV.
 
     While it runs, this process holds the outputs' locks: a second predict writing the same output
     is refused (chunkfit.score.outputs). The detections use ``threshold``, else the one the run
-    chose on its validation split, else 0.5.
+    chose on its validation split, else 0.5. ``progress(done, total)`` hears the windows scored so
+    far.
     """
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size)
     if is_remote(out):
@@ -74,6 +77,7 @@ def predict(
             chunk=chunk,
             batch_size=batch_size,
             unsafe=unsafe,
+            progress=progress,
         )
     out_path = Path(out)
     ev_path = Path(events_out) if events_out is not None else None
@@ -83,9 +87,13 @@ def predict(
         locate_run(run, unsafe=unsafe)  # a wrong run or store is refused before TensorFlow loads
         locks.claim()
         if isinstance(store, Store):
-            return _predict(run, store, out_path, ev_path, threshold, chunk, batch_size, unsafe)
+            return _predict(
+                run, store, out_path, ev_path, threshold, chunk, batch_size, unsafe, progress
+            )
         with open_store(store) as s:
-            return _predict(run, s, out_path, ev_path, threshold, chunk, batch_size, unsafe)
+            return _predict(
+                run, s, out_path, ev_path, threshold, chunk, batch_size, unsafe, progress
+            )
     finally:
         locks.release()
 
@@ -141,6 +149,7 @@ def _predict(
     chunk: int,
     batch_size: int,
     unsafe: bool,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PredictReport:
     writer: ScoreWriter | None = None
     tmp_events = ev_path.parent / f".{ev_path.name}.chunkfit-tmp-{os.getpid()}" if ev_path else None
@@ -156,7 +165,7 @@ def _predict(
         n_windows = 0
         try:
             predictor = make_predictor(model, w.window, spec.n_channels, batch_size)
-            for sb in score_store(predictor, s, w, chunk=chunk):
+            for sb in score_store(predictor, s, w, chunk=chunk, progress=progress):
                 score = sb.probs[:, spec.positive]
                 n_windows += score.size
                 span = np.full(int(sb.starts[-1] - sb.starts[0]) + 1, np.nan, dtype=np.float32)
