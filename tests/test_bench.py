@@ -62,6 +62,13 @@ def tiny(
     return result, json.loads(result.stdout), plot
 
 
+def test_bench_names_each_strategy_before_it_runs(tiny: tuple[Any, dict[str, Any], Path]) -> None:
+    said = [line for line in tiny[0].stderr.splitlines() if line.startswith("bench: ")]
+    assert said == [
+        f"bench: strategy {k}/{len(STRATEGIES)}: {name}" for k, name in enumerate(STRATEGIES, 1)
+    ]
+
+
 def test_rows_are_the_chosen_strategies_in_order(tiny: tuple[Any, dict[str, Any], Path]) -> None:
     assert [row["strategy"] for row in tiny[1]["rows"]] == STRATEGIES
 

@@ -74,6 +74,7 @@ COMMANDS: dict[str, list[str]] = {
         "--checkpoint-every",
         "--chunk",
         "--class-weight",
+        "--cluster-timeout",
         "--compute-threads",
         "--deterministic",
         "--devices",
@@ -104,7 +105,7 @@ COMMANDS: dict[str, list[str]] = {
     ],
 }
 
-GLOBAL_OPTIONS = ["--anon", "--backend"]
+GLOBAL_OPTIONS = ["--anon", "--backend", "--version"]
 
 PUBLIC_NAMES = [
     "BenchSpec",

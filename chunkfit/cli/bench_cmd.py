@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .progress import bar
+from .progress import bar, interactive
 from .root import app
 
 
@@ -38,9 +38,13 @@ def bench(
     spec = BenchSpec(samples=samples, window=window, batch_size=batch_size, epochs=epochs)
     chosen = tuple(s.strip() for s in strategies.split(",")) if strategies else default_strategies()
     with bar("bench", len(chosen), unit="strategies") as update:
-        result = run_bench(
-            spec, chosen, progress=lambda k, n, name: update(k, info=name), plot_path=plot
-        )
+
+        def starting(k: int, n: int, name: str) -> None:
+            update(k, info=name)
+            if not interactive():  # on a terminal the bar names it
+                typer.echo(f"bench: strategy {k + 1}/{n}: {name}", err=True)
+
+        result = run_bench(spec, chosen, progress=starting, plot_path=plot)
     if json_out:
         typer.echo(json.dumps(result, indent=2))
     else:

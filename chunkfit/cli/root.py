@@ -15,6 +15,14 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from .._version import __version__
+
+        typer.echo(f"chunkfit {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _options(
     anon: bool = typer.Option(
@@ -25,6 +33,13 @@ def _options(
         "--backend",
         help="Keras backend to train and score on: tensorflow or jax [default: KERAS_BACKEND, else "
         "Keras's keras.json, else tensorflow]",
+    ),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_version,
+        is_eager=True,
+        help="Print chunkfit's version and exit",
     ),
 ) -> None:
     """Train Keras models on sensor signals far larger than memory."""

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .progress import bar
 from .root import app
 
 RUN_HELP = "A run folder (model.keras + run.json) or a .keras file"
@@ -126,17 +127,19 @@ def evaluate(
     )
     if is_remote(run) and plot is None:
         plot_path = None  # an s3:// run folder is not written by evaluate: plot with --plot FILE
-    result = run_evaluate(
-        run,
-        store,
-        threshold=threshold,
-        chunk=chunk,
-        batch_size=batch_size,
-        plot=plot_path,
-        unsafe=unsafe,
-        split=split,
-        channels=channels,
-    )
+    with bar("evaluate", None, unit="windows") as update:
+        result = run_evaluate(
+            run,
+            store,
+            threshold=threshold,
+            chunk=chunk,
+            batch_size=batch_size,
+            plot=plot_path,
+            unsafe=unsafe,
+            split=split,
+            channels=channels,
+            progress=lambda done, total: update(done, total=total),
+        )
     if json_out:
         typer.echo(json.dumps(_json_ready(result), indent=2, allow_nan=False))
     else:
@@ -205,18 +208,20 @@ def predict(
         raise UsageError("--idle applies to --follow only; add --follow to score a growing store")
     from ..score.predict import predict as run_predict
 
-    report = run_predict(
-        run,
-        store,
-        out,
-        events_out=events_out,
-        threshold=threshold,
-        overwrite=overwrite,
-        chunk=200_000 if chunk is None else chunk,
-        batch_size=batch_size,
-        unsafe=unsafe,
-        channels=channels,
-    )
+    with bar("predict", None, unit="windows") as update:
+        report = run_predict(
+            run,
+            store,
+            out,
+            events_out=events_out,
+            threshold=threshold,
+            overwrite=overwrite,
+            chunk=200_000 if chunk is None else chunk,
+            batch_size=batch_size,
+            unsafe=unsafe,
+            channels=channels,
+            progress=lambda done, total: update(done, total=total),
+        )
     extra = (
         f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""
     )

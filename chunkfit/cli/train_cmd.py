@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..train.tensorflow.cluster import CLUSTER_TIMEOUT
 from .progress import bar
 from .root import app
 
@@ -42,104 +43,149 @@ def train(
     store: Annotated[
         str | None,
         typer.Argument(
-            help="Store to train on [default: the store named in ./chunkfit.toml, else "
-            "./sensor.zarr]"
+            help="Store to train on",
+            metavar="STORE, else chunkfit.toml's store, else ./sensor.zarr",
+            show_default="the store named in ./chunkfit.toml, else ./sensor.zarr",
         ),
     ] = None,
-    window: Annotated[int, typer.Option(help="Samples per window")] = 104,
-    stride: Annotated[int, typer.Option(help="Samples between window starts")] = 1,
+    window: Annotated[int, typer.Option(help="Samples per window", rich_help_panel="Data")] = 104,
+    stride: Annotated[
+        int, typer.Option(help="Samples between window starts", rich_help_panel="Data")
+    ] = 1,
     label: Annotated[
         str,
         typer.Option(
             help="Window label: any-event (an event marker in the window), last or majority "
-            "(per-sample labels)"
+            "(per-sample labels)",
+            rich_help_panel="Data",
         ),
     ] = "any-event",
     chunk: Annotated[
-        int, typer.Option(help="Windows per block (one model.fit call each)")
+        int,
+        typer.Option(help="Windows per block (one model.fit call each)", rich_help_panel="Speed"),
     ] = 200_000,
     mix: Annotated[
         int,
         typer.Option(
             help="Blocks from different parts of the signal trained together, windows shuffled "
-            "jointly"
+            "jointly",
+            rich_help_panel="Speed",
         ),
     ] = 4,
     memory_budget: Annotated[
         str | None,
-        typer.Option(help="Pick --chunk so the process stays within this much memory, e.g. 1.5GB"),
+        typer.Option(
+            help="Pick --chunk so the process stays within this much memory, e.g. 1.5GB",
+            rich_help_panel="Speed",
+            show_default="none: --chunk decides",
+        ),
     ] = None,
-    epochs: Annotated[int, typer.Option(help="Passes over every training window")] = 5,
-    batch_size: Annotated[int, typer.Option(help="Windows per training step")] = 128,
+    epochs: Annotated[
+        int, typer.Option(help="Passes over every training window", rich_help_panel="Training")
+    ] = 5,
+    batch_size: Annotated[
+        int, typer.Option(help="Windows per training step", rich_help_panel="Training")
+    ] = 128,
     validation: Annotated[
-        float, typer.Option(help="Share of each segment held out at its end for validation")
+        float,
+        typer.Option(
+            help="Share of each segment held out at its end for validation", rich_help_panel="Data"
+        ),
     ] = 0.1,
     validation_segments: Annotated[
         str | None,
         typer.Option(
             help="Hold out whole segments (recordings) for validation instead: a count (2) or a "
-            "share (0.25), chosen by --seed"
+            "share (0.25), chosen by --seed",
+            rich_help_panel="Data",
+            show_default="none: --validation",
         ),
     ] = None,
     model: Annotated[
         str,
         typer.Option(
             help="baseline-cnn, dilated-resnet, a .keras file, or module:function (imports that "
-            "module and calls that function: it runs your own Python code)"
+            "module and calls that function: it runs your own Python code)",
+            rich_help_panel="Model",
         ),
     ] = "baseline-cnn",
     optimizer: Annotated[
         str | None,
-        typer.Option(help="Keras optimizer name [default: adam, or the saved model's]"),
+        typer.Option(
+            help="Keras optimizer name",
+            rich_help_panel="Model",
+            show_default="adam, or the saved model's",
+        ),
     ] = None,
-    lr: Annotated[float | None, typer.Option(help="Learning rate [default: 0.001]")] = None,
+    lr: Annotated[
+        float | None,
+        typer.Option(help="Learning rate", rich_help_panel="Model", show_default="0.001"),
+    ] = None,
     loss: Annotated[
-        str | None, typer.Option(help="Keras loss name [default: categorical_crossentropy]")
+        str | None,
+        typer.Option(
+            help="Keras loss name",
+            rich_help_panel="Model",
+            show_default="categorical_crossentropy",
+        ),
     ] = None,
     normalize: Annotated[
         str,
         typer.Option(
             help="Standardise windows before the model: global (per channel, mean and std of the "
             "training split), window (each window by its own mean and std) or none; saved inside "
-            "model.keras"
+            "model.keras",
+            rich_help_panel="Model",
         ),
     ] = "global",
     class_weight: Annotated[
         str,
         typer.Option(
             help="Weigh training windows by class: auto (balanced when the rarest class holds "
-            "under 5%), balanced, none, or CLASS:WEIGHT pairs like 0:1,1:40"
+            "under 5%), balanced, none, or CLASS:WEIGHT pairs like 0:1,1:40",
+            rich_help_panel="Rare events",
         ),
     ] = "auto",
     threshold_for: Annotated[
         str,
         typer.Option(
             help="How the run picks its decision threshold on the validation split: f1 (maximise "
-            "F1), recall=0.9 or precision=0.8; evaluate and predict use it"
+            "F1), recall=0.9 or precision=0.8; evaluate and predict use it",
+            rich_help_panel="Rare events",
         ),
     ] = "f1",
-    seed: Annotated[int, typer.Option(help="Seed for weights and the block and window order")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(
+            help="Seed for weights and the block and window order", rich_help_panel="Training"
+        ),
+    ] = 0,
     deterministic: Annotated[
         bool,
         typer.Option(
             "--deterministic",
             help="Same seed, same weights bit for bit (TensorFlow op determinism; a little slower)",
+            rich_help_panel="Training",
+            metavar="",
+            show_default="off",
         ),
     ] = False,
     steps_per_execution: Annotated[
         int | None,
         typer.Option(
-            help="Batches per compiled training call; callbacks hear of each call's last batch "
-            "[default: 256, fewer when their windows would come to over 16 MB]"
+            help="Batches per compiled training call; callbacks hear of each call's last batch",
+            rich_help_panel="Speed",
+            show_default="256, fewer when their windows would come to over 16 MB",
         ),
     ] = None,
     compute_threads: Annotated[
         int | None,
         typer.Option(
-            help="Threads for the model's arithmetic, each batch trained whole; 0 = every core "
-            "[default: measured on this machine for this model with the compile mode, among every "
-            "core, one thread, and each batch in halves side by side (long runs; cached for the "
-            "next), else every core]"
+            help="Threads for the model's arithmetic, each batch trained whole; 0 = every core",
+            rich_help_panel="Speed",
+            show_default="measured on this machine for this model with the compile mode, among "
+            "every core, one thread, and each batch in halves side by side (long runs; cached for "
+            "the next), else every core",
         ),
     ] = None,
     jit: Annotated[
@@ -147,7 +193,8 @@ def train(
         typer.Option(
             help="Train step under XLA: auto (time both on this machine, with the threads before "
             "training or in the first training calls, and keep the faster; off with "
-            "--deterministic), on, or off (Keras's step op for op: no XLA, no fused Adam kernel)"
+            "--deterministic), on, or off (Keras's step op for op: no XLA, no fused Adam kernel)",
+            rich_help_panel="Speed",
         ),
     ] = "auto",
     jax_loop: Annotated[
@@ -155,7 +202,8 @@ def train(
         typer.Option(
             help="JAX engine: run an element's batches one compiled call each (dispatch), all in "
             "one compiled call (scan), or auto (time both on this machine in the first training "
-            "calls and keep the faster; dispatch with --deterministic)"
+            "calls and keep the faster; dispatch with --deterministic)",
+            rich_help_panel="Speed",
         ),
     ] = "auto",
     unsafe: Annotated[
@@ -164,37 +212,55 @@ def train(
             "--unsafe",
             help="Load a --model .keras file outside Keras safe mode (deserialises lambdas: only "
             "for files you trust)",
+            rich_help_panel="Model",
+            metavar="",
+            show_default="off",
         ),
     ] = False,
     out: Annotated[
         str | None,
         typer.Option(
-            help="Run folder for model.keras, history.csv, run.json, curves.png [default: "
-            "runs/DATE-TIME]; an unfinished run in it is resumed from its checkpoint"
+            help="Run folder for model.keras, history.csv, run.json, curves.png; an unfinished run "
+            "in it is resumed from its checkpoint",
+            rich_help_panel="Run folder",
+            show_default="runs/<timestamp>",
         ),
     ] = None,
     checkpoint_every: Annotated[
         int | None,
         typer.Option(
-            help="Checkpoint the run every this many blocks [default: about every 3 minutes of "
-            "training; always at the end of each epoch]"
+            help="Checkpoint the run every this many blocks; always at the end of each epoch",
+            rich_help_panel="Run folder",
+            show_default="about every 3 minutes of training",
         ),
     ] = None,
     resume: Annotated[
         bool,
         typer.Option(
-            "--resume", help="Refuse to start unless --out holds an unfinished run to resume"
+            "--resume",
+            help="Refuse to start unless --out holds an unfinished run to resume",
+            rich_help_panel="Run folder",
+            metavar="",
+            show_default="off",
         ),
     ] = False,
     restart: Annotated[
         bool,
-        typer.Option("--restart", help="Delete the run in --out (finished or not) and start over"),
+        typer.Option(
+            "--restart",
+            help="Delete the run in --out (finished or not) and start over",
+            rich_help_panel="Run folder",
+            metavar="",
+            show_default="off",
+        ),
     ] = False,
     tensorboard: Annotated[
         str | None,
         typer.Option(
             help="Folder for TensorBoard logs (Keras's TensorBoard callback; steps run on across "
-            "blocks)"
+            "blocks)",
+            rich_help_panel="Run folder",
+            show_default="none",
         ),
     ] = None,
     devices: Annotated[
@@ -202,9 +268,19 @@ def train(
         typer.Option(
             help="Train on several devices of this machine: all (every GPU; tf.distribute "
             "MirroredStrategy) or cpu:N (N logical CPU devices, for trying it out); --batch-size "
-            "is then the global batch. Several machines: set TF_CONFIG on each (see README)"
+            "is then the global batch. Several machines: set TF_CONFIG on each (see README)",
+            rich_help_panel="Distribution",
+            show_default="one device",
         ),
     ] = None,
+    cluster_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a worker of several (TF_CONFIG) waits for the others to start and join; "
+            "then it stops with one line naming the missing worker",
+            rich_help_panel="Distribution",
+        ),
+    ] = CLUSTER_TIMEOUT,
 ) -> None:
     """Train a Keras model on every window of a store, block by block, without materialising them.
 
@@ -307,6 +383,7 @@ def train(
                     resume="resume" if resume else "restart" if restart else "auto",
                     tensorboard=tensorboard,
                     devices=devices,
+                    cluster_timeout=cluster_timeout,
                 )
             except WorkerLostError as err:
                 # After aborted collectives TensorFlow's runtime may print or wait at interpreter

@@ -9,7 +9,7 @@ differ in the last float32 bits across ``batch_size``, where the batches differ)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Protocol
 
@@ -73,13 +73,15 @@ def score_store(
     chunk: int = 200_000,
     labeller: Labeller | None = None,
     ranges: np.ndarray | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Iterator[ScoredBlock]:
     """Probabilities for every window of the store (or of ``ranges``, each inside one segment),
     block by block, in start order; ``ScoredBlock.segment`` is the index of the segment (or range).
 
     ``predictor`` scores ``predictor.batch_size`` windows at a time; a caller scoring the same model
     again (the training loop, every epoch) passes the same one and compiles it once. The next block
-    is read in a background thread while one is scored.
+    is read in a background thread while one is scored. ``progress(done, total)`` hears the windows
+    scored so far after each block.
     """
     w = windows
     spans = store.segments if ranges is None else ranges
@@ -92,8 +94,12 @@ def score_store(
         return seg, blk, store.read(blk.start, blk.stop), None
 
     jobs = [partial(load, seg, blk) for seg, blk in plan]
+    total, done = sum(blk.n_windows for _, blk in plan), 0
     for seg, blk, samples, labels in prefetched(jobs):
         offsets = (np.arange(blk.n_windows, dtype=np.int32) * blk.stride).astype(np.int32)
         probs = predictor(samples, offsets)
         starts = blk.start + offsets.astype(np.int64)
         yield ScoredBlock(blk, seg, starts, probs, labels, samples)
+        done += blk.n_windows
+        if progress is not None:
+            progress(done, total)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ class _Sketch:
         self.x = np.full(self.b - self.a, np.nan, dtype=np.float32)
         self.score = np.full(self.b - self.a, np.nan, dtype=np.float32)
         self.events = ev[(ev >= self.a) & (ev < self.b)] - self.a
+        self.channel = store.channels[0] if store.channels else "channel 0"
 
     def update(self, sb: ScoredBlock, score: np.ndarray) -> None:
         lo, hi = max(self.a, sb.block.start), min(self.b, sb.block.stop)
@@ -67,6 +69,7 @@ def evaluate(
     unsafe: bool = False,
     split: str | None = None,
     channels: ChannelsArg | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Stream ``store`` block by block through the run's model and return every figure as a dict.
 
@@ -75,6 +78,7 @@ def evaluate(
     threshold is ``threshold``, else the one the run chose on its validation split, else 0.5.
     ``channels`` maps the store's channels to the run's (chunkfit.score.channels); the figures then
     say so under "channels".
+    ``progress(done, total)`` hears the windows scored so far.
     """
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size, channels=channels)
     locate_run(
@@ -102,7 +106,9 @@ def evaluate(
         )
         sketch = _Sketch(s, w.window, ranges)
         predictor = mapped(make_predictor(model, w.window, spec.n_channels, batch_size), cmap)
-        for sb in score_store(predictor, s, w, chunk=chunk, labeller=labeller, ranges=ranges):
+        for sb in score_store(
+            predictor, s, w, chunk=chunk, labeller=labeller, ranges=ranges, progress=progress
+        ):
             assert sb.labels is not None
             score = sb.probs[:, spec.positive]
             p_true = sb.probs[np.arange(sb.labels.size), sb.labels]
@@ -148,6 +154,12 @@ def evaluate(
             s.close()
 
 
+def shown_events(events: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The events (offsets into ``x``) that fall on plotted signal: not on a gap or an unscored
+    stretch, where ``x`` is NaN."""
+    return events[~np.isnan(x[events])] if events.size else events
+
+
 def _plot(
     path: Path, sketch: _Sketch, metrics: BinaryMetrics, threshold: float, rate: float | None
 ) -> None:
@@ -159,14 +171,15 @@ def _plot(
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 4), gridspec_kw={"width_ratios": [3, 1]})
     t = np.arange(sketch.a, sketch.b)
     xs = t / rate if rate else t
-    ax1.plot(xs, sketch.x, lw=0.8, color="0.3", label="signal (channel 0)")
-    for e in sketch.events:
+    ax1.plot(xs, sketch.x, lw=0.8, color="0.3", label=f"signal ({sketch.channel})")
+    for e in shown_events(sketch.events, sketch.x):
         ax1.axvline(xs[e], color="tab:red", alpha=0.5, lw=1)
     ax1.set_xlabel("seconds" if rate else "sample")
-    ax1.set_ylabel("signal")
+    ax1.set_ylabel(f"{sketch.channel} (as stored)")
     twin = ax1.twinx()
     twin.plot(xs, sketch.score, color="tab:blue", lw=1, label="score (window start)")
-    twin.axhline(threshold, color="tab:blue", ls=":", lw=1)
+    twin.axhline(threshold, color="tab:blue", ls=":", lw=1, label=f"threshold {threshold:.3g}")
+    twin.legend(loc="upper right", fontsize="small")
     twin.set_ylim(-0.02, 1.02)
     twin.set_ylabel("event score")
     ax1.set_title("signal, true events (red) and predicted scores (blue)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ def predict(
     batch_size: int = 1024,
     unsafe: bool = False,
     channels: ChannelsArg | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PredictReport:
     """Score every window of ``store``; write scores to ``out`` (.zarr or .h5) and detections to
     CSV.
@@ -64,7 +66,7 @@ def predict(
     While it runs, this process holds the outputs' locks: a second predict writing the same output
     is refused (chunkfit.score.outputs). The detections use ``threshold``, else the one the run
     chose on its validation split, else 0.5. ``channels`` maps the store's channels to the run's
-    (chunkfit.score.channels).
+    (chunkfit.score.channels). ``progress(done, total)`` hears the windows scored so far.
     """
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size, channels=channels)
     if is_remote(out):
@@ -79,6 +81,7 @@ def predict(
             batch_size=batch_size,
             unsafe=unsafe,
             channels=channels,
+            progress=progress,
         )
     out_path = Path(out)
     ev_path = Path(events_out) if events_out is not None else None
@@ -89,11 +92,20 @@ def predict(
         locks.claim()
         if isinstance(store, Store):
             return _predict(
-                run, store, out_path, ev_path, threshold, chunk, batch_size, unsafe, channels
+                run,
+                store,
+                out_path,
+                ev_path,
+                threshold,
+                chunk,
+                batch_size,
+                unsafe,
+                channels,
+                progress,
             )
         with open_store(store) as s:
             return _predict(
-                run, s, out_path, ev_path, threshold, chunk, batch_size, unsafe, channels
+                run, s, out_path, ev_path, threshold, chunk, batch_size, unsafe, channels, progress
             )
     finally:
         locks.release()
@@ -151,6 +163,7 @@ def _predict(
     batch_size: int,
     unsafe: bool,
     channels: ChannelsArg | None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PredictReport:
     writer: ScoreWriter | None = None
     tmp_events = ev_path.parent / f".{ev_path.name}.chunkfit-tmp-{os.getpid()}" if ev_path else None
@@ -166,7 +179,7 @@ def _predict(
         n_windows = 0
         try:
             predictor = mapped(make_predictor(model, w.window, spec.n_channels, batch_size), cmap)
-            for sb in score_store(predictor, s, w, chunk=chunk):
+            for sb in score_store(predictor, s, w, chunk=chunk, progress=progress):
                 score = sb.probs[:, spec.positive]
                 n_windows += score.size
                 span = np.full(int(sb.starts[-1] - sb.starts[0]) + 1, np.nan, dtype=np.float32)

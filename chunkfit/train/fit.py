@@ -9,6 +9,7 @@ chunkfit.train.loop) does the rest.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from .malloc import cap_arenas
 from .models import DEFAULT_MODEL
 from .remotefolder import RemotePeerFolder, RemoteRunFolder
 from .runfolder import PeerFolder, RunFolder
+from .tensorflow.cluster import CLUSTER_TIMEOUT
 
 if TYPE_CHECKING:
     import keras
@@ -67,6 +69,7 @@ def fit(
     resume: str = "auto",
     tensorboard: str | os.PathLike[str] | None = None,
     devices: str | None = None,
+    cluster_timeout: float = CLUSTER_TIMEOUT,
 ) -> keras.callbacks.History:
     """Train ``model`` on every window of ``store``, block by block; returns the Keras History.
 
@@ -92,7 +95,8 @@ def fit(
     blocks. ``devices`` ("all", or "cpu:N" logical CPU devices for trying it out) trains on several
     devices of this machine, and TF_CONFIG in the environment makes this process one worker of a
     synchronous multi-worker run (chunkfit.train.tensorflow.distributed); ``batch_size`` is then the
-    global batch, and only the chief (rank 0) writes ``out``.
+    global batch, and only the chief (rank 0) writes ``out``. A worker waits ``cluster_timeout``
+    seconds for the others to join, then ends the process with one line naming the missing worker.
     """
     opts = options or FitOptions.from_keywords(
         window=window,
@@ -134,7 +138,7 @@ def fit(
     # before the run's threads allocate, so that memory stays flat (chunkfit.train.malloc)
     cap_arenas()
     engine = engine_for_backend()
-    distribution = _distribution(devices, engine)
+    distribution = _distribution(devices, engine, cluster_timeout)
     engine.check(opts)
     with contextlib.ExitStack() as stack:
         if not isinstance(store, Store):
@@ -192,12 +196,17 @@ def run_identity(opts: FitOptions, model: keras.Model | str, store: Store) -> di
     }
 
 
-def _distribution(devices: str | None, engine: EngineEntry) -> tuple[Any, str | None] | None:
+def _distribution(
+    devices: str | None, engine: EngineEntry, cluster_timeout: float = CLUSTER_TIMEOUT
+) -> tuple[Any, str | None] | None:
     """(cluster, devices) when this run is distributed (TF_CONFIG or ``devices``), else None;
     refuses what cannot work, before TensorFlow loads."""
-    from .tensorflow.cluster import check_devices, cluster_from_env
+    from .tensorflow.cluster import check_cluster_timeout, check_devices, cluster_from_env
 
+    timeout = check_cluster_timeout(cluster_timeout)
     cluster = cluster_from_env()
+    if cluster is not None:
+        cluster = dataclasses.replace(cluster, timeout=timeout)
     logical = check_devices(devices)
     if cluster is None and devices is None:
         return None

@@ -339,6 +339,16 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+AT_HALF = ("precision", "recall", "f1")  # Keras's metrics, taken at a score of 0.5
+
+
+def panel_title(name: str) -> str:
+    """A curves.png panel's title: the metric, and the threshold its figure was taken at when it
+    is not the run's own (``precision``, ``recall`` and ``f1`` are at 0.5)."""
+    bare = name.removeprefix("val_")
+    return f"{name} (at threshold 0.5)" if bare in AT_HALF else name
+
+
 def plot_curves(history: dict[str, list[float]], path: Path) -> None:
     """One panel per metric, training and validation per epoch."""
     import matplotlib
@@ -370,7 +380,7 @@ def plot_curves(history: dict[str, list[float]], path: Path) -> None:
         )
         if f"val_{name}" in history:
             ax.plot(epochs, history[f"val_{name}"], "s--", label="validation")
-        ax.set_title(name)
+        ax.set_title(panel_title(name))
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
         ax.legend()

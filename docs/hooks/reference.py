@@ -47,6 +47,21 @@ def _params(params: list[Any], ctx: Any) -> list[str]:
     return ["| argument or option | meaning |", "|---|---|", *rows, ""]
 
 
+def _panels(params: list[Any], ctx: Any) -> list[str]:
+    """The command's parameters, one table per help panel as ``--help`` groups them."""
+    groups: dict[str | None, list[Any]] = {}
+    for param in params:
+        groups.setdefault(getattr(param, "rich_help_panel", None), []).append(param)
+    if list(groups) == [None]:
+        return _params(params, ctx)
+    lines = []
+    for panel, members in groups.items():
+        table = _params(members, ctx)
+        if table:
+            lines += [f"**{panel or 'Arguments and other options'}**", "", *table]
+    return lines
+
+
 def render() -> str:
     """Markdown for the whole command line: the global options, then each command."""
     root = _root()
@@ -61,7 +76,7 @@ def render() -> str:
         usage = re.sub(r"[{\[](\w+)[}\]]", lambda m: m.group(0).upper(), usage)
         lines += [f"## chunkfit {name}", "", "```", f"chunkfit {name} {usage}", "```", ""]
         lines += [(command.help or "").strip(), ""]
-        lines += _params(command.params, ctx)
+        lines += _panels(command.params, ctx)
     return "\n".join(lines)
 
 

@@ -25,6 +25,8 @@ import zarr
 from scoring_support import trained
 from support import error_line, make_store, run_cli, tree
 
+from chunkfit._version import __version__
+
 Maker = Callable[[Path], None]
 
 
@@ -749,3 +751,8 @@ def test_bad_input_leaves_the_folder_as_it_was(runs: dict[str, Result], case: st
 @pytest.mark.parametrize("case", [c.id for c in CASES])
 def test_bad_input_prints_nothing_on_stdout(runs: dict[str, Result], case: str) -> None:
     assert runs[case][3].result().stdout == ""
+
+
+def test_version_prints_the_version_and_exits_0() -> None:
+    result = run_cli("--version")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"chunkfit {__version__}\n", "")

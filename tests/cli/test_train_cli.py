@@ -353,3 +353,33 @@ def test_tensorboard_logs_every_epoch_with_steps_running_on_across_blocks(
         batches.append(sum(-(-sum(blocks[b].n_windows for b in g) // 128) for g in groups))
     steps = [e.step for e in validation.Tensors("evaluation_loss_vs_iterations")]
     assert steps == [batches[0], batches[0] + batches[1]]
+
+
+@pytest.fixture(scope="module")
+def train_help() -> str:
+    result = run_cli("train", "--help")
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize(
+    "panel",
+    ["Data", "Model", "Training", "Rare events", "Speed", "Run folder", "Distribution"],
+)
+def test_train_help_groups_options_in_panels(train_help: str, panel: str) -> None:
+    assert f"─ {panel} ─" in train_help
+
+
+def test_train_help_shows_the_default_run_folder(train_help: str) -> None:
+    assert "[default: (runs/<timestamp>)]" in train_help
+
+
+def test_train_help_shows_flags_as_flags(train_help: str) -> None:
+    assert [
+        line for line in train_help.splitlines() if "--deterministic" in line and "<bool>" in line
+    ] == []
+
+
+def test_train_help_usage_says_what_an_omitted_store_means(train_help: str) -> None:
+    usage = " ".join(train_help.split("Train a Keras model")[0].split())
+    assert "[STORE, else chunkfit.toml's store, else ./sensor.zarr]" in usage

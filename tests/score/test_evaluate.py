@@ -318,3 +318,10 @@ def test_evaluate_uses_the_runs_threshold_unless_given_one(
         chunkfit.evaluate(runs.run, segmented, plot=tmp_path / "b.png", threshold=0.3)["threshold"]
         == 0.3
     )
+
+
+def test_eval_plot_draws_no_event_where_no_signal_is_plotted() -> None:
+    from chunkfit.score.evaluate import shown_events
+
+    x = np.array([np.nan, 1.0, 2.0, np.nan, np.nan, 3.0], np.float32)
+    assert shown_events(np.array([0, 2, 3, 5]), x).tolist() == [2, 5]

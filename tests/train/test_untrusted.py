@@ -205,7 +205,7 @@ def test_train_help_says_module_function_runs_your_own_code() -> None:
 
 def test_train_help_offers_unsafe_for_keras_files() -> None:
     words = " ".join(re.sub(r"[│╭╮╰╯─]", " ", run_cli("train", "--help").stdout).split())
-    assert "--unsafe <bool> Load a --model .keras file outside Keras safe mode" in words
+    assert "--unsafe Load a --model .keras file outside Keras safe mode" in words
 
 
 # -- stores ----------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 
@@ -17,16 +18,18 @@ import numpy as np
 from ...errors import UsageError
 
 DEVICE_CHOICES = "all or cpu:N"
+CLUSTER_TIMEOUT = 300.0  # seconds the workers wait for each other to start (--cluster-timeout)
 
 
 @dataclasses.dataclass(frozen=True)
 class Cluster:
     """The workers of a TF_CONFIG run: their addresses in rank order (the chief first) and this
-    one's rank."""
+    one's rank; ``timeout``: the seconds a worker waits for the others to join."""
 
     addresses: tuple[str, ...]
     rank: int
     jobs: tuple[tuple[str, int], ...]  # (job, task index) of each rank, as TensorFlow names them
+    timeout: float = CLUSTER_TIMEOUT
 
     @property
     def chief(self) -> bool:
@@ -97,6 +100,20 @@ def parse_tf_config(text: str) -> Cluster | None:
     if len(addresses) < 2:
         return None
     return Cluster(tuple(addresses), jobs.index((kind, index)), tuple(jobs))
+
+
+def check_cluster_timeout(seconds: float) -> float:
+    """``--cluster-timeout``: a positive number of seconds."""
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not math.isfinite(seconds)
+        or seconds <= 0
+    ):
+        raise UsageError(
+            f"--cluster-timeout must be a positive number of seconds (received {seconds!r})"
+        )
+    return float(seconds)
 
 
 def check_devices(devices: str | None) -> int | None:

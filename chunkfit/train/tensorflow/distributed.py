@@ -33,7 +33,7 @@ from .cluster import Cluster, check_devices, share_ranges, shares
 from .engine import TensorFlowEngine
 from .pipeline import BlockTensors, to_tensors
 from .replicastep import ReplicaStep
-from .workers import Workers
+from .workers import Workers, forming
 
 if TYPE_CHECKING:
     import keras
@@ -104,8 +104,10 @@ class DistributedEngine(TensorFlowEngine):
                 )
             if cluster is not None:
                 # No collective timeout: a worker waits while the chief writes the run folder; a
-                # dead worker is found by TensorFlow's coordination service heartbeats (about 10 s).
-                made.append(tf.distribute.MultiWorkerMirroredStrategy())
+                # dead worker is found by TensorFlow's coordination service heartbeats (about 10 s)
+                # once every worker has joined, and by ``forming`` (--cluster-timeout) before.
+                with forming(cluster):
+                    made.append(tf.distribute.MultiWorkerMirroredStrategy())
 
         try:
             threads = start_tensorflow(opts.compute_threads, before=before)

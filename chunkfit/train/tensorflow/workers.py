@@ -1,5 +1,6 @@
 """The workers of a multi-worker run as one TensorFlow collective: small values exchanged between
-them, their meeting before training, and a lost worker told in one line.
+them, their meeting before training, and a lost worker told in one line, before the cluster has
+formed (``forming``) or after.
 
 Every exchange is one all-reduce of a [workers, 3] int64 matrix in which each worker fills its own
 row, so it needs no other channel than the training's own collectives.
@@ -12,6 +13,10 @@ import hashlib
 import json
 import os
 import re
+import select
+import signal
+import socket
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,6 +26,69 @@ from ...errors import RunError, UsageError, WorkerLostError
 from .cluster import Cluster
 
 PROBE_FILE = ".chunkfit-workers"
+
+
+@contextlib.contextmanager
+def forming(cluster: Cluster) -> Iterator[None]:
+    """While TensorFlow forms ``cluster`` (MultiWorkerMirroredStrategy waits, inside its runtime and
+    without a limit, for every worker to register): after ``cluster.timeout`` seconds, one line
+    naming the missing worker on stderr, and this process is killed.
+
+    The wait holds the interpreter's lock, so no thread of this process can end it: a forked watcher
+    does, woken early by the end of a pipe once the cluster has formed (or this process has died).
+    Once the cluster has formed, a lost worker is found by TensorFlow's heartbeats
+    (``Workers.lost``).
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    err_fd = sys.stderr.fileno()
+    parent = os.getpid()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the watcher: only what is safe after a fork, and out by os._exit
+        code = 0
+        try:
+            os.close(write_end)
+            if not select.select([read_end], [], [], cluster.timeout)[0]:
+                line = f"chunkfit: error: {_missing_message(cluster)}\n"
+                os.write(err_fd, line.encode("utf-8", "backslashreplace"))
+                os.kill(parent, signal.SIGKILL)
+        except BaseException:
+            code = 1
+        os._exit(code)
+    os.close(read_end)
+    try:
+        yield
+    finally:
+        os.close(write_end)
+        os.waitpid(pid, 0)
+
+
+def _missing_message(c: Cluster) -> str:
+    """Which workers did not join ``c``: those nothing answers for at their address, else all the
+    others (started, but not joined)."""
+    others = [r for r in range(len(c.addresses)) if r != c.rank]
+    silent = [r for r in others if not _answers(c.addresses[r])]
+    named = ", ".join(
+        f"worker {r} ({c.addresses[r]}, TF_CONFIG task {c.jobs[r][0]}:{c.jobs[r][1]})"
+        for r in silent or others
+    )
+    why = ", and nothing answers at its address" if silent else ""
+    return (
+        f"{named} did not join the cluster within {c.timeout:g} s (--cluster-timeout){why}; this "
+        f"worker, {c.name(c.rank)}, stopped waiting: start the same chunkfit train command on "
+        "every worker, or give them longer with --cluster-timeout"
+    )
+
+
+def _answers(address: str, wait: float = 2.0) -> bool:
+    """Whether something accepts a TCP connection at ``address`` (host:port)."""
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=wait):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 class Workers:

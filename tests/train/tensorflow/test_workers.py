@@ -300,6 +300,44 @@ def test_a_killed_worker_stops_the_other_with_one_line_and_the_same_commands_res
     assert_same_run(two[0], out)
 
 
+def test_a_worker_killed_during_start_up_stops_the_other_after_the_cluster_timeout(
+    store: Path, tmp_path: Path, workers: list[Workers]
+) -> None:
+    out = tmp_path / "run"
+    w = Workers(store, [out, out], extra=[["--cluster-timeout", "3"]] * 2)
+    workers.append(w)
+    # Killed at once: it cannot have joined, it has not yet imported chunkfit.
+    w.procs[1].send_signal(signal.SIGKILL)
+    w.procs[1].wait(timeout=30)
+    _, stderr = w.procs[0].communicate(timeout=TIMEOUT)
+    assert w.procs[0].returncode == -signal.SIGKILL  # 137 in a shell: the wait cannot be ended
+    line = error_line(stderr.decode())
+    assert line == (
+        f"chunkfit: error: worker 1 (127.0.0.1:{w.ports[1]}, TF_CONFIG task worker:1) did not "
+        "join the cluster within 3 s (--cluster-timeout), and nothing answers at its address; "
+        f"this worker, worker 0 (127.0.0.1:{w.ports[0]}), stopped waiting: start the same "
+        "chunkfit train command on every worker, or give them longer with --cluster-timeout"
+    )
+    # Nothing written but the chief's lock (a dead process's, which the next run takes over).
+    assert sorted(p.name for p in out.rglob("*")) == [".chunkfit.lock"]
+
+
+def test_a_cluster_timeout_that_is_not_positive_is_one_line(store: Path, tmp_path: Path) -> None:
+    result = subprocess.run(
+        cli_command(
+            "train", str(store), *ARGS, "--out", str(tmp_path / "run"), "--cluster-timeout", "0"
+        ),
+        env={**cli_env(), "TF_CONFIG": tf_config(free_ports(2), 0)},
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert error_line(result.stderr.decode()) == (
+        "chunkfit: error: --cluster-timeout must be a positive number of seconds (received 0.0)"
+    )
+
+
 @pytest.fixture(scope="module")
 def s3_bucket(s3_server: S3Server) -> Iterator[str]:
     """A bucket for this module's s3 runs; this process's S3 environment (which the workers inherit)
