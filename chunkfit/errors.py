@@ -72,6 +72,11 @@ class WindowError(ChunkfitError, ValueError):
     """Window, stride, chunk or split settings that do not fit the signal."""
 
 
+class SettingError(UsageError, WindowError):
+    """A window, stride, chunk, batch or split setting that can never work, whatever the signal
+    (not positive, not a known rule): a usage mistake (exit 2) that is also a ``WindowError``."""
+
+
 class ModelError(ChunkfitError, ValueError):
     """A model that cannot be built, loaded or trained on these windows."""
 
