@@ -9,7 +9,7 @@ import dataclasses
 import math
 from typing import Any, ClassVar, Literal, TypeVar
 
-from .errors import UsageError, WindowError
+from .errors import SettingError, UsageError
 
 T = TypeVar("T", bound="ConfigBase")
 
@@ -50,7 +50,7 @@ class ConfigBase:
 
 def _positive(flag: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise WindowError(f"{flag} must be a positive integer (received {value!r})")
+        raise SettingError(f"{flag} must be a positive integer (received {value!r})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +68,7 @@ class WindowSpec(ConfigBase):
         _positive("--window", self.window)
         _positive("--stride", self.stride)
         if self.label not in LABEL_RULES:
-            raise WindowError(
+            raise SettingError(
                 f"--label must be one of {', '.join(LABEL_RULES)} (received {self.label!r})"
             )
 
@@ -90,7 +90,7 @@ class SplitSpec(ConfigBase):
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.validation < 1.0):
-            raise WindowError(
+            raise SettingError(
                 f"--validation must be a fraction in [0, 1) (received {self.validation})"
             )
         k = self.segments
@@ -324,7 +324,7 @@ class FitOptions(ConfigBase):
         if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 0:
             raise UsageError(f"--epochs must be a non-negative integer (received {self.epochs!r})")
         if self.memory_budget is None and self.blocks.chunk < self.batch_size:
-            raise WindowError(
+            raise SettingError(
                 f"chunk must be at least the batch size (received chunk={self.blocks.chunk}, "
                 f"batch_size={self.batch_size}); raise --chunk or lower --batch-size"
             )

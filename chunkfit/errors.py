@@ -3,6 +3,10 @@
 A ``ChunkfitError`` is a user's mistake or a fault in their data: the CLI prints its message on one
 line and exits non-zero without a traceback. Anything else is a bug and keeps its traceback.
 Subclasses also inherit the matching built-in so callers can catch either.
+
+Exit codes, one rule for every command: 2 for a usage mistake (a flag, argument or combination that
+can never work, whatever the data), 1 for data that does not fit (a store, file or run that refuses
+what was asked), 130 for an interruption (Ctrl-C), 0 for success.
 """
 
 from __future__ import annotations
@@ -18,6 +22,13 @@ class UsageError(ChunkfitError, ValueError):
     """A flag, argument or combination of them that cannot work."""
 
     exit_code = 2
+
+
+class Interrupted(ChunkfitError):
+    """Ctrl-C ended a command; ``str(err)`` says what was kept (a checkpoint, outputs left as they
+    were)."""
+
+    exit_code = 130
 
 
 class StoreNotFoundError(ChunkfitError, FileNotFoundError):
@@ -59,6 +70,11 @@ class IncompatibleError(ChunkfitError, ValueError):
 
 class WindowError(ChunkfitError, ValueError):
     """Window, stride, chunk or split settings that do not fit the signal."""
+
+
+class SettingError(UsageError, WindowError):
+    """A window, stride, chunk, batch or split setting that can never work, whatever the signal
+    (not positive, not a known rule): a usage mistake (exit 2) that is also a ``WindowError``."""
 
 
 class ModelError(ChunkfitError, ValueError):

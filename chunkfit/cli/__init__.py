@@ -12,6 +12,7 @@ import sys
 import typer
 
 from .root import app as app
+from .root import global_options_first
 
 
 def _register() -> None:
@@ -31,10 +32,20 @@ def main(argv: list[str] | None = None) -> None:
 
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     _register()
-    from ..errors import ChunkfitError
+    from ..errors import ChunkfitError, Interrupted
+    from .interrupt import redeliver_swallowed, remember
 
+    remember(argv)
+    redeliver_swallowed()
     try:
-        app(args=argv, standalone_mode=False)
+        # Out of standalone mode typer returns the code of a ``typer.Exit`` (and the 130 it makes
+        # of a ``KeyboardInterrupt`` outside ``interrupt.keeps``) instead of raising it.
+        code = app(
+            args=global_options_first(sys.argv[1:] if argv is None else argv), standalone_mode=False
+        )
+    except Interrupted as err:
+        print(f"chunkfit: interrupted: {err}", file=sys.stderr)
+        sys.exit(err.exit_code)
     except ChunkfitError as err:
         print(f"chunkfit: error: {err}", file=sys.stderr)
         sys.exit(err.exit_code)
@@ -55,6 +66,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"chunkfit: error: {message} (see chunkfit --help)", file=sys.stderr)
             sys.exit(2)
         raise
+    if code == 130:
+        print("chunkfit: interrupted", file=sys.stderr)
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 def _click_exception() -> type[Exception]:

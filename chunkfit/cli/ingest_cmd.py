@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .interrupt import outputs_kept
 from .progress import bar
 from .root import app
 
@@ -17,6 +18,7 @@ def _split(value: str | None) -> tuple[str, ...] | None:
 
 
 @app.command()
+@outputs_kept("store")
 def ingest(
     store: Annotated[
         str, typer.Argument(help="Store to create (or extend with --append): DIR.zarr or FILE.h5")

@@ -53,4 +53,9 @@ def bar(
                 progress.update(task, total=total)
             progress.update(task, completed=completed, **fields)
 
-        yield update
+        try:
+            yield update
+        except BaseException:
+            # Ctrl-C or an error: the bar is erased, so the one line that follows stands alone.
+            progress.live.transient = True
+            raise

@@ -49,3 +49,41 @@ def _options(
         use_backend(backend)
     if anon:
         os.environ["CHUNKFIT_S3_ANON"] = "1"  # chunkfit.store.s3client.anonymous
+
+
+_FLAGS = ("--anon",)
+_VALUED = ("--backend",)
+
+
+def global_options_first(args: list[str]) -> list[str]:
+    """``chunkfit train S --backend jax`` read as ``chunkfit --backend jax train S``: a global
+    option given after the command is moved before it (never past ``--``, never for ``launch``,
+    whose arguments are its workers')."""
+    at = next(
+        (
+            i
+            for i, a in enumerate(args)
+            if not a.startswith("-") and (i == 0 or args[i - 1] not in _VALUED)
+        ),
+        None,
+    )
+    if at is None or args[at] == "launch":
+        return list(args)
+    moved: list[str] = []
+    rest: list[str] = []
+    tail = args[at + 1 :]
+    i = 0
+    while i < len(tail):
+        a = tail[i]
+        if a == "--":
+            rest += tail[i:]
+            break
+        if a in _FLAGS or a.startswith(tuple(f"{v}=" for v in _VALUED)):
+            moved.append(a)
+        elif a in _VALUED and i + 1 < len(tail):
+            moved += tail[i : i + 2]
+            i += 1
+        else:
+            rest.append(a)
+        i += 1
+    return [*args[:at], *moved, args[at], *rest]

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .interrupt import outputs_kept
 from .progress import bar
 from .root import app
 
@@ -88,6 +89,7 @@ def format_eval(r: dict[str, Any]) -> str:
 
 
 @app.command()
+@outputs_kept(note="nothing was written (the plot comes last)")
 def evaluate(
     run: Annotated[str, typer.Argument(help=RUN_HELP)],
     store: Annotated[str, typer.Argument(help="A store with events or labels")],
@@ -147,6 +149,7 @@ def evaluate(
 
 
 @app.command()
+@outputs_kept("out", "events_out")
 def predict(
     run: Annotated[str, typer.Argument(help=RUN_HELP)],
     store: Annotated[str, typer.Argument(help="Any store: events and labels are not needed")],

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..train.tensorflow.cluster import CLUSTER_TIMEOUT
+from .interrupt import keeps, kept_by_run
 from .progress import bar
 from .root import app
 
@@ -334,7 +335,10 @@ def train(
         if out is not None
         else Path("runs") / time.strftime("%Y%m%d-%H%M%S")
     )
-    with bar("train", 1.0, unit="") as update:
+    with (
+        keeps(lambda: kept_by_run(run_dir, options.epochs, out is None)),
+        bar("train", 1.0, unit="") as update,
+    ):
 
         def progress(p: TrainProgress) -> None:
             if p.phase == "notice":

@@ -18,7 +18,7 @@ from ..store.reader import Store
 from ..store.writer import StoreWriter
 from .block import ParsedBlock
 from .events import Anchor, read_events
-from .formats import in_time_order
+from .formats import in_time_order, recording_kind
 from .live import LiveWriter, commit_interval
 from .nanfill import Interpolator, refuse_nonfinite
 from .source import Source
@@ -222,10 +222,16 @@ class _IngestJob:
         reference, what = self.rate, "the earlier sources"
         if self.store_rate is not None:
             reference, what = self.store_rate, f"the store {self.store}"
+        elif reference is not None and reference == self.options.rate:
+            what = "--rate"  # the rate came from the option, not from a source
         if reference is not None and abs(reference - rate) > RATE_TOLERANCE * reference:
+            fix = (
+                "drop --rate to take the file's own rate, or resample it"
+                if what == "--rate"
+                else "resample it or ingest it into a separate store"
+            )
             raise IncompatibleError(
-                f"{where}: runs at {rate:g} Hz, {what} at {reference:g} Hz; "
-                "resample it or ingest it into a separate store"
+                f"{where}: runs at {rate:g} Hz, {what} at {reference:g} Hz; {fix}"
             )
         if self.rate is None:
             self.rate = reference if reference is not None else rate
@@ -357,6 +363,12 @@ def ingest(
     if specs.count("-") > 1:
         raise UsageError("standard input (-) can be given only once")
     store = os.fspath(store)
+    kind = recording_kind(store)
+    if kind is not None:
+        raise UsageError(
+            f"{store} is {kind}, not a store; the store comes first: chunkfit ingest STORE.zarr "
+            f"{store}"
+        )
     if not append and os.path.exists(store):
         raise UsageError(
             f"{store}: already exists; pass --append to add recordings, or choose a new path"

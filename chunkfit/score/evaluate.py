@@ -13,9 +13,12 @@ import numpy as np
 from ..core.events import EventLevel, events_in
 from ..core.metrics import BinaryMetrics
 from ..core.scoring import ScoredBlock, score_store
+from ..errors import UsageError
 from ..store import Store, open_store
 from .channels import ChannelsArg, mapped
+from .order import check_run_then_store
 from .runs import (
+    SPLITS,
     RunLabeller,
     check_output_folder,
     check_settings,
@@ -81,6 +84,9 @@ def evaluate(
     ``progress(done, total)`` hears the windows scored so far.
     """
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size, channels=channels)
+    if split is not None and split not in SPLITS:
+        raise UsageError(f"--split must be one of {', '.join(SPLITS)} (received {split!r})")
+    check_run_then_store(run, store if not isinstance(store, Store) else store.path, "evaluate")
     locate_run(
         run, unsafe=unsafe
     )  # a wrong run, plot path or store is refused before TensorFlow loads

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import BlockSpec, FitOptions
 from ..core.plan import SplitPlan
 from ..errors import UsageError
+from ..ingest.formats import recording_kind
 from ..store import Store, open_store
 from ..store.urls import is_remote
 from .engines import EngineEntry, engine_for_backend
@@ -135,6 +136,12 @@ def fit(
         _require_tensorboard()
     if out is None and resume != "auto":
         raise UsageError(f"resume={resume!r} needs a run folder: pass out=RUN")
+    kind = None if isinstance(store, Store) else recording_kind(store)
+    if kind is not None:
+        raise UsageError(
+            f"{store} is {kind}, not a store; ingest it into one first: chunkfit ingest "
+            f"STORE.zarr {store}"
+        )
     # before the run's threads allocate, so that memory stays flat (chunkfit.train.malloc)
     cap_arenas()
     engine = engine_for_backend()

@@ -528,6 +528,7 @@ CASES = [
         {"s.zarr": store()},
         ["train", "s.zarr", "--window", "0", "--out", "run"],
         "--window must be a positive integer (received 0)",
+        2,
     ),
     Case(
         "chunk-smaller-than-the-batch",
@@ -535,12 +536,14 @@ CASES = [
         ["train", "s.zarr", "--chunk", "64", "--batch-size", "128", "--out", "run"],
         "chunk must be at least the batch size (received chunk=64, batch_size=128); raise --chunk "
         "or lower --batch-size",
+        2,
     ),
     Case(
         "validation-above-one",
         {"s.zarr": store()},
         ["train", "s.zarr", "--validation", "1.5", "--out", "run"],
         "--validation must be a fraction in [0, 1) (received 1.5)",
+        2,
     ),
     Case(
         "negative-epochs",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -96,3 +97,20 @@ def in_time_order(specs: Sequence[str]) -> list[str]:
 
     starts = [mseed.first_start(s, p) for s, p in zip(specs, paths, strict=True)]
     return [s for _, _, s in sorted(zip(starts, range(len(specs)), specs, strict=True))]
+
+
+_TEXT = {".csv": "CSV", ".tsv": "TSV", ".txt": "text", ".npy": ".npy", ".log": "text"}
+
+
+def recording_kind(path: str | os.PathLike[str]) -> str | None:
+    """ "a MiniSEED recording" where ``path`` is a file chunkfit reads as a source (by its suffix
+    or first bytes), else None: for the message when one is given where a store goes."""
+    p = Path(path)
+    if not p.is_file() or p.name.lower().endswith((".h5", ".hdf5")):
+        return None
+    fmt = find_format(p, by_content=True)
+    if fmt is not None:
+        return f"a {fmt.name} recording"
+    name = p.name.lower().removesuffix(".gz")
+    kind = next((k for s, k in _TEXT.items() if name.endswith(s)), None)
+    return f"a {kind} file" if kind is not None else None
