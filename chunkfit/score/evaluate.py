@@ -20,6 +20,7 @@ from .order import check_run_then_store
 from .runs import (
     SPLITS,
     RunLabeller,
+    check_channels,
     check_output_folder,
     check_settings,
     check_store,
@@ -96,6 +97,7 @@ def evaluate(
     s = store if isinstance(store, Store) else open_store(store)
     try:
         s.check_chunks()
+        check_channels(run, s, channels, unsafe=unsafe)  # before TensorFlow loads
         model, spec = load_run(run, unsafe=unsafe)
         cmap = check_store(spec, s, channels)
         ranges, scored = scored_ranges(spec, s, split)

@@ -28,7 +28,15 @@ from ..store.s3errors import guarded
 from ..store.urls import is_remote
 from .channels import ChannelsArg, mapped
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
-from .runs import check_settings, check_store, load_run, locate_run, run_threshold, score_attrs
+from .runs import (
+    check_channels,
+    check_settings,
+    check_store,
+    load_run,
+    locate_run,
+    run_threshold,
+    score_attrs,
+)
 from .scorer import make_predictor
 
 
@@ -169,6 +177,7 @@ def _predict(
     tmp_events = ev_path.parent / f".{ev_path.name}.chunkfit-tmp-{os.getpid()}" if ev_path else None
     try:
         s.check_chunks()
+        check_channels(run, s, channels, unsafe=unsafe)  # before TensorFlow loads
         model, spec = load_run(run, unsafe=unsafe)
         cmap = check_store(spec, s, channels)
         threshold, source = run_threshold(spec, given)

@@ -318,6 +318,18 @@ def score_attrs(
     }
 
 
+def check_channels(
+    run: str | os.PathLike[str], store: Store, channels: ChannelsArg | None, *, unsafe: bool
+) -> None:
+    """Refuse a store whose channels the run cannot map, from run.json alone: before TensorFlow
+    loads (``check_store`` checks again with the loaded model)."""
+    files = locate_run(run, unsafe=unsafe)
+    if files.channels is not None:
+        channel_map(
+            files.channels, len(files.channels), store.channels, channels, where=str(store.path)
+        )
+
+
 def check_store(spec: RunSpec, store: Store, channels: ChannelsArg | None = None) -> ChannelMap:
     """Refuse a store the run's model cannot read; the store's columns that feed the model."""
     cmap = channel_map(

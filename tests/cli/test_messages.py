@@ -149,3 +149,20 @@ def test_an_unknown_split_is_refused_before_tensorflow_is_imported(runs: Trained
         2,
         "chunkfit: error: --split must be one of validation, train, all (received 'valid')",
     )
+
+
+@pytest.mark.parametrize("command", ["evaluate", "predict"])
+def test_a_store_of_other_channels_is_refused_before_tensorflow_is_imported(
+    runs: Trained, recording: Path, tmp_path: Path, command: str
+) -> None:
+    store = tmp_path / "two.zarr"
+    assert run_cli("ingest", store, recording).returncode == 0
+    extra = ["--out", tmp_path / "scores.zarr"] if command == "predict" else []
+    result = run_without_tensorflow(command, runs.run, store, *extra)
+    assert (result.returncode, error_line(result)) == (
+        1,
+        f"chunkfit: error: {store}: channels ['a', 'b'] differ from the training store's ['x']; "
+        "score a store ingested with the same channels (--columns), or map them with --channels "
+        "RUN=STORE,...",
+    )
+    assert not (tmp_path / "scores.zarr").exists()
