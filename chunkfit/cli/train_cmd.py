@@ -1,4 +1,8 @@
-"""``chunkfit train``."""
+"""``chunkfit train``.
+
+Over 400 lines because the command declares about forty options, each with its help panel, default
+and help text; what it does with them is one call of ``chunkfit.train.fit.fit``.
+"""
 
 from __future__ import annotations
 
