@@ -5,6 +5,7 @@ and taking snapshots of a store to prove that a failed command changed nothing.
 from __future__ import annotations
 
 import os
+import pty
 import random
 import socket
 import subprocess
@@ -285,3 +286,34 @@ def run_trial(choice: Any, seconds: dict[bool, float], batches: int) -> list[boo
         compiling = mode and mode not in modes[:-1]
         choice.timed(mode, 30.0 if compiling else seconds[mode], batches)
     return modes
+
+
+def on_a_terminal(*args: str | os.PathLike[str]) -> tuple[int, bytes, bytes]:
+    """Run ``chunkfit ARGS`` with stderr on a pseudo-terminal: its exit code, what it drew there,
+    and its stdout. Skips the test on a machine that offers no pseudo-terminal."""
+    import pytest
+
+    try:
+        controller, terminal = pty.openpty()
+    except OSError:
+        pytest.skip("this machine offers no pseudo-terminal")
+    proc = subprocess.Popen(
+        cli_command(*args),
+        env={**cli_env(), "COLUMNS": "120", "TERM": "xterm"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=terminal,
+    )
+    os.close(terminal)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # the terminal's other end closed: the process is done with it
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    out, _ = proc.communicate(timeout=240)
+    os.close(controller)
+    return proc.returncode, drawn, out

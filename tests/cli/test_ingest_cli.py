@@ -5,8 +5,6 @@ Ctrl-C and kill -9 during a live stream, the progress bar, and bounded memory.
 from __future__ import annotations
 
 import json
-import os
-import pty
 import signal
 import subprocess
 import sys
@@ -27,6 +25,7 @@ from support import (
     cli_env,
     examples,
     make_store,
+    on_a_terminal,
     run_cli,
     write_csv,
 )
@@ -363,32 +362,10 @@ def test_kill_9_during_a_stdin_stream_before_its_first_commit_leaves_no_store(
 def test_progress_bar_is_drawn_on_a_terminal_and_keeps_stdout_clean(
     tmp_path: Path, small_csv: Path
 ) -> None:
-    try:
-        controller, terminal = pty.openpty()
-    except OSError:
-        pytest.skip("this machine offers no pseudo-terminal")
-    proc = subprocess.Popen(
-        cli_command(
-            "ingest", str(tmp_path / "p.zarr"), str(small_csv), "--time-column", "t", "--json"
-        ),
-        env={**cli_env(), "COLUMNS": "120", "TERM": "xterm"},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=terminal,
+    code, drawn, out = on_a_terminal(
+        "ingest", tmp_path / "p.zarr", small_csv, "--time-column", "t", "--json"
     )
-    os.close(terminal)
-    drawn = b""
-    while True:
-        try:
-            chunk = os.read(controller, 4096)
-        except OSError:  # the terminal's other end closed: the process is done with it
-            break
-        if not chunk:
-            break
-        drawn += chunk
-    out, _ = proc.communicate(timeout=240)
-    os.close(controller)
-    assert proc.returncode == 0
+    assert code == 0
     assert b"ingest" in drawn and b"300 rows" in drawn
     assert json.loads(out)["samples"] == 300
 

@@ -3,44 +3,19 @@ pseudo-terminal here), as ``train`` does; off a terminal they draw nothing."""
 
 from __future__ import annotations
 
-import os
-import pty
-import subprocess
 from pathlib import Path
 
 import pytest
 from scoring_support import Trained
-from support import cli_command, cli_env, run_cli
+from support import on_a_terminal, run_cli
 
 pytestmark = pytest.mark.slow
 
 
 def drawn_on_a_terminal(*args: str) -> tuple[int, bytes]:
     """Run ``chunkfit ARGS`` with stderr on a pseudo-terminal; its exit code and what it drew."""
-    try:
-        controller, terminal = pty.openpty()
-    except OSError:
-        pytest.skip("this machine offers no pseudo-terminal")
-    proc = subprocess.Popen(
-        cli_command(*args),
-        env={**cli_env(), "COLUMNS": "120", "TERM": "xterm"},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=terminal,
-    )
-    os.close(terminal)
-    drawn = b""
-    while True:
-        try:
-            chunk = os.read(controller, 4096)
-        except OSError:  # the terminal's other end closed: the process is done with it
-            break
-        if not chunk:
-            break
-        drawn += chunk
-    proc.wait(timeout=240)
-    os.close(controller)
-    return proc.returncode, drawn
+    code, drawn, _ = on_a_terminal(*args)
+    return code, drawn
 
 
 def test_evaluate_draws_a_progress_bar_on_a_terminal(runs: Trained, tmp_path: Path) -> None:
