@@ -65,32 +65,6 @@ def train(
             rich_help_panel="Data",
         ),
     ] = "any-event",
-    chunk: Annotated[
-        int,
-        typer.Option(help="Windows per block (one model.fit call each)", rich_help_panel="Speed"),
-    ] = 200_000,
-    mix: Annotated[
-        int,
-        typer.Option(
-            help="Blocks from different parts of the signal trained together, windows shuffled "
-            "jointly",
-            rich_help_panel="Speed",
-        ),
-    ] = 4,
-    memory_budget: Annotated[
-        str | None,
-        typer.Option(
-            help="Pick --chunk so the process stays within this much memory, e.g. 1.5GB",
-            rich_help_panel="Speed",
-            show_default="none: --chunk decides",
-        ),
-    ] = None,
-    epochs: Annotated[
-        int, typer.Option(help="Passes over every training window", rich_help_panel="Training")
-    ] = 5,
-    batch_size: Annotated[
-        int, typer.Option(help="Windows per training step", rich_help_panel="Training")
-    ] = 128,
     validation: Annotated[
         float,
         typer.Option(
@@ -143,22 +117,23 @@ def train(
             rich_help_panel="Model",
         ),
     ] = "global",
-    class_weight: Annotated[
-        str,
+    unsafe: Annotated[
+        bool,
         typer.Option(
-            help="Weigh training windows by class: auto (balanced when the rarest class holds "
-            "under 5%), balanced, none, or CLASS:WEIGHT pairs like 0:1,1:40",
-            rich_help_panel="Rare events",
+            "--unsafe",
+            help="Load a --model .keras file outside Keras safe mode (deserialises lambdas: only "
+            "for files you trust)",
+            rich_help_panel="Model",
+            metavar="",
+            show_default="off",
         ),
-    ] = "auto",
-    threshold_for: Annotated[
-        str,
-        typer.Option(
-            help="How the run picks its decision threshold on the validation split: f1 (maximise "
-            "F1), recall=0.9 or precision=0.8; evaluate and predict use it",
-            rich_help_panel="Rare events",
-        ),
-    ] = "f1",
+    ] = False,
+    epochs: Annotated[
+        int, typer.Option(help="Passes over every training window", rich_help_panel="Training")
+    ] = 5,
+    batch_size: Annotated[
+        int, typer.Option(help="Windows per training step", rich_help_panel="Training")
+    ] = 128,
     seed: Annotated[
         int,
         typer.Option(
@@ -175,6 +150,42 @@ def train(
             show_default="off",
         ),
     ] = False,
+    class_weight: Annotated[
+        str,
+        typer.Option(
+            help="Weigh training windows by class: auto (balanced when the rarest class holds "
+            "under 5%), balanced, none, or CLASS:WEIGHT pairs like 0:1,1:40",
+            rich_help_panel="Rare events",
+        ),
+    ] = "auto",
+    threshold_for: Annotated[
+        str,
+        typer.Option(
+            help="How the run picks its decision threshold on the validation split: f1 (maximise "
+            "F1), recall=0.9 or precision=0.8; evaluate and predict use it",
+            rich_help_panel="Rare events",
+        ),
+    ] = "f1",
+    chunk: Annotated[
+        int,
+        typer.Option(help="Windows per block (one model.fit call each)", rich_help_panel="Speed"),
+    ] = 200_000,
+    mix: Annotated[
+        int,
+        typer.Option(
+            help="Blocks from different parts of the signal trained together, windows shuffled "
+            "jointly",
+            rich_help_panel="Speed",
+        ),
+    ] = 4,
+    memory_budget: Annotated[
+        str | None,
+        typer.Option(
+            help="Pick --chunk so the process stays within this much memory, e.g. 1.5GB",
+            rich_help_panel="Speed",
+            show_default="none: --chunk decides",
+        ),
+    ] = None,
     steps_per_execution: Annotated[
         int | None,
         typer.Option(
@@ -211,17 +222,6 @@ def train(
             rich_help_panel="Speed",
         ),
     ] = "auto",
-    unsafe: Annotated[
-        bool,
-        typer.Option(
-            "--unsafe",
-            help="Load a --model .keras file outside Keras safe mode (deserialises lambdas: only "
-            "for files you trust)",
-            rich_help_panel="Model",
-            metavar="",
-            show_default="off",
-        ),
-    ] = False,
     out: Annotated[
         str | None,
         typer.Option(

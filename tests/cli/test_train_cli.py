@@ -362,12 +362,21 @@ def train_help() -> str:
     return result.stdout
 
 
-@pytest.mark.parametrize(
-    "panel",
-    ["Data", "Model", "Training", "Rare events", "Speed", "Run folder", "Distribution"],
-)
+PANELS = ["Data", "Model", "Training", "Rare events", "Speed", "Run folder", "Distribution"]
+
+
+@pytest.mark.parametrize("panel", PANELS)
 def test_train_help_groups_options_in_panels(train_help: str, panel: str) -> None:
     assert f"─ {panel} ─" in train_help
+
+
+def test_train_help_panels_come_from_data_to_distribution(train_help: str) -> None:
+    shown = [
+        line.split("─ ", 1)[1].split(" ─", 1)[0]
+        for line in train_help.splitlines()
+        if line.startswith("╭─ ")
+    ]
+    assert [panel for panel in shown if panel in PANELS] == PANELS
 
 
 def test_train_help_shows_the_default_run_folder(train_help: str) -> None:
