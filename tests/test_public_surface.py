@@ -100,6 +100,7 @@ COMMANDS: dict[str, list[str]] = {
         "--unsafe",
         "--validation",
         "--validation-segments",
+        "--verbose",
         "--window",
         "store",
     ],

@@ -166,9 +166,11 @@ def ingest(
     rate_text = f" at {report.sample_rate:g} Hz" if report.sample_rate else ""
     typer.echo(
         f"{'appended' if append else 'created'} {store}: {report.samples:,} samples{rate_text}, "
-        f"{report.segments} segment(s), {report.events} event(s) from {len(report.sources)} "
-        "source(s) "
-        f"in {report.seconds:.2f} s" + (" (stream ended by Ctrl-C)" if report.interrupted else "")
+        f"{report.segments} segment(s), {report.events} event(s)"
+        # one source goes without saying, and the line fits a narrow terminal
+        + (f" from {len(report.sources)} sources" if len(report.sources) > 1 else "")
+        + f" in {report.seconds:.2f} s"
+        + (" (stream ended by Ctrl-C)" if report.interrupted else "")
     )
     for note in report.notices:
         typer.echo(f"note: {note}")

@@ -268,6 +268,17 @@ def train(
             show_default="none",
         ),
     ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            help="Print every figure of each epoch and how the engine chose its compile mode and "
+            "threads, timings included (history.csv and run.json hold them anyway)",
+            rich_help_panel="Run folder",
+            metavar="",
+            show_default="off: a few figures per epoch",
+        ),
+    ] = False,
     devices: Annotated[
         str | None,
         typer.Option(
@@ -299,6 +310,7 @@ def train(
     from ..store.urls import is_remote
     from ..train.budget import parse_bytes
     from ..train.fit import fit
+    from ..train.metrics import epoch_summary
     from ..train.models import check_model_spec, unsafe_model_files
 
     if resume and restart:
@@ -346,7 +358,7 @@ def train(
 
         def progress(p: TrainProgress) -> None:
             if p.phase == "notice":
-                typer.echo(p.message)
+                typer.echo(p.detail if verbose and p.detail is not None else p.message)
                 return
             if p.phase == "resume":
                 part = (
@@ -358,10 +370,12 @@ def train(
                 )
                 return
             if p.phase == "epoch":
-                typer.echo(
-                    f"epoch {p.epoch + 1}/{p.epochs}  {_metrics(p.logs or {})}  "
-                    f"{p.windows_per_s:,.0f} windows/s"
+                figures = (
+                    f"{_metrics(p.logs or {})}  {p.windows_per_s:,.0f} windows/s"
+                    if verbose
+                    else epoch_summary(p.logs or {})
                 )
+                typer.echo(f"epoch {p.epoch + 1}/{p.epochs}  {figures}")
                 return
             what = (
                 f"block {p.block}/{p.blocks}"
@@ -409,10 +423,8 @@ def train(
         return
     done = len(history.epoch)
     stopped = f" (stopped early after {done} of {epochs})" if done < epochs else ""
-    typer.echo(
-        f"trained {model} for {done} epoch(s){stopped}; run folder {run_dir}: "
-        "model.keras, history.csv, run.json, curves.png"
-    )
+    typer.echo(f"trained {model} for {done} epoch(s){stopped}")
+    typer.echo(f"run folder {run_dir}: model.keras, history.csv, run.json, curves.png")
 
 
 def _native_stderr_quiet() -> None:

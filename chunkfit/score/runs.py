@@ -256,9 +256,9 @@ def scored_ranges(spec: RunSpec, store: Store, split: str | None) -> tuple[np.nd
             f"{store.path}: the run's {split} split holds no window; pass --split all"
         )
     what = (
-        "the run's validation split: windows it never trained on"
+        "windows the run never trained on"
         if split == "validation"
-        else "the run's training split: windows it trained on, so the figures flatter it"
+        else "windows the run trained on, so the figures flatter it"
     )
     return ranges, f"{split} split of {store.path} ({what})"
 

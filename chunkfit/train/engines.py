@@ -132,6 +132,11 @@ class Engine(Protocol):
         """The run's one line on how it trains, once decided (None until then, or never)."""
         ...
 
+    def compile_summary(self) -> str | None:
+        """``compile_line`` in a few words (engine, compile mode, threads), for a narrow terminal;
+        ``compile_line`` and run.json keep the reasons and timings."""
+        ...
+
     def distribution_info(self) -> dict[str, Any] | None:
         """The run's workers, devices and replicas for run.json (None: one process, one device)."""
         ...

@@ -80,3 +80,38 @@ def ordered(logs: dict[str, Any]) -> dict[str, Any]:
         return (val, 2, LAST.index(base)) if base in LAST else (val, 1, 0)
 
     return dict(sorted(logs.items(), key=lambda kv: rank(kv[0])))
+
+
+# The figures of an epoch's short line, by log name (without ``val_``) and label: the validation
+# split's when there is one, else training's. history.csv, run.json and ``--verbose`` hold them all.
+SHORT = (
+    ("pr_auc", "PR-AUC"),
+    ("recall", "recall"),
+    ("false_alarms_per_hour", "false alarms/h"),
+    ("false_alarms", "false alarms"),
+)
+
+
+def epoch_summary(logs: dict[str, float]) -> str:
+    """An epoch's few figures that matter, for a line that fits a narrow terminal with room for
+    more: the training loss, then the validation split's ``SHORT`` figures after ``val:``
+    (training's own without a split); accuracy where the model has no event class figures.
+
+    ``{"loss": 0.04, "val_loss": 0.02, "val_pr_auc": 0.99, "val_recall": 0.98, ...}`` ->
+    ``"loss 0.0400  val: PR-AUC 0.9900  recall 0.9800  ..."``.
+    """
+    parts = [f"loss {logs['loss']:.4f}"] if "loss" in logs else []
+    prefix = "val_" if any(k.startswith("val_") for k in logs) else ""
+    figures = [(label, logs[prefix + name]) for name, label in SHORT if prefix + name in logs]
+    if not any(label == "PR-AUC" for label, _ in figures) and prefix + "accuracy" in logs:
+        figures.insert(0, ("accuracy", logs[prefix + "accuracy"]))
+    shown = [f"{label} {_figure(label, value)}" for label, value in figures]
+    if prefix and shown:
+        shown[0] = "val: " + shown[0]
+    return "  ".join([*parts, *shown])
+
+
+def _figure(label: str, value: float) -> str:
+    if label.startswith("false alarms"):
+        return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+    return f"{value:.4f}"

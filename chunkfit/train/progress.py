@@ -17,7 +17,7 @@ class TrainProgress:
     of the whole run finished, for ETAs. A resumed run first reports phase "resume": ``epoch``
     epochs and ``block`` of the ``blocks`` blocks of the next one were trained before the
     interruption. A run reports phase "notice" for a choice made for the user (``message``) before
-    it trains.
+    it trains; ``detail``, when given, is the longer form of that line (``--verbose``).
     """
 
     phase: str
@@ -32,13 +32,23 @@ class TrainProgress:
     done: float
     logs: dict[str, float] | None = None
     message: str | None = None
+    detail: str | None = None
 
     @classmethod
     def notice(
-        cls, message: str, *, epochs: int, epoch: int = 0, done: float = 0.0
+        cls,
+        message: str,
+        *,
+        epochs: int,
+        epoch: int = 0,
+        done: float = 0.0,
+        detail: str | None = None,
     ) -> TrainProgress:
-        """A choice made for the user, or a result worth a line (``message``)."""
-        return cls("notice", epoch, epochs, 0, 0, 0, 0, 0.0, None, done, message=message)
+        """A choice made for the user, or a result worth a line (``message``; ``detail``: all of
+        it, for ``--verbose``)."""
+        return cls(
+            "notice", epoch, epochs, 0, 0, 0, 0, 0.0, None, done, message=message, detail=detail
+        )
 
     @classmethod
     def resumed(

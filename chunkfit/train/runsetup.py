@@ -168,16 +168,17 @@ class RunSetup:
     def _kept(self) -> str:
         return self.checkpoints.kept() if self.checkpoints is not None else ""
 
-    def _notice(self, message: str) -> None:
+    def _notice(self, message: str, detail: str | None = None) -> None:
         if self.progress is not None:
-            self.progress(TrainProgress.notice(message, epochs=self.opts.epochs))
+            self.progress(TrainProgress.notice(message, epochs=self.opts.epochs, detail=detail))
 
     def _say_compile(self) -> None:
-        """The one line saying how the train step is compiled and threaded, once that is decided."""
+        """The one line saying how the train step is compiled and threaded, once that is decided:
+        a few words, the reasons and timings as its detail."""
         line = self.engine.compile_line()
         if self.progress is not None and not self._said_compile and line is not None:
             self._said_compile = True
-            self._notice(line)
+            self._notice(self.engine.compile_summary() or line, detail=line)
 
     def _write_record(self, *, finished: bool) -> None:
         if self.folder is not None:

@@ -120,7 +120,8 @@ class ThresholdScoring:
 
 
 def _line(chosen: dict[str, Any]) -> str:
-    """The run's threshold and its figures, in words."""
+    """The run's threshold and its figures, in words: two lines, each short enough for a narrow
+    terminal."""
     events = ""
     if "events" in chosen:
         per_hour = chosen["false_alarms_per_hour"]
@@ -130,8 +131,8 @@ def _line(chosen: dict[str, Any]) -> str:
         )
     return (
         f"threshold {chosen['value']:.4g} chosen on the validation split ({chosen['rule']}): "
-        f"PR-AUC {chosen['pr_auc']:.3f}, precision {chosen['precision']:.3f}, "
-        f"recall {chosen['recall']:.3f}, F1 {chosen['f1']:.3f}{events}"
+        f"precision {chosen['precision']:.3f}, recall {chosen['recall']:.3f}, "
+        f"F1 {chosen['f1']:.3f}\n  PR-AUC {chosen['pr_auc']:.3f}{events}"
     )
 
 

@@ -96,6 +96,7 @@ def training_on_every_core(store: Path, base: Path) -> Ran:
         "0",
         "--out",
         out,
+        "--verbose",
         timeout=300,
     ), out
 
@@ -158,39 +159,49 @@ def test_train_prints_one_line_per_epoch_and_the_run_folder(
     result, out = ecg_run
     compile_line, *lines = result.stdout.splitlines()
     # a run this short trains without XLA, on the threads of the rule (a built-in model: each batch
-    # in halves side by side, on 2 cores or more), and says why in one line
-    threads = (
-        "every core, chosen by the rule: every core"
-        if CORES < 2
-        else f"{CORES // 2} compute threads? for each of 2 halves of every batch, side by side, "
-        "chosen by the rule "
-        "for built-in models: each batch in halves side by side"
-    )
+    # in halves side by side, on 2 cores or more); --verbose says why
+    threads = "every core" if CORES < 2 else f"{CORES // 2} threads? x 2 halves of each batch"
+    assert re.fullmatch(
+        rf"TensorFlow, train step without XLA, {threads}; --verbose says why", compile_line
+    ), compile_line
+    # the loss, then the validation split's event class figures (at the epoch's threshold)
+    for epoch, line in zip((1, 2), lines[:2], strict=True):
+        assert re.fullmatch(
+            rf"epoch {epoch}/2  loss [\d.]+  val: PR-AUC [\d.]+  recall [\d.]+  "
+            r"false alarms/h [\d.,e+-]+",
+            line,
+        ), line
+    assert re.fullmatch(
+        r"threshold [\d.e-]+ chosen on the validation split \(f1\): precision [\d.]+, "
+        r"recall [\d.]+, F1 [\d.]+",
+        lines[2],
+    ), lines[2]
+    assert re.fullmatch(
+        r"  PR-AUC [\d.]+, events covered \d+/\d+, false alarms \d+ \([\d.e+-]+/h\)", lines[3]
+    ), lines[3]
+    assert lines[4:] == [
+        "trained baseline-cnn for 2 epoch(s)",
+        f"run folder {out}: model.keras, history.csv, run.json, curves.png",
+    ]
+
+
+def test_verbose_train_prints_every_figure_and_why_the_engine_chose_its_step(
+    launched: dict[str, Future[Ran]],
+) -> None:
+    result, _ = launched["every-core"].result()
+    compile_line, epoch_line, *_ = result.stdout.splitlines()
     assert re.fullmatch(
         r"train step without XLA, chosen by autotune: a run of \d+ training calls of up to \d+ "
-        rf"batches is too short to try XLA; TensorFlow on {threads} "
-        r"\(a run of [\d,]+ windows is too short to measure threads\); --jit on\|off, "
-        r"--compute-threads N to choose",
+        r"batches is too short to try XLA; TensorFlow on every core, chosen by --compute-threads; "
+        r"--jit on\|off, --compute-threads N to choose",
         compile_line,
     ), compile_line
-    assert [line.split("  ")[0] for line in lines[:2]] == ["epoch 1/2", "epoch 2/2"]
-    names = [part.split(" ")[0] for part in lines[1].split("  ")[1:-1]]
+    assert epoch_line.startswith("epoch 1/1  ") and epoch_line.endswith(" windows/s")
+    names = [part.split(" ")[0] for part in epoch_line.split("  ")[1:-1]]
     lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
     # the event class first, accuracy last; validation adds the events at the epoch's threshold
     events = ["val_threshold", "val_events_covered", "val_false_alarms_per_hour"]
     assert names == [*lead, *(f"val_{n}" for n in lead[:4]), *events, "val_loss", "val_accuracy"]
-    assert (
-        lines[2].startswith("threshold ")
-        and " chosen on the validation split (f1): PR-AUC " in lines[2]
-    )
-    assert re.search(r", events covered \d+/\d+, false alarms \d+ \([\d.e+-]+/h\)$", lines[2]), (
-        lines[2]
-    )
-    assert (
-        lines[3]
-        == f"trained baseline-cnn for 2 epoch(s); run folder {out}: model.keras, history.csv, "
-        "run.json, curves.png"
-    )
 
 
 def test_train_writes_the_run_folder(

@@ -223,6 +223,11 @@ class JaxEngine(SingleProcessEngine):
             "--jax-loop dispatch|scan to choose"
         )
 
+    def compile_summary(self) -> str | None:
+        if self.loop is None or not self.loop.decided:
+            return None
+        return f"JAX, train step under XLA, --jax-loop {self.loop.mode}; --verbose says why"
+
     def prepare(self) -> None:
         """Create the optimizer slots and metric totals before the first step (a resumed run puts
         its own back)."""

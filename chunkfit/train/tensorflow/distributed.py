@@ -177,6 +177,9 @@ class DistributedEngine(TensorFlowEngine):
     def compile_line(self) -> str | None:
         return None  # one way only: no choice to report
 
+    def compile_summary(self) -> str | None:
+        return None
+
     def compile_info(self) -> dict[str, Any]:
         return {
             "jit": False,

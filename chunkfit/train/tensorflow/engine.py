@@ -259,6 +259,20 @@ class TensorFlowEngine(SingleProcessEngine):
             + "; --jit on|off, --compute-threads N to choose"
         )
 
+    def compile_summary(self) -> str | None:
+        choice = self.stepper.choice
+        if choice is None or not choice.decided:
+            return None
+        n, halves = (
+            self.threads.get("intra_op", 0),
+            self.thread_choice.halves if self.thread_choice else 1,
+        )
+        used = "every core" if n == 0 else f"{n} thread" + ("s" if n > 1 else "")
+        if halves > 1:
+            used += f" x {halves} halves of each batch"
+        mode = "under XLA" if choice.jit else "without XLA"
+        return f"TensorFlow, train step {mode}, {used}; --verbose says why"
+
     def prepare(self) -> None:
         """Compile the train step (the loop calls this while the first group loads)."""
         window = self.shapes.window if self.gathered else None

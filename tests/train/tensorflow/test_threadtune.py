@@ -343,7 +343,16 @@ def test_a_cached_choice_trains_the_run_is_said_in_one_line_and_recorded(
     (cache / CACHE_FILE).write_text(json.dumps({probe_key("baseline-cnn", **SHAPES): entry}))
     monkeypatch.setenv("CHUNKFIT_CACHE_DIR", str(cache))
     result = run_cli(
-        "train", store, "--epochs", "1", "--chunk", "5000", "--out", tmp_path / "run", timeout=300
+        "train",
+        store,
+        "--epochs",
+        "1",
+        "--chunk",
+        "5000",
+        "--out",
+        tmp_path / "run",
+        "--verbose",
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     line = result.stdout.splitlines()[0]
@@ -394,6 +403,7 @@ def test_given_jit_and_threads_override_the_cache(
         "on",
         "--compute-threads",
         "1",
+        "--verbose",
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
@@ -489,7 +499,16 @@ def test_a_cached_choice_of_halves_trains_each_batch_in_halves_on_two_inter_op_t
     (cache / CACHE_FILE).write_text(json.dumps({probe_key("baseline-cnn", **SHAPES): entry}))
     monkeypatch.setenv("CHUNKFIT_CACHE_DIR", str(cache))
     result = run_cli(
-        "train", store, "--epochs", "1", "--chunk", "5000", "--out", tmp_path / "run", timeout=300
+        "train",
+        store,
+        "--epochs",
+        "1",
+        "--chunk",
+        "5000",
+        "--out",
+        tmp_path / "run",
+        "--verbose",
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     by = f"cache ({cache / CACHE_FILE}, measured 2026-01-02 03:04)"
