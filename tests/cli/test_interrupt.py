@@ -15,10 +15,14 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scoring_support import WINDOW, Trained
-from support import cli_command, cli_env
+from support import cli_command, cli_env, run_cli
 
+import chunkfit
+from chunkfit.store.journal import JOURNAL
+from chunkfit.store.replacecommit import TMP_MARK
 from chunkfit.synth import SynthSpec, balanced_anomalies, synth
 
 pytestmark = pytest.mark.slow
@@ -197,3 +201,72 @@ def test_train_interrupted_on_a_terminal_stops_its_progress_bar(big: Path, tmp_p
     assert [line for line in lines if line][-1].startswith(
         f"chunkfit: interrupted: the run folder {run} keeps its checkpoint"
     )
+
+
+ROWS = 100_000  # rows of the store an append extends
+APPENDED = 40 * ROWS  # rows of the big file: parsing them lasts well past the first chunk written
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A small CSV of two channels and a big one (about 30 MB) made of 40 copies of its rows."""
+    folder = tmp_path_factory.mktemp("csv")
+    rows = "".join(f"{i % 1000},{i % 777}\n" for i in range(ROWS))
+    small, large = folder / "small.csv", folder / "big.csv"
+    small.write_text("a,b\n" + rows)
+    with large.open("w") as f:
+        f.write("a,b\n")
+        for _ in range(APPENDED // ROWS):
+            f.write(rows)
+    return small, large
+
+
+def _chunks(folder: Path) -> set[str]:
+    """The chunk indices along time of a zarr store's signal (empty while it has none)."""
+    try:
+        return {p.name for p in (folder / "signal" / "c").iterdir()}
+    except FileNotFoundError:
+        return set()
+
+
+def test_ingest_of_a_file_interrupted_mid_append_exits_130_keeping_the_store_as_committed(
+    sources: tuple[Path, Path], tmp_path: Path
+) -> None:
+    small, large = sources
+    store = tmp_path / "s.zarr"
+    assert run_cli("ingest", store, small, "--rate", "100").returncode == 0
+    before = _chunks(store)
+    with chunkfit.open_store(store) as s:
+        committed = s.read(0, ROWS)
+
+    def writing(proc: subprocess.Popen[bytes]) -> Callable[[], bool]:
+        # the append's journal is there and it has written a chunk past the committed ones
+        return lambda: (store / JOURNAL).exists() and bool(_chunks(store) - before)
+
+    code, out, err = _interrupt(["ingest", str(store), str(large), "--append"], writing, tmp_path)
+    assert (code, out) == (130, ""), err
+    assert err.splitlines() == [f"chunkfit: interrupted: {store} left unchanged"]
+    assert not (store / JOURNAL).exists()  # rolled back by the interrupted process itself
+    with chunkfit.open_store(store) as s:
+        assert (s.n_samples, s.channels, s.segments.tolist()) == (ROWS, ["a", "b"], [[0, ROWS]])
+        np.testing.assert_array_equal(s.read(0, ROWS), committed)
+    info = run_cli("info", store)
+    assert info.returncode == 0 and "samples      100,000" in info.stdout, info.stderr
+
+
+def test_ingest_of_a_file_into_a_new_store_interrupted_exits_130_leaving_no_store(
+    sources: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, large = sources
+    store = tmp_path / "s.zarr"
+
+    def writing(proc: subprocess.Popen[bytes]) -> Callable[[], bool]:
+        # the store's first chunk is on disk, in the temporary that becomes the store when complete
+        return lambda: bool(_chunks(tmp_path / f".{store.name}{TMP_MARK}{proc.pid}"))
+
+    code, out, err = _interrupt(
+        ["ingest", str(store), str(large), "--rate", "100"], writing, tmp_path
+    )
+    assert (code, out) == (130, ""), err
+    assert err.splitlines() == [f"chunkfit: interrupted: {store} not written"]
+    assert list(tmp_path.iterdir()) == []  # no store, no temporary
