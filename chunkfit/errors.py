@@ -24,6 +24,12 @@ class UsageError(ChunkfitError, ValueError):
     exit_code = 2
 
 
+class MissingExtraError(UsageError, ImportError):
+    """An optional dependency that is not installed (s3, a recording format, jax, tensorboard); the
+    message names the extra that installs it. A setting to fix, not data: exit 2, as a usage
+    mistake."""
+
+
 class Interrupted(ChunkfitError):
     """Ctrl-C ended a command; ``str(err)`` says what was kept (a checkpoint, outputs left as they
     were)."""
@@ -90,7 +96,8 @@ class ReadOnlyError(ChunkfitError, PermissionError):
 
 
 class RemoteError(ChunkfitError, ConnectionError):
-    """Object storage that cannot be reached, or a client library it needs that is missing."""
+    """Object storage that cannot be reached (its missing client library is a
+    ``MissingExtraError``)."""
 
 
 class DiskFullError(ChunkfitError, OSError):

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from .._quiet import QUIET_LOG_LEVEL
-from ..errors import UsageError
+from ..errors import MissingExtraError, UsageError
 
 STRATEGIES = (
     "materialised",
@@ -127,7 +127,7 @@ def bench(
         raise UsageError(f"unknown strategy {unknown[0]!r} (strategies: {', '.join(STRATEGIES)})")
     wanting = [s for s in strategies if s in ON_JAX]
     if wanting and not has_jax():
-        raise UsageError(
+        raise MissingExtraError(
             f"strategy {wanting[0]} needs the jax package: pip install 'chunkfit[bench]', or leave "
             f"{', '.join(wanting)} out of --strategies"
         )

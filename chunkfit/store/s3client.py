@@ -73,9 +73,9 @@ def require_obstore(url: str) -> None:
     try:
         import obstore  # noqa: F401
     except ImportError:
-        from ..errors import RemoteError
+        from ..errors import MissingExtraError
 
-        raise RemoteError(
+        raise MissingExtraError(
             f"{url}: s3:// paths need the obstore package; install it with "
             "pip install 'chunkfit[s3]'"
         ) from None

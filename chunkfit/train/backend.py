@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import MissingExtraError, UsageError
 
 BACKENDS = ("tensorflow", "jax")
 
@@ -31,7 +31,7 @@ def keras_backend() -> str:
             "KERAS_BACKEND=tensorflow or jax"
         )
     if name == "jax" and "keras" not in sys.modules and importlib.util.find_spec("jax") is None:
-        raise UsageError(
+        raise MissingExtraError(
             "the JAX backend needs the jax package: pip install 'chunkfit[jax]', or train on "
             "TensorFlow (unset KERAS_BACKEND)"
         )

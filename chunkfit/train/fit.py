@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import BlockSpec, FitOptions
 from ..core.plan import SplitPlan
-from ..errors import UsageError
+from ..errors import MissingExtraError, UsageError
 from ..ingest.formats import recording_kind
 from ..store import Store, open_store
 from ..store.urls import is_remote
@@ -256,7 +256,7 @@ def _require_tensorboard() -> None:
     try:
         import tensorboard  # noqa: F401
     except ImportError:
-        raise UsageError(
+        raise MissingExtraError(
             "--tensorboard needs the tensorboard package; install it with "
             "pip install 'chunkfit[tensorboard]'"
         ) from None

@@ -1,4 +1,5 @@
-"""Each optional dependency missing: one line naming the extra that installs it, no traceback.
+"""Each optional dependency missing: one line naming the extra that installs it, no traceback, and
+exit 2 (a setting to fix, as a usage mistake; docs/troubleshooting.md), whichever extra it is.
 
 The package is blocked in a real subprocess (``sys.modules[name] = None``, so its import fails as
 if it were not installed). The recording formats have their own test
@@ -37,7 +38,7 @@ S3_LINE = "s3:// paths need the obstore package; install it with pip install 'ch
 def test_info_on_s3_without_obstore_names_the_s3_extra(tmp_path: Path) -> None:
     result = run_without("obstore", ["info", "s3://bucket/site.zarr"], tmp_path)
     assert (result.returncode, error_line(result)) == (
-        1,
+        2,
         f"chunkfit: error: s3://bucket/site.zarr: {S3_LINE}",
     )
 
@@ -48,7 +49,7 @@ def test_ingest_into_s3_without_obstore_names_the_s3_extra(tmp_path: Path) -> No
         "obstore", ["ingest", "s3://bucket/site.zarr", "x.csv", "--rate", "1"], tmp_path
     )
     assert (result.returncode, error_line(result)) == (
-        1,
+        2,
         f"chunkfit: error: s3://bucket/site.zarr: {S3_LINE}",
     )
 
@@ -57,7 +58,7 @@ def test_evaluate_of_an_s3_run_without_obstore_names_the_s3_extra(tmp_path: Path
     store = make_store(tmp_path / "s.zarr", np.zeros((100, 1), np.float32), events=[5])
     result = run_without("obstore", ["evaluate", "s3://bucket/run", str(store)], tmp_path)
     assert (result.returncode, error_line(result)) == (
-        1,
+        2,
         f"chunkfit: error: s3://bucket/run: {S3_LINE}",
     )
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...config import IngestOptions
-from ...errors import UsageError
+from ...errors import MissingExtraError, UsageError
 from ..block import ParsedBlock
 from ..source import Source
 
@@ -140,7 +140,7 @@ def require(library: str, extra: str, spec: str, what: str) -> ModuleType:
     try:
         return importlib.import_module(library)
     except ImportError:
-        raise UsageError(
+        raise MissingExtraError(
             f"{spec}: reading {what} needs the {library} package; install it with "
             f"pip install 'chunkfit[{extra}]' (or chunkfit[formats] for every format)"
         ) from None
