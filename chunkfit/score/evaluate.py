@@ -47,6 +47,7 @@ class _Sketch:
         self.score = np.full(self.b - self.a, np.nan, dtype=np.float32)
         self.events = ev[(ev >= self.a) & (ev < self.b)] - self.a
         self.channel = store.channels[0] if store.channels else "channel 0"
+        self.unit = store.units.get(self.channel)  # None: the recording named none
 
     def update(self, sb: ScoredBlock, score: np.ndarray) -> None:
         lo, hi = max(self.a, sb.block.start), min(self.b, sb.block.stop)
@@ -183,7 +184,7 @@ def _plot(
     for e in shown_events(sketch.events, sketch.x):
         ax1.axvline(xs[e], color="tab:red", alpha=0.5, lw=1)
     ax1.set_xlabel("seconds" if rate else "sample")
-    ax1.set_ylabel(f"{sketch.channel} (as stored)")
+    ax1.set_ylabel(f"{sketch.channel} ({sketch.unit or 'as stored'})")
     twin = ax1.twinx()
     twin.plot(xs, sketch.score, color="tab:blue", lw=1, label="score (window start)")
     twin.axhline(threshold, color="tab:blue", ls=":", lw=1, label=f"threshold {threshold:.3g}")

@@ -301,6 +301,19 @@ class Store:
         return int(chunks[0]) if chunks else 0
 
     @property
+    def units(self) -> dict[str, str]:
+        """Each channel's physical unit, where every source of the store named the same one (EDF
+        and WFDB recordings do, in their source records); channels without one are left out."""
+        named = [s.get("units") or {} for s in self.attrs.get("sources", [])]
+        out: dict[str, str] = {}
+        for channel in self.channels:
+            found = {u.get(channel) for u in named}
+            unit = found.pop() if len(found) == 1 else None
+            if named and unit:
+                out[channel] = str(unit)
+        return out
+
+    @property
     def identity(self) -> dict[str, Any]:
         """What makes this store this store: used to refuse resuming a run on another one."""
         return {
