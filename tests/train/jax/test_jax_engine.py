@@ -33,7 +33,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.jax_only
 def test_the_jax_engine_trains_and_records_itself_in_run_json(store: Path, tmp_path: Path) -> None:
-    notes: list[str] = []
+    notes: list[tuple[str | None, str | None]] = []
     chunkfit.fit(
         "baseline-cnn",
         store,
@@ -43,7 +43,7 @@ def test_the_jax_engine_trains_and_records_itself_in_run_json(store: Path, tmp_p
         epochs=1,
         validation=0.2,
         out=tmp_path / "run",
-        progress=lambda p: notes.append(p.message or "") if p.phase == "notice" else None,
+        progress=lambda p: notes.append((p.message, p.detail)) if p.phase == "notice" else None,
     )
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["engine"] == "jax"
@@ -55,7 +55,12 @@ def test_the_jax_engine_trains_and_records_itself_in_run_json(store: Path, tmp_p
         "by": "autotune: a run of 1 training calls of up to "
         "256 batches is too short to try both loops; the default on a CPU",
     }
-    assert any(n.startswith("JAX engine: ") and "--jax-loop dispatch" in n for n in notes), notes
+    # the engine's line in a few words; its detail (--verbose) says why
+    said = [(m, d) for m, d in notes if d is not None and d.startswith("JAX engine: ")]
+    assert [m for m, _ in said] == [
+        "JAX, train step under XLA, --jax-loop dispatch; --verbose says why"
+    ]
+    assert "--jax-loop dispatch" in said[0][1], said
 
 
 @pytest.mark.jax_only
@@ -116,6 +121,7 @@ def test_the_cli_trains_on_jax_and_both_backends_score_the_saved_model_alike(
         "scan",
         "--out",
         run,
+        "--verbose",
     )
     assert trained.returncode == 0, trained.stderr
     assert (
