@@ -322,6 +322,29 @@ def test_a_worker_killed_during_start_up_stops_the_other_after_the_cluster_timeo
     assert sorted(p.name for p in out.rglob("*")) == [".chunkfit.lock"]
 
 
+def test_the_same_commands_rerun_after_a_cluster_timeout_train_the_whole_run(
+    store: Path,
+    two: tuple[Path, list[tuple[int, str, str]]],
+    tmp_path: Path,
+    workers: list[Workers],
+) -> None:
+    out = tmp_path / "run"
+    w = Workers(store, [out, out], extra=[["--cluster-timeout", "3"]] * 2)
+    workers.append(w)
+    w.procs[1].send_signal(signal.SIGKILL)  # lost before the cluster forms
+    w.procs[1].wait(timeout=30)
+    _, stderr = w.procs[0].communicate(timeout=TIMEOUT)
+    assert w.procs[0].returncode == -signal.SIGKILL
+    assert "did not join the cluster within 3 s" in error_line(stderr.decode())
+    # The chief's stale lock is the only thing left: the rerun takes it over and starts afresh.
+    again = Workers(store, [out, out])
+    workers.append(again)
+    results = again.wait()
+    assert [r[0] for r in results] == [0, 0], results
+    assert "resuming" not in results[0][1]
+    assert_same_run(two[0], out)
+
+
 def test_a_cluster_timeout_that_is_not_positive_is_one_line(store: Path, tmp_path: Path) -> None:
     result = subprocess.run(
         cli_command(
