@@ -29,3 +29,13 @@ def check_run_then_store(
             f"{run} is a store and {store} a run: the run comes first (chunkfit {command} "
             f"{store} {run})"
         )
+
+
+def refuse_store_as_run(run: Path) -> None:
+    """A store where the run goes, whatever was given after it, named as such (not as a run folder
+    without model.keras)."""
+    if _is_store(run):
+        raise UsageError(
+            f"{run} is a store, not a run: give the run folder (or .keras file) first, then the "
+            "store"
+        )

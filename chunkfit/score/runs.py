@@ -30,6 +30,7 @@ from ..store.urls import is_remote
 from ..train.models import BUILTINS, check_model_file, factory_objects, load_model_file
 from ..train.runfolder import MODEL_FILE, RUN_FILE
 from .channels import ChannelMap, ChannelsArg, channel_map, parse_channels
+from .order import refuse_store_as_run
 
 if TYPE_CHECKING:
     import keras
@@ -81,6 +82,7 @@ def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles
     if is_remote(run):
         run = fetch_run(str(run))
     path = Path(run)
+    refuse_store_as_run(path)
     if path.is_dir():
         model_path, meta_path = path / MODEL_FILE, path / RUN_FILE
         if not model_path.is_file():

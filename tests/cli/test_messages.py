@@ -96,6 +96,30 @@ def test_evaluate_with_store_and_run_swapped_says_the_run_comes_first(
     )
 
 
+def test_predict_given_a_store_where_the_run_goes_says_the_run_comes_first(
+    store: Path, tmp_path: Path
+) -> None:
+    scores = tmp_path / "scores.zarr"
+    result = run_without_tensorflow("predict", store, tmp_path / "other.zarr", "--out", scores)
+    assert result.returncode == 2
+    assert error_line(result) == (
+        f"chunkfit: error: {store} is a store, not a run: give the run folder (or .keras file) "
+        "first, then the store"
+    )
+    assert not scores.exists()
+
+
+def test_evaluate_given_a_store_where_the_run_goes_says_so_whatever_follows(
+    store: Path, tmp_path: Path
+) -> None:
+    result = run_without_tensorflow("evaluate", store, tmp_path / "missing")
+    assert result.returncode == 2
+    assert error_line(result) == (
+        f"chunkfit: error: {store} is a store, not a run: give the run folder (or .keras file) "
+        "first, then the store"
+    )
+
+
 def _wav(path: Path, rate: int) -> Path:
     with wave.open(str(path), "wb") as w:
         w.setnchannels(1)
