@@ -11,7 +11,7 @@ model (class 1 the event) is compiled with Keras's own metrics of the event clas
   class, which neither history.csv nor a callback's ``monitor`` can hold);
 
 then, with event markers, the epoch's validation figures at the threshold chosen on the split
-(``val_threshold``, ``val_events_covered``, ``val_false_alarms_per_hour``:
+(``val_threshold``, ``val_event_f1``, ``val_false_alarms_per_hour``:
 chunkfit.train.thresholds), the loss, any other metric, and accuracy last. Training figures are
 weighted by the class weights, as Keras weighs metrics by ``fit(class_weight=...)``; validation
 figures are not.
@@ -27,7 +27,7 @@ LEAD = (
     "recall",
     "f1",
     "threshold",
-    "events_covered",
+    "event_f1",
     "false_alarms_per_hour",
     "false_alarms",
     "loss",

@@ -177,15 +177,14 @@ def test_train_prints_one_line_per_epoch_and_the_run_folder(
     names = [part.split(" ")[0] for part in lines[1].split("  ")[1:-1]]
     lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
     # the event class first, accuracy last; validation adds the events at the epoch's threshold
-    events = ["val_threshold", "val_events_covered", "val_false_alarms_per_hour"]
+    events = ["val_threshold", "val_event_f1", "val_false_alarms_per_hour"]
     assert names == [*lead, *(f"val_{n}" for n in lead[:4]), *events, "val_loss", "val_accuracy"]
-    assert (
-        lines[2].startswith("threshold ")
-        and " chosen on the validation split (f1): PR-AUC " in lines[2]
-    )
-    assert re.search(r", events covered \d+/\d+, false alarms \d+ \([\d.e+-]+/h\)$", lines[2]), (
-        lines[2]
-    )
+    assert re.fullmatch(
+        r"threshold [\d.e+-]+ chosen on the validation split \(event-f1\): events found \d+/\d+, "
+        r"event precision [\d.]+, recall [\d.]+, F1 [\d.]+, false alarms \d+ \([\d.e+-]+/h\); "
+        r"windows: PR-AUC [\d.]+, precision [\d.]+, recall [\d.]+, F1 [\d.]+",
+        lines[2],
+    ), lines[2]
     assert (
         lines[3]
         == f"trained baseline-cnn for 2 epoch(s); run folder {out}: model.keras, history.csv, "
