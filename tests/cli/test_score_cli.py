@@ -109,7 +109,7 @@ def test_evaluate_json_equals_the_library_result(
         "confusion",
         "false_alarms",
         "events",
-        "event_recall",
+        "event_found",
     )
     assert {k: result[k] for k in figures} == {k: expected[k] for k in figures}
 
@@ -135,7 +135,7 @@ def test_predict_says_what_it_wrote(done: dict[str, Any]) -> None:
     detections = len((root / "events.csv").read_text().splitlines()) - 1
     threshold = json.loads((done["root"] / "run" / "run.json").read_text())["threshold"]["value"]
     assert done["predict"].stdout.splitlines() == [
-        f"threshold {threshold:.4g} (chosen on the run's validation split (f1))",
+        f"threshold {threshold:.4g} (chosen on the run's validation split (event-f1))",
         f"scored {985 + 1175:,} windows into {root / 'scores.h5'}; {detections:,} detection(s) in "
         f"{root / 'events.csv'}",
     ]

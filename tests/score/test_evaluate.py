@@ -180,6 +180,43 @@ def test_result_reports_the_window_settings_read_from_the_run(
     )
 
 
+def test_span_matching_with_a_tolerance_equals_the_brute_force(
+    runs: Trained, segmented: Path, tmp_path: Path
+) -> None:
+    w = all_windows(keras_model(runs.run), segmented, WINDOW, 1)
+    with chunkfit.open_store(segmented) as store:
+        events, rate = store.events, float(store.sample_rate or "nan")
+    score = w.probs[:, 1]
+    threshold = separating_threshold(score)
+    detections = merge_runs(w.starts, w.segments, score, WINDOW, 1, threshold)
+    tolerance = 3  # samples
+    owner: dict[int, int] = {}  # detection -> marker, grown by augmenting paths
+
+    def place(m: int, seen: set[int]) -> bool:
+        for d, r in enumerate(detections):
+            if r.start - tolerance <= events[m] <= r.end - 1 + tolerance and d not in seen:
+                seen.add(d)
+                if d not in owner or place(owner[d], seen):
+                    owner[d] = m
+                    return True
+        return False
+
+    found = sum(place(m, set()) for m in range(events.size))
+    result = chunkfit.evaluate(
+        runs.run,
+        segmented,
+        threshold=threshold,
+        tolerance=tolerance / rate,
+        match="span",
+        plot=tmp_path / "eval.png",
+    )
+    assert (result["event_found"], result["detections"], result["match"]) == (
+        found,
+        len(detections),
+        "span",
+    )
+
+
 def test_bare_keras_file_is_evaluated_with_stride_1(
     runs: Trained, segmented: Path, tmp_path: Path
 ) -> None:
@@ -263,7 +300,10 @@ def test_plot_in_a_missing_folder_is_refused_before_scoring(
         chunkfit.evaluate(runs.run, segmented, plot=tmp_path / "nowhere" / "eval.png")
 
 
-@pytest.mark.parametrize("setting", [{"chunk": 0}, {"batch_size": 0}, {"threshold": 1.5}])
+@pytest.mark.parametrize(
+    "setting",
+    [{"chunk": 0}, {"batch_size": 0}, {"threshold": 1.5}, {"tolerance": -1.0}, {"match": "end"}],
+)
 def test_setting_out_of_range_is_refused(
     runs: Trained, segmented: Path, tmp_path: Path, setting: dict[str, Any]
 ) -> None:
