@@ -9,9 +9,9 @@ warning saying the figure and what to try (docs/troubleshooting.md explains them
 - the threshold within ``EDGE`` (a share of the range) of the lowest or highest validation score:
   the model barely tells events from the rest, and the threshold is whatever the extreme gives;
 - event recall under ``MIN_RECALL``;
-- more than ``MAX_FALSE_ALARMS_PER_HOUR`` false alarms per hour that also outnumber the split's
-  events (a heart-beat detector with 2,000 beats an hour may raise 20 false alarms an hour; a
-  detector of ten quakes an hour may not).
+- more than ``MAX_FALSE_ALARMS_PER_HOUR`` false alarms per hour, and at least as many as the
+  split's events (a heart-beat detector with 2,000 beats an hour may raise 20 false alarms an
+  hour; a detector of ten quakes an hour may not).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def verdict(chosen: dict[str, Any] | None, validation_events: int | None) -> lis
     if (
         per_hour is not None
         and per_hour > MAX_FALSE_ALARMS_PER_HOUR
-        and chosen["false_alarms"] > chosen["events"]
+        and chosen["false_alarms"] >= chosen["events"]
     ):
         out.append(
             f"warning: {per_hour:.3g} false alarms per hour ({chosen['false_alarms']} against "

@@ -91,3 +91,9 @@ def test_a_figure_the_run_could_not_measure_misses_its_target() -> None:
 
 def test_figures_at_or_above_their_targets_pass() -> None:
     check_targets(chosen(), {"event_f1": 0.95, "event_recall": 0.9}, "run")
+
+
+def test_as_many_false_alarms_as_events_at_a_high_rate_are_named() -> None:
+    figures = chosen(events=2, event_found=2, event_recall=1.0, false_alarms=2)
+    lines = verdict({**figures, "false_alarms_per_hour": 1800.0}, 2)
+    assert lines[-1].startswith("warning: 1.8e+03 false alarms per hour (2 against 2 validation")
