@@ -217,19 +217,37 @@ def parse_class_weight(text: str) -> str | dict[int, float]:
 
 
 def check_rule(rule: str) -> str:
-    """Refuse a ``--threshold-for`` that is not ``f1``, ``recall=R`` or ``precision=P`` (R, P in
-    (0, 1]); chunkfit.core.threshold applies it."""
+    """Refuse a ``--threshold-for`` that is not ``event-f1``, ``f1``, ``recall=R`` or
+    ``precision=P`` (R, P in (0, 1]); chunkfit.core.threshold applies it."""
     kind, _, target = rule.partition("=")
     try:
-        ok = rule == "f1" or (kind in ("recall", "precision") and 0.0 < float(target) <= 1.0)
+        ok = rule in ("event-f1", "f1") or (
+            kind in ("recall", "precision") and 0.0 < float(target) <= 1.0
+        )
     except ValueError:
         ok = False
     if not ok:
         raise UsageError(
-            "--threshold-for must be f1, recall=R or precision=P with R, P in (0, 1] "
+            "--threshold-for must be event-f1, f1, recall=R or precision=P with R, P in (0, 1] "
             f"(received {rule!r})"
         )
     return rule
+
+
+def check_matching(tolerance: float | None, match: str) -> None:
+    """Refuse a ``--tolerance`` that is not a number of seconds >= 0 and a ``--match`` other than
+    peak or span (chunkfit.core.events applies them)."""
+    if tolerance is not None and (
+        isinstance(tolerance, bool)
+        or not isinstance(tolerance, (int, float))
+        or not 0 <= tolerance < float("inf")
+    ):
+        raise UsageError(
+            "--tolerance must be a number of seconds >= 0, e.g. --tolerance 0.5 (received "
+            f"{tolerance!r})"
+        )
+    if match not in ("peak", "span"):
+        raise UsageError(f"--match must be peak or span (received {match!r})")
 
 
 def _check_seconds(flag: str, value: float | None) -> None:
@@ -274,7 +292,9 @@ class FitOptions(ConfigBase):
     trained, so a run resumes under another setting. ``normalize`` is how windows are standardised
     before the model sees them (chunkfit.train.normalize); ``class_weight`` how training windows are
     weighted by class (chunkfit.train.weights); ``threshold_for`` how the run picks its decision
-    threshold on the validation split (chunkfit.core.threshold). ``jit`` is whether the train
+    threshold on the validation split (chunkfit.core.threshold), its detections matched to the
+    markers within ``tolerance`` seconds (None: half a window) of their peak or span (``match``,
+    chunkfit.core.events). ``jit`` is whether the train
     step runs under XLA: on, off, or auto (timed on this machine at the start of the run,
     chunkfit.train.tensorflow.autotune); like ``compute_threads`` it changes how fast, not what,
     up to float rounding: off also keeps Keras's Adam update op for op
@@ -298,9 +318,11 @@ class FitOptions(ConfigBase):
     loss: str | None = None
     normalize: str = "global"
     class_weight: str = "auto"
-    threshold_for: str = "f1"
+    threshold_for: str = "event-f1"
     jit: str = "auto"
     jax_loop: str = "auto"
+    tolerance: float | None = None
+    match: str = "peak"
 
     _nested: ClassVar[dict[str, type[ConfigBase]]] = {
         "windows": WindowSpec,
@@ -321,8 +343,11 @@ class FitOptions(ConfigBase):
                 "--compute-threads must be 0 (all cores) or a positive integer (received "
                 f"{self.compute_threads!r})"
             )
-        if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 0:
-            raise UsageError(f"--epochs must be a non-negative integer (received {self.epochs!r})")
+        if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 1:
+            raise UsageError(
+                "--epochs must be a whole number of at least 1: a run of 0 epochs would write "
+                f"an untrained model and threshold (received {self.epochs!r})"
+            )
         if self.memory_budget is None and self.blocks.chunk < self.batch_size:
             raise SettingError(
                 f"chunk must be at least the batch size (received chunk={self.blocks.chunk}, "
@@ -334,6 +359,7 @@ class FitOptions(ConfigBase):
             raise UsageError(f"--lr must be a positive number (received {self.lr})")
         parse_class_weight(self.class_weight)
         check_rule(self.threshold_for)
+        check_matching(self.tolerance, self.match)
         if self.jit not in ("auto", "on", "off"):
             raise UsageError(f"--jit must be auto, on or off (received {self.jit!r})")
         if self.jit == "on" and self.deterministic:

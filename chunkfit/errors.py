@@ -6,7 +6,8 @@ Subclasses also inherit the matching built-in so callers can catch either.
 
 Exit codes, one rule for every command: 2 for a usage mistake (a flag, argument or combination that
 can never work, whatever the data), 1 for data that does not fit (a store, file or run that refuses
-what was asked), 130 for an interruption (Ctrl-C), 0 for success.
+what was asked), 3 for a run that trained and was written but missed a ``--fail-under`` target,
+130 for an interruption (Ctrl-C), 0 for success.
 """
 
 from __future__ import annotations
@@ -111,3 +112,9 @@ def describe_path(path: object) -> str:
 
 class WorkerLostError(ChunkfitError, ConnectionError):
     """Another worker of a multi-worker run stopped (killed, crashed, unreachable)."""
+
+
+class BelowTargetError(ChunkfitError):
+    """A run trained and written whose figures missed a ``--fail-under`` target, for pipelines."""
+
+    exit_code = 3

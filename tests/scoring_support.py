@@ -142,6 +142,23 @@ class Run:
     peak_start: int
 
 
+def most_pairs(markers: list[int], peaks: list[int], tolerance: int) -> int:
+    """The largest number of (marker, peak) pairs within ``tolerance``, each used once: Kuhn's
+    augmenting paths over every allowed pair."""
+    owner: dict[int, int] = {}  # peak index -> marker index
+
+    def place(m: int, seen: set[int]) -> bool:
+        for d, p in enumerate(peaks):
+            if abs(p - markers[m]) <= tolerance and d not in seen:
+                seen.add(d)
+                if d not in owner or place(owner[d], seen):
+                    owner[d] = m
+                    return True
+        return False
+
+    return sum(place(m, set()) for m in range(len(markers)))
+
+
 def merge_runs(
     starts: np.ndarray,
     segments: np.ndarray,

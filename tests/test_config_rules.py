@@ -96,8 +96,27 @@ def test_threshold_rule_with_a_word_for_a_target_is_refused() -> None:
 
 
 def test_threshold_rule_of_another_figure_is_refused() -> None:
-    with pytest.raises(UsageError, match=r"must be f1, recall=R or precision=P"):
+    with pytest.raises(UsageError, match=r"must be event-f1, f1, recall=R or precision=P"):
         check_rule("accuracy=0.9")
+
+
+def test_threshold_rule_event_f1_is_the_default() -> None:
+    assert FitOptions().threshold_for == "event-f1"
+
+
+def test_fit_options_refuse_a_negative_tolerance() -> None:
+    with pytest.raises(UsageError, match=r"--tolerance must be a number of seconds >= 0"):
+        FitOptions(tolerance=-1.0)
+
+
+def test_fit_options_refuse_a_match_other_than_peak_or_span() -> None:
+    with pytest.raises(UsageError, match=r"--match must be peak or span \(received 'centre'\)"):
+        FitOptions(match="centre")
+
+
+def test_fit_options_refuse_zero_epochs() -> None:
+    with pytest.raises(UsageError, match=r"--epochs must be a whole number of at least 1"):
+        FitOptions(epochs=0)
 
 
 def test_fit_options_refuse_a_threshold_rule_that_cannot_be_read() -> None:

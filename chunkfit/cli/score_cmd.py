@@ -29,6 +29,10 @@ def _num(v: Any, pct: bool = False) -> str:
     return f"{100 * v:.2f}%" if pct else f"{v:.4f}"
 
 
+def _secs(v: float) -> str:
+    return "n/a" if math.isnan(v) else f"{v:.3g} s"
+
+
 def _json_ready(value: Any) -> Any:
     """NaN and infinities (an area with one class only, coverage without events) as null: JSON has
     no NaN."""
@@ -42,9 +46,8 @@ def _json_ready(value: Any) -> Any:
 
 
 def format_eval(r: dict[str, Any]) -> str:
-    """The evaluate table: what was scored, then the figures that mean something on rare events
-    (PR-AUC, precision, recall and F1 of the event class, events covered, false alarms per hour),
-    accuracy last."""
+    """The evaluate table: what was scored, the event figures (detections matched one to one with
+    the markers), then the window figures at the same threshold, accuracy last."""
     c = r["confusion"]
     lines = [f"channels     {r['channels']}"] if r.get("channels") else []
     lines += [
@@ -55,22 +58,29 @@ def format_eval(r: dict[str, Any]) -> str:
         f"{r['stride']})",
         f"threshold    {r['threshold']:.4g} ({r['threshold_source']}); event class "
         f"{r['positive_class']}",
-        f"PR-AUC       {_num(r['pr_auc'])}",
-        f"precision    {_num(r['precision'], True)}",
-        f"recall       {_num(r['recall'], True)}",
-        f"F1           {_num(r['f1'])}",
     ]
     if "events" in r:
         fa = r["false_alarms_per_hour"]
-        lines.append(
-            f"events       {r['events']:,} markers, {_num(r['events_covered'], True)} covered by a "
-            "positive window"
-        )
-        lines.append(
-            f"detections   {r['detections']:,} ({r['false_alarms']:,} false alarms"
-            + (f", {fa:.1f} per hour of signal)" if fa is not None else ")")
-        )
+        tol = r["tolerance_s"]
+        within = f"{tol:.3g} s" if tol is not None else f"{r['tolerance_samples']} samples"
+        lines += [
+            f"events       {r['event_found']:,} of {r['events']:,} markers found by "
+            f"{r['detections']:,} detections ({r['match']} within {within})",
+            f"event P/R/F1 {_num(r['event_precision'])} / {_num(r['event_recall'])} / "
+            f"{_num(r['event_f1'])}",
+            f"false alarms {r['false_alarms']:,}"
+            + (f" ({fa:.1f} per hour of signal)" if fa is not None else ""),
+        ]
+        if r["time_error_median_s"] is not None:
+            lines.append(
+                f"time error   median {_secs(r['time_error_median_s'])}, 95th percentile "
+                f"{_secs(r['time_error_p95_s'])} (peaks against their markers)"
+            )
     lines += [
+        f"PR-AUC       {_num(r['pr_auc'])}",
+        f"precision    {_num(r['precision'], True)}  (windows)",
+        f"recall       {_num(r['recall'], True)}  (windows)",
+        f"F1           {_num(r['f1'])}  (windows)",
         f"ROC-AUC      {_num(r['roc_auc'])}",
         f"loss         {_num(r['loss'])}",
         "confusion    predicted 0   predicted 1",
@@ -78,10 +88,10 @@ def format_eval(r: dict[str, Any]) -> str:
         f"  true 1     {c['fn']:<13,} {c['tp']:,}",
         f"accuracy     {_num(r['accuracy'], True)}",
     ]
-    if len(r["classes"]) > 2:
+    if "argmax" in r:
         lines.append(
-            f"all classes  accuracy {_num(r['class_accuracy'], True)}; confusion "
-            f"{r['confusion_matrix']}"
+            f"argmax       accuracy {_num(r['argmax']['accuracy'], True)} over all classes; "
+            f"confusion {r['argmax']['confusion_matrix']}"
         )
     if r.get("plot"):
         lines.append(f"plot         {r['plot']}")
@@ -118,8 +128,22 @@ def evaluate(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     unsafe: Annotated[bool, typer.Option("--unsafe", help=UNSAFE_HELP)] = False,
     channels: Annotated[str | None, typer.Option(help=CHANNELS_HELP)] = None,
+    tolerance: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds between a detection and a marker for the marker to count as found "
+            "[default: the run's, else half a window]"
+        ),
+    ] = None,
+    match: Annotated[
+        str | None,
+        typer.Option(
+            help="What of a detection must lie within --tolerance of a marker: peak or span "
+            "[default: the run's, else peak]"
+        ),
+    ] = None,
 ) -> None:
-    """Loss, accuracy, precision, recall, F1, ROC-AUC, PR-AUC and event figures, block by block."""
+    """Event precision, recall, F1 and false alarms, then the window figures, block by block."""
     from ..score.evaluate import evaluate as run_evaluate
     from ..store.urls import is_remote
 
@@ -141,6 +165,8 @@ def evaluate(
             split=split,
             channels=channels,
             progress=lambda done, total: update(done, total=total),
+            tolerance=tolerance,
+            match=match,
         )
     if json_out:
         typer.echo(json.dumps(_json_ready(result), indent=2, allow_nan=False))

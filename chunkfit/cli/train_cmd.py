@@ -161,11 +161,39 @@ def train(
     threshold_for: Annotated[
         str,
         typer.Option(
-            help="How the run picks its decision threshold on the validation split: f1 (maximise "
-            "F1), recall=0.9 or precision=0.8; evaluate and predict use it",
+            help="How the run picks its decision threshold on the validation split: event-f1 "
+            "(maximise the F1 of detections matched to the markers), f1 (of windows), recall=0.9 "
+            "or precision=0.8; evaluate and predict use it",
             rich_help_panel="Rare events",
         ),
-    ] = "f1",
+    ] = "event-f1",
+    tolerance: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds between a detection and a marker for the marker to count as found "
+            "(samples on a store without a rate)",
+            rich_help_panel="Rare events",
+            show_default="half a window",
+        ),
+    ] = None,
+    match: Annotated[
+        str,
+        typer.Option(
+            help="What of a detection must lie within --tolerance of a marker: peak (its "
+            "highest-scoring window's centre) or span (any of its windows)",
+            rich_help_panel="Rare events",
+        ),
+    ] = "peak",
+    fail_under: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="After writing the run, exit 3 when a figure on the validation split is under "
+            "its target: FIGURE=VALUE (event_f1, event_recall, event_precision, pr_auc, f1, "
+            "precision, recall), repeatable",
+            rich_help_panel="Rare events",
+            show_default="none",
+        ),
+    ] = None,
     chunk: Annotated[
         int,
         typer.Option(help="Windows per block (one model.fit call each)", rich_help_panel="Speed"),
@@ -312,6 +340,7 @@ def train(
     from ..train.fit import fit
     from ..train.metrics import epoch_summary
     from ..train.models import check_model_spec, unsafe_model_files
+    from ..train.verdict import parse_targets
 
     if resume and restart:
         raise UsageError("give either --resume or --restart, not both")
@@ -338,7 +367,10 @@ def train(
         normalize=normalize,
         class_weight=class_weight,
         threshold_for=threshold_for,
+        tolerance=tolerance,
+        match=match,
     )
+    targets = parse_targets(fail_under)
     for given, what in ((store, "stores"), (out, "run folders")):
         if given is not None:
             refuse_url(given, what, s3=True)
@@ -358,7 +390,8 @@ def train(
 
         def progress(p: TrainProgress) -> None:
             if p.phase == "notice":
-                typer.echo(p.detail if verbose and p.detail is not None else p.message)
+                message = p.detail if verbose and p.detail is not None else p.message
+                typer.echo(message, err=(message or "").startswith("warning:"))
                 return
             if p.phase == "resume":
                 part = (
@@ -406,6 +439,7 @@ def train(
                     tensorboard=tensorboard,
                     devices=devices,
                     cluster_timeout=cluster_timeout,
+                    fail_under=targets,
                 )
             except WorkerLostError as err:
                 # After aborted collectives TensorFlow's runtime may print or wait at interpreter

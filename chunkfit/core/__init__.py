@@ -6,8 +6,9 @@
 - ``plan``: what a run trains: its split, blocks and each epoch's groups of blocks;
 - ``scoring``: every window of a store scored block by block by a compiled predictor;
 - ``metrics``: streaming window-level figures; ``detect``: runs of positive windows as detections;
-- ``events``: event markers covered and false alarms; ``threshold``: the decision threshold a run
-  chooses on its validation split.
+- ``matching``: detections paired one to one with event markers within a tolerance; ``events``:
+  window scores to detections to those pairs, and the event figures; ``threshold``: the decision
+  threshold a run chooses on its validation split.
 
 Nothing here imports an engine, Keras or TensorFlow: a predictor comes in as an argument.
 """

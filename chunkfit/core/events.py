@@ -1,53 +1,115 @@
-"""Event markers against window scores: the events covered by a positive window, and false alarms.
+"""Event markers against window scores: detections matched one to one to the markers.
 
-An event at sample e is covered when a positive window starting at s holds it (s <= e < s + window).
-A detection (a run of positive windows, chunkfit.core.detect) holding no event is a false alarm.
+Window scores become detections (runs of positive windows, chunkfit.core.detect); each detection
+stands at its peak (``peak_sample``) and spans its windows. chunkfit.core.matching pairs them with
+the markers within a tolerance, each at most once, so one detection spanning the record finds one
+event, not all of them. Every event figure evaluate, the threshold choice and the epoch logs report
+comes from ``EventScorer`` and ``event_figures``.
 """
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 
 from ..store import Store
-from .detect import Detection, RunMerger, is_positive
+from .detect import Detection, RunMerger
+from .matching import EventMatch, match_events
 
 
-class EventLevel:
-    """Event coverage (markers inside at least one positive window) and false alarms."""
+def peak_sample(d: Detection, window: int) -> int:
+    """The sample a detection stands for: the centre of its highest-scoring window.
 
-    def __init__(self, events: np.ndarray, window: int, stride: int, threshold: float) -> None:
-        self.events = events
-        self.window = window
-        self.covered = np.zeros(events.size, dtype=bool)
-        self.merger = RunMerger(window, stride, threshold)
+    A window starting at s covers samples [s, s + window); with window 200 and the peak window at
+    1000, the detection stands at sample 1100.
+    """
+    return d.peak_start + window // 2
+
+
+def tolerance_samples(tolerance: float | None, rate: float | None, window: int) -> int:
+    """``--tolerance`` in samples: seconds times the store's rate (samples where the store has no
+    rate); None gives half a window, the distance from a window's centre to its edge."""
+    if tolerance is None:
+        return window // 2
+    return int(round(tolerance * rate)) if rate else int(round(tolerance))
+
+
+class EventScorer:
+    """Streams the scored windows of one range in start order into detections at ``threshold``,
+    then matches them to ``markers`` (sorted samples) within ``tolerance`` samples."""
+
+    def __init__(
+        self,
+        markers: np.ndarray,
+        window: int,
+        stride: int,
+        threshold: float,
+        tolerance: int,
+        match: str = "peak",
+    ) -> None:
+        self.markers = markers
+        self.window, self.tolerance, self.match = window, tolerance, match
         self.threshold = threshold
-        self.detections = 0
-        self.false_alarms = 0
+        self.merger = RunMerger(window, stride, threshold)
+        self.peaks: list[int] = []
+        self.spans: list[tuple[int, int]] = []
 
     def update(self, starts: np.ndarray, segment: int, score: np.ndarray) -> None:
         """The windows starting at ``starts`` (in order, inside segment or range ``segment``) scored
         ``score``."""
-        pos = starts[is_positive(score, self.threshold)]
-        if pos.size and self.events.size:
-            lo = np.searchsorted(self.events, pos[0], "left")
-            hi = np.searchsorted(self.events, pos[-1] + self.window, "left")
-            ev = self.events[lo:hi]
-            # a positive start s covers event e when s <= e < s + window
-            n_in = np.searchsorted(pos, ev, "right") - np.searchsorted(
-                pos, ev - self.window + 1, "left"
-            )
-            self.covered[lo:hi] |= n_in > 0
-        self._count(self.merger.push(starts, score, segment))
+        self._add(self.merger.push(starts, score, segment))
 
-    def finish(self) -> None:
-        self._count(self.merger.flush())
+    def finish(self) -> EventMatch:
+        """The one-to-one matching of every detection with the markers."""
+        self._add(self.merger.flush())
+        peaks = np.array(self.peaks, dtype=np.int64)
+        if self.match == "span":
+            spans = np.array(self.spans, dtype=np.int64).reshape(-1, 2)
+            return match_events(self.markers, peaks, self.tolerance, lo=spans[:, 0], hi=spans[:, 1])
+        return match_events(self.markers, peaks, self.tolerance)
 
-    def _count(self, detections: list[Detection]) -> None:
+    def _add(self, detections: list[Detection]) -> None:
         for d in detections:
-            self.detections += 1
-            i = np.searchsorted(self.events, d.start, "left")
-            if i >= self.events.size or self.events[i] >= d.end:
-                self.false_alarms += 1
+            self.peaks.append(peak_sample(d, self.window))
+            self.spans.append((d.start, d.end - 1))
+
+
+def event_figures(
+    match: EventMatch, rate: float | None, hours: float | None, tolerance: int, how: str
+) -> dict[str, Any]:
+    """The event figures under the names evaluate, run.json and ``--fail-under`` use.
+
+    ``events`` markers, ``detections``, ``event_found`` (markers paired with a detection),
+    ``false_alarms`` (detections paired with none) and per hour of signal scored,
+    ``event_precision`` (found / detections), ``event_recall`` (found / events), ``event_f1``,
+    and the median and 95th-percentile absolute time error of the paired peaks in seconds. Per
+    hour and seconds are None on a store without a sample rate.
+    """
+    s = match.summary(rate or 1.0, hours if hours else math.nan)
+    return {
+        "events": match.n_markers,
+        "detections": match.n_detections,
+        "event_found": match.found,
+        "false_alarms": match.false_alarms,
+        "false_alarms_per_hour": s["false_alarms_per_hour"] if hours else None,
+        "event_precision": match.precision,
+        "event_recall": match.recall,
+        "event_f1": match.f1,
+        "time_error_median_s": s["time_error_median_s"] if rate else None,
+        "time_error_p95_s": s["time_error_p95_s"] if rate else None,
+        "tolerance_s": tolerance / rate if rate else None,
+        "tolerance_samples": tolerance,
+        "match": how,
+    }
+
+
+def hours_of(store: Store, ranges: np.ndarray) -> float | None:
+    """Hours of signal in ``ranges`` (None without a sample rate)."""
+    if not store.sample_rate:
+        return None
+    return float((ranges[:, 1] - ranges[:, 0]).sum()) / store.sample_rate / 3600
 
 
 def events_in(store: Store, ranges: np.ndarray) -> np.ndarray:

@@ -78,6 +78,27 @@ class BinaryMetrics:
         take = np.unique(np.searchsorted(predicted, wanted, "left"))
         return tp[take] / max(int(tp[-1]), 1), tp[take] / predicted[take]
 
+    def _curves(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+        """(predicted, precision, recall, f1, events) at each bin edge, highest threshold first:
+        entry i is the threshold (bins - 1 - i) / bins."""
+        pos, neg = self.pos_hist[::-1].astype(np.float64), self.neg_hist[::-1].astype(np.float64)
+        tp, fp = np.cumsum(pos), np.cumsum(neg)
+        n_pos = float(tp[-1])
+        predicted = tp + fp
+        precision = np.divide(tp, predicted, out=np.zeros_like(tp), where=predicted > 0)
+        recall = tp / n_pos if n_pos else np.full_like(tp, math.nan)
+        f1 = 2 * tp / (predicted + n_pos) if n_pos else np.full_like(tp, math.nan)
+        return predicted, precision, recall, f1, n_pos
+
+    def _edge(self, i: int) -> dict[str, float]:
+        _, precision, recall, f1, _ = self._curves()
+        return {
+            "value": (self.bins - 1 - i) / self.bins,
+            "precision": float(precision[i]),
+            "recall": float(recall[i]),
+            "f1": float(f1[i]),
+        }
+
     def choose_threshold(self, rule: str = "f1") -> dict[str, float]:
         """The decision threshold picked by ``rule`` from the scores seen, with its figures.
 
@@ -86,29 +107,49 @@ class BinaryMetrics:
         least P). Thresholds are bin edges: a score at or above edge b/bins lies in bin b or above,
         so the figures are exact for the binned scores.
         """
-        pos, neg = self.pos_hist[::-1].astype(np.float64), self.neg_hist[::-1].astype(np.float64)
-        tp, fp = np.cumsum(pos), np.cumsum(neg)
-        n_pos = tp[-1]
+        predicted, precision, recall, f1, n_pos = self._curves()
         if n_pos == 0:
             return {"value": 0.5, "precision": math.nan, "recall": math.nan, "f1": math.nan}
-        predicted = tp + fp
-        precision = np.divide(tp, predicted, out=np.zeros_like(tp), where=predicted > 0)
-        recall = tp / n_pos
-        f1 = 2 * tp / (predicted + n_pos)
         kind, _, target = rule.partition("=")
-        if kind == "f1":
-            i = int(np.argmax(f1))
-        elif kind == "recall":
+        if kind == "recall":
             i = int(np.argmax(recall >= float(target)))
-        else:
+        elif kind == "precision":
             ok = np.flatnonzero((precision >= float(target)) & (predicted > 0))
             i = int(ok[-1]) if ok.size else int(np.argmax(precision))
-        return {
-            "value": (self.bins - 1 - i) / self.bins,
-            "precision": float(precision[i]),
-            "recall": float(recall[i]),
-            "f1": float(f1[i]),
-        }
+        else:
+            i = int(np.argmax(f1))
+        return self._edge(i)
+
+    def at(self, value: float) -> dict[str, float]:
+        """The window figures at threshold ``value``, a bin edge (one of ``candidates``)."""
+        i = self.bins - 1 - int(round(value * self.bins))
+        return self._edge(min(max(i, 0), self.bins - 1))
+
+    def candidates(self, levels: int = 24) -> list[float]:
+        """A few dozen thresholds worth turning into detections, for a choice on event figures.
+
+        Bin edges where the event-class windows at or above reach 1/levels, 2/levels, ... of them
+        (the recall levels), where the windows predicted positive reach 1/8 to 16 times the
+        event-class windows (the false-alarm side), and the window-F1 choice: what the events can
+        make of each is measured, not guessed.
+        """
+        predicted, _, _, f1, n_pos = self._curves()
+        if n_pos == 0:
+            return []
+        tp = predicted - np.cumsum(self.neg_hist[::-1])
+        at = np.searchsorted(tp, np.ceil(n_pos * np.arange(1, levels + 1) / levels), "left")
+        wanted = n_pos * 2.0 ** np.arange(-3, 5)
+        at = np.concatenate([at, np.searchsorted(predicted, wanted, "left"), [np.argmax(f1)]])
+        at = np.unique(np.clip(at, 0, self.bins - 1))
+        return sorted(((self.bins - 1 - at) / self.bins).tolist())
+
+    def score_range(self) -> tuple[float, float]:
+        """The lowest and highest score seen, to a bin: (low edge of the lowest occupied bin, high
+        edge of the highest)."""
+        seen = np.flatnonzero(self.pos_hist + self.neg_hist)
+        if seen.size == 0:
+            return math.nan, math.nan
+        return float(seen[0]) / self.bins, float(seen[-1] + 1) / self.bins
 
     def result(self) -> dict[str, Any]:
         (tn, fp), (fn, tp) = self.confusion.tolist()

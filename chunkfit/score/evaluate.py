@@ -1,8 +1,15 @@
-"""``chunkfit evaluate``: window- and event-level figures for a trained run on a labelled store."""
+"""``chunkfit evaluate``: event- and window-level figures for a trained run on a labelled store.
+
+The figures come back as one flat dict, one meaning per key (docs/guides/evaluate.md lists them):
+the event figures (``event_*``, ``events``, ``detections``, ``false_alarms``...: detections at the
+threshold matched one to one with the markers, chunkfit.core.events), then the window figures at
+the same threshold (``precision``, ``recall``, ``f1``, ``accuracy``, ``confusion``), then the
+threshold-free areas (``roc_auc``, ``pr_auc``). Only a model of more than two classes adds
+``argmax``: accuracy and confusion matrix of the most likely class, which no threshold decides.
+"""
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.events import EventLevel, events_in
+from ..config import check_matching
+from ..core.events import EventScorer, event_figures, events_in, hours_of, tolerance_samples
 from ..core.metrics import BinaryMetrics
 from ..core.scoring import ScoredBlock, score_store
 from ..errors import UsageError
@@ -75,6 +83,8 @@ def evaluate(
     split: str | None = None,
     channels: ChannelsArg | None = None,
     progress: Callable[[int, int], None] | None = None,
+    tolerance: float | None = None,
+    match: str | None = None,
 ) -> dict[str, Any]:
     """Stream ``store`` block by block through the run's model and return every figure as a dict.
 
@@ -83,9 +93,13 @@ def evaluate(
     threshold is ``threshold``, else the one the run chose on its validation split, else 0.5.
     ``channels`` maps the store's channels to the run's (chunkfit.score.channels); the figures then
     say so under "channels".
-    ``progress(done, total)`` hears the windows scored so far.
+    ``progress(done, total)`` hears the windows scored so far. A marker is found when a detection's
+    peak (``match`` "peak") or span ("span") lies within ``tolerance`` seconds of it, one detection
+    per marker; both default to the run's own (``--tolerance``, ``--match`` at training), else
+    half a window and the peak.
     """
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size, channels=channels)
+    check_matching(tolerance, match or "peak")
     if split is not None and split not in SPLITS:
         raise UsageError(f"--split must be one of {', '.join(SPLITS)} (received {split!r})")
     check_run_then_store(run, store if not isinstance(store, Store) else store.path, "evaluate")
@@ -108,8 +122,12 @@ def evaluate(
         metrics = BinaryMetrics(threshold=threshold)
         k = len(spec.classes)
         confusion = np.zeros((k, k), dtype=np.int64)
+        if tolerance is None:
+            tolerance = spec.config.get("tolerance")
+        how = match or str(spec.config.get("match", "peak"))
+        tol = tolerance_samples(tolerance, s.sample_rate, w.window)
         events = (
-            EventLevel(events_in(s, ranges), w.window, w.stride, threshold)
+            EventScorer(events_in(s, ranges), w.window, w.stride, threshold, tol, how)
             if s.has_events
             else None
         )
@@ -127,27 +145,24 @@ def evaluate(
             if events is not None:
                 events.update(sb.starts, sb.segment, score)
             sketch.update(sb, score)
-        out = metrics.result()
-        out["classes"] = spec.classes
-        out["positive_class"] = spec.classes[spec.positive]
-        out["class_accuracy"] = float(np.trace(confusion) / max(confusion.sum(), 1))
-        out["confusion_matrix"] = confusion.tolist()
-        hours = (
-            float((ranges[:, 1] - ranges[:, 0]).sum()) / s.sample_rate / 3600
-            if s.sample_rate
-            else None
-        )
-        out["scored"] = scored
+        hours = hours_of(s, ranges)
+        out: dict[str, Any] = {"scored": scored}
         if cmap.line is not None:
             out["channels"] = cmap.line
+        out["threshold"] = threshold
         out["threshold_source"] = source
         if events is not None:
-            events.finish()
-            out["events"] = int(events.events.size)
-            out["events_covered"] = float(events.covered.mean()) if events.events.size else math.nan
-            out["detections"] = events.detections
-            out["false_alarms"] = events.false_alarms
-            out["false_alarms_per_hour"] = events.false_alarms / hours if hours else None
+            out.update(event_figures(events.finish(), s.sample_rate, hours, tol, how))
+        windows = metrics.result()
+        del windows["threshold"]
+        out.update(windows)
+        out["classes"] = spec.classes
+        out["positive_class"] = spec.classes[spec.positive]
+        if k > 2:
+            out["argmax"] = {
+                "accuracy": float(np.trace(confusion) / max(confusion.sum(), 1)),
+                "confusion_matrix": confusion.tolist(),
+            }
         out["hours"] = hours
         out["run"] = str(run)
         out["model_loaded"] = spec.loaded

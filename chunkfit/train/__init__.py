@@ -7,7 +7,8 @@ The modules, in the order a run goes through them:
 - ``runsetup``: a run set up: engine, class weights, blocks, checkpoints, run.json's settings;
 - ``rendezvous``: the workers of a distributed run check each other and agree on a checkpoint;
 - ``loop``: the epoch loop (``Trainer``); ``thresholds``: the decision threshold picked on the
-  validation split at every epoch's end and at the run's end;
+  validation split at every epoch's end and at the run's end; ``verdict``: the run's ``warning:``
+  lines and ``--fail-under`` targets;
 - ``budget``: ``--memory-budget`` turned into a block size;
 - ``normalize``: inputs in any units (standardisation from the training split, saved in the model);
 - ``weights``: class weights for rare events;

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import BlockSpec, FitOptions
@@ -27,6 +27,7 @@ from .models import DEFAULT_MODEL
 from .remotefolder import RemotePeerFolder, RemoteRunFolder
 from .runfolder import PeerFolder, RunFolder
 from .tensorflow.cluster import CLUSTER_TIMEOUT
+from .verdict import TARGETS, check_targets, parse_targets
 
 if TYPE_CHECKING:
     import keras
@@ -55,7 +56,10 @@ def fit(
     memory_budget: int | None = None,
     normalize: str = "global",
     class_weight: str = "auto",
-    threshold_for: str = "f1",
+    threshold_for: str = "event-f1",
+    tolerance: float | None = None,
+    match: str = "peak",
+    fail_under: Mapping[str, float] | None = None,
     steps_per_execution: int | None = FitOptions.steps_per_execution,
     compute_threads: int | None = None,
     jit: str = "auto",
@@ -86,8 +90,12 @@ def fit(
     returned History's ``model`` is the trained model behind that standardisation, the one that
     takes raw signal (and the one saved as model.keras). ``class_weight`` ("auto", "balanced",
     "none" or "0:1,1:40") weighs training windows by class (chunkfit.train.weights). At the end, the
-    run picks its decision threshold on the validation split by ``threshold_for`` ("f1",
-    "recall=0.9", "precision=0.8"; chunkfit.core.threshold) and records it in run.json. ``jit``
+    run picks its decision threshold on the validation split by ``threshold_for`` ("event-f1",
+    "f1", "recall=0.9", "precision=0.8"; chunkfit.core.threshold), its detections matched to the
+    event markers within ``tolerance`` seconds (None: half a window) of their peak or span
+    (``match``), records it in run.json with the verdict's warnings (chunkfit.train.verdict), and
+    then raises BelowTargetError when a figure misses its ``fail_under`` target
+    ({"event_f1": 0.8}). ``jit``
     ("auto", "on", "off") is whether the train step runs under XLA; "auto" times both on this
     machine first (chunkfit.train.tensorflow.autotune; the choice goes to run.json). ``jax_loop``
     ("auto", "dispatch", "scan") is how the JAX engine runs an element's batches
@@ -122,7 +130,12 @@ def fit(
         normalize=normalize,
         class_weight=class_weight,
         threshold_for=threshold_for,
+        tolerance=tolerance,
+        match=match,
     )
+    targets = dict(fail_under or {})
+    if any(name not in TARGETS for name in targets):
+        parse_targets([f"{name}={value}" for name, value in targets.items()])
     if checkpoint_every is not None and (
         isinstance(checkpoint_every, bool)
         or not isinstance(checkpoint_every, int)
@@ -183,6 +196,8 @@ def fit(
             raise
         if folder is not None:
             folder.close()
+        if targets and not is_peer:
+            check_targets(trainer.threshold, targets, str(out) if out is not None else "the run")
         return history
 
 
@@ -194,7 +209,10 @@ def run_identity(opts: FitOptions, model: keras.Model | str, store: Store) -> di
         "steps_per_execution",
         "jit",
         "jax_loop",
-    ):  # how fast, not what, is trained
+        "threshold_for",
+        "tolerance",
+        "match",
+    ):  # how fast, not what, is trained; how the threshold is chosen after it
         config.pop(speed)
     return {
         "config": config,

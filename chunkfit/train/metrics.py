@@ -11,7 +11,7 @@ model (class 1 the event) is compiled with Keras's own metrics of the event clas
   class, which neither history.csv nor a callback's ``monitor`` can hold);
 
 then, with event markers, the epoch's validation figures at the threshold chosen on the split
-(``val_threshold``, ``val_events_covered``, ``val_false_alarms_per_hour``:
+(``val_threshold``, ``val_event_f1``, ``val_false_alarms_per_hour``:
 chunkfit.train.thresholds), the loss, any other metric, and accuracy last. Training figures are
 weighted by the class weights, as Keras weighs metrics by ``fit(class_weight=...)``; validation
 figures are not.
@@ -27,7 +27,7 @@ LEAD = (
     "recall",
     "f1",
     "threshold",
-    "events_covered",
+    "event_f1",
     "false_alarms_per_hour",
     "false_alarms",
     "loss",
@@ -85,20 +85,20 @@ def ordered(logs: dict[str, Any]) -> dict[str, Any]:
 # The figures of an epoch's short line, by log name (without ``val_``) and label: the validation
 # split's when there is one, else training's. history.csv, run.json and ``--verbose`` hold them all.
 SHORT = (
+    ("event_f1", "event F1"),
     ("pr_auc", "PR-AUC"),
-    ("recall", "recall"),
     ("false_alarms_per_hour", "false alarms/h"),
     ("false_alarms", "false alarms"),
 )
 
 
 def epoch_summary(logs: dict[str, float]) -> str:
-    """An epoch's few figures that matter, for a line that fits a narrow terminal with room for
-    more: the training loss, then the validation split's ``SHORT`` figures after ``val:``
+    """An epoch's few figures that matter, for a line that fits a terminal of 100 columns: the
+    training loss, then the validation split's ``SHORT`` figures after ``val:``
     (training's own without a split); accuracy where the model has no event class figures.
 
-    ``{"loss": 0.04, "val_loss": 0.02, "val_pr_auc": 0.99, "val_recall": 0.98, ...}`` ->
-    ``"loss 0.0400  val: PR-AUC 0.9900  recall 0.9800  ..."``.
+    ``{"loss": 0.04, "val_loss": 0.02, "val_event_f1": 0.9, "val_pr_auc": 0.99, ...}`` ->
+    ``"loss 0.0400  val: event F1 0.9000  PR-AUC 0.9900  ..."``.
     """
     parts = [f"loss {logs['loss']:.4f}"] if "loss" in logs else []
     prefix = "val_" if any(k.startswith("val_") for k in logs) else ""

@@ -358,7 +358,7 @@ def plot_curves(history: dict[str, list[float]], path: Path) -> None:
 
     from .metrics import ordered
 
-    # a figure measured on validation alone (the epoch's threshold, events covered) keeps its val_
+    # a figure measured on validation alone (the epoch's threshold, event F1) keeps its val_
     # name
     names = [
         k

@@ -186,4 +186,5 @@ class RunSetup:
             record["compile"] = self.engine.compile_info()
             if finished:
                 record["threshold"] = self.threshold
+                record["warnings"] = self.thresholds.warnings
             self.folder.write_json(record)

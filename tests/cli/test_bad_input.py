@@ -549,7 +549,16 @@ CASES = [
         "negative-epochs",
         {"s.zarr": store()},
         ["train", "s.zarr", "--epochs", "-1", "--out", "run"],
-        "--epochs must be a non-negative integer (received -1)",
+        "--epochs must be a whole number of at least 1: a run of 0 epochs would write an "
+        "untrained model and threshold (received -1)",
+        2,
+    ),
+    Case(
+        "zero-epochs",
+        {"s.zarr": store()},
+        ["train", "s.zarr", "--epochs", "0", "--out", "run"],
+        "--epochs must be a whole number of at least 1: a run of 0 epochs would write an "
+        "untrained model and threshold (received 0)",
         2,
     ),
     Case(

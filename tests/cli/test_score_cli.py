@@ -58,12 +58,14 @@ def test_evaluate_prints_a_table_of_every_figure(done: dict[str, Any]) -> None:
         "model",
         "store",
         "threshold",
+        "events",
+        "event",
+        "false",
+        "time",
         "PR-AUC",
         "precision",
         "recall",
         "F1",
-        "events",
-        "detections",
         "ROC-AUC",
         "loss",
         "confusion",
@@ -105,9 +107,9 @@ def test_evaluate_json_equals_the_library_result(
         "loss",
         "accuracy",
         "confusion",
-        "confusion_matrix",
         "false_alarms",
         "events",
+        "event_found",
     )
     assert {k: result[k] for k in figures} == {k: expected[k] for k in figures}
 
@@ -119,7 +121,7 @@ def refuse_nan(token: str) -> None:
 def test_evaluate_json_gives_null_for_figures_without_a_value(done: dict[str, Any]) -> None:
     # The store's event markers are empty: no event window, so no area, recall or coverage.
     result = json.loads(done["json"].stdout, parse_constant=refuse_nan)
-    assert [result[k] for k in ("roc_auc", "pr_auc", "recall", "events_covered")] == [None] * 4
+    assert [result[k] for k in ("roc_auc", "pr_auc", "recall", "event_recall")] == [None] * 4
 
 
 @pytest.mark.parametrize("name", ["text", "json", "predict"])
@@ -133,7 +135,7 @@ def test_predict_says_what_it_wrote(done: dict[str, Any]) -> None:
     detections = len((root / "events.csv").read_text().splitlines()) - 1
     threshold = json.loads((done["root"] / "run" / "run.json").read_text())["threshold"]["value"]
     assert done["predict"].stdout.splitlines() == [
-        f"threshold {threshold:.4g} (chosen on the run's validation split (f1))",
+        f"threshold {threshold:.4g} (chosen on the run's validation split (event-f1))",
         f"scored {985 + 1175:,} windows into {root / 'scores.h5'}; {detections:,} detection(s) in "
         f"{root / 'events.csv'}",
     ]

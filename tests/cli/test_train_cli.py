@@ -167,19 +167,22 @@ def test_train_prints_one_line_per_epoch_and_the_run_folder(
     # the loss, then the validation split's event class figures (at the epoch's threshold)
     for epoch, line in zip((1, 2), lines[:2], strict=True):
         assert re.fullmatch(
-            rf"epoch {epoch}/2  loss [\d.]+  val: PR-AUC [\d.]+  recall [\d.]+  "
+            rf"epoch {epoch}/2  loss [\d.]+  val: event F1 [\d.]+  PR-AUC [\d.]+  "
             r"false alarms/h [\d.,e+-]+",
             line,
         ), line
-    assert re.fullmatch(
-        r"threshold [\d.e-]+ chosen on the validation split \(f1\): precision [\d.]+, "
-        r"recall [\d.]+, F1 [\d.]+",
-        lines[2],
+    assert lines[2] == lines[2].rstrip() and re.fullmatch(
+        r"threshold [\d.e+-]+ chosen on the validation split \(event-f1\)", lines[2]
     ), lines[2]
     assert re.fullmatch(
-        r"  PR-AUC [\d.]+, events covered \d+/\d+, false alarms \d+ \([\d.e+-]+/h\)", lines[3]
+        r"  events: found \d+/\d+, precision [\d.]+, recall [\d.]+, F1 [\d.]+, "
+        r"false alarms \d+ \([\d.e+-]+/h\)",
+        lines[3],
     ), lines[3]
-    assert lines[4:] == [
+    assert re.fullmatch(
+        r"  windows: PR-AUC [\d.]+, precision [\d.]+, recall [\d.]+, F1 [\d.]+", lines[4]
+    ), lines[4]
+    assert lines[5:] == [
         "trained baseline-cnn for 2 epoch(s)",
         f"run folder {out}: model.keras, history.csv, run.json, curves.png",
     ]
@@ -200,7 +203,7 @@ def test_verbose_train_prints_every_figure_and_why_the_engine_chose_its_step(
     names = [part.split(" ")[0] for part in epoch_line.split("  ")[1:-1]]
     lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
     # the event class first, accuracy last; validation adds the events at the epoch's threshold
-    events = ["val_threshold", "val_events_covered", "val_false_alarms_per_hour"]
+    events = ["val_threshold", "val_event_f1", "val_false_alarms_per_hour"]
     assert names == [*lead, *(f"val_{n}" for n in lead[:4]), *events, "val_loss", "val_accuracy"]
 
 

@@ -91,7 +91,7 @@ def test_evaluate_with_a_mapping_keeps_the_runs_threshold(pair: tuple[Path, Path
     result = chunkfit.evaluate(run, other, channels={"ch0": "b", "ch1": "a"})
     assert (result["channels"], result["threshold_source"]) == (
         "store b, a -> run ch0, ch1 (--channels)",
-        "chosen on the run's validation split (f1)",
+        "chosen on the run's validation split (event-f1)",
     )
 
 

@@ -24,6 +24,7 @@ from scoring_support import (
     labelled_run,
     labelled_signal,
     merge_runs,
+    most_pairs,
     segmented_store,
     separating_threshold,
 )
@@ -47,14 +48,10 @@ def brute_force(run: Path, store_path: Path, stride: int) -> tuple[dict[str, Any
     tp, fp = int(np.sum(truth & found)), int(np.sum(~truth & found))
     fn, tn = int(np.sum(truth & ~found)), int(np.sum(~truth & ~found))
     onehot = np.eye(2, dtype=np.float32)[truth.astype(int)]
-    positive_starts = w.starts[found]
-    covered = [
-        bool(np.any((positive_starts <= e) & (e < positive_starts + WINDOW))) for e in events
-    ]
     runs = merge_runs(w.starts, w.segments, score, WINDOW, stride, threshold)
-    false_alarms = sum(not np.any((events >= r.start) & (events < r.end)) for r in runs)
-    matrix = np.zeros((2, 2), dtype=int)
-    np.add.at(matrix, (truth.astype(int), np.argmax(w.probs, axis=1)), 1)
+    peaks = [r.peak_start + WINDOW // 2 for r in runs]  # a detection stands at its peak's centre
+    matched = most_pairs(events.tolist(), peaks, WINDOW // 2)  # default tolerance: half a window
+    false_alarms = len(runs) - matched
     hours = n_samples / rate / 3600
     figures = {
         "windows": w.starts.size,
@@ -70,10 +67,11 @@ def brute_force(run: Path, store_path: Path, stride: int) -> tuple[dict[str, Any
         "roc_auc": exact_roc_auc(truth, score),
         "pr_auc": exact_average_precision(truth, score),
         "confusion": {"tn": tn, "fp": fp, "fn": fn, "tp": tp},
-        "confusion_matrix": matrix.tolist(),
-        "class_accuracy": float(np.trace(matrix) / matrix.sum()),
         "events": events.size,
-        "events_covered": float(np.mean(covered)),
+        "event_found": matched,
+        "event_recall": matched / events.size,
+        "event_precision": matched / len(runs),
+        "event_f1": 2 * matched / (events.size + len(runs)),
         "detections": len(runs),
         "false_alarms": false_alarms,
         "false_alarms_per_hour": false_alarms / hours,
@@ -121,9 +119,11 @@ TOLERANCE = {"loss": {"rel": 1e-5}, "roc_auc": {"abs": 1e-3}, "pr_auc": {"abs": 
         "f1",
         "roc_auc",
         "pr_auc",
-        "class_accuracy",
         "events",
-        "events_covered",
+        "event_found",
+        "event_recall",
+        "event_precision",
+        "event_f1",
         "detections",
         "false_alarms",
         "false_alarms_per_hour",
@@ -143,10 +143,22 @@ def test_confusion_at_the_threshold_equals_counting_every_window(evaluation: Eva
     assert evaluation.result["confusion"] == evaluation.expected["confusion"]
 
 
-def test_confusion_matrix_of_the_most_likely_class_equals_counting_every_window(
+def test_two_classes_give_no_argmax_figures_beside_the_threshold_ones(
     evaluation: Evaluation,
 ) -> None:
-    assert evaluation.result["confusion_matrix"] == evaluation.expected["confusion_matrix"]
+    assert "argmax" not in evaluation.result
+
+
+def test_event_figures_come_before_the_window_figures(evaluation: Evaluation) -> None:
+    keys = list(evaluation.result)
+    assert keys.index("event_f1") < keys.index("precision") < keys.index("pr_auc")
+
+
+def test_time_errors_are_those_of_the_detections_within_tolerance(
+    evaluation: Evaluation,
+) -> None:
+    result = evaluation.result
+    assert 0 <= result["time_error_median_s"] <= result["time_error_p95_s"] <= result["tolerance_s"]
 
 
 def test_the_run_has_both_kinds_of_detection_to_count(evaluation: Evaluation) -> None:
@@ -168,6 +180,43 @@ def test_result_reports_the_window_settings_read_from_the_run(
     )
 
 
+def test_span_matching_with_a_tolerance_equals_the_brute_force(
+    runs: Trained, segmented: Path, tmp_path: Path
+) -> None:
+    w = all_windows(keras_model(runs.run), segmented, WINDOW, 1)
+    with chunkfit.open_store(segmented) as store:
+        events, rate = store.events, float(store.sample_rate or "nan")
+    score = w.probs[:, 1]
+    threshold = separating_threshold(score)
+    detections = merge_runs(w.starts, w.segments, score, WINDOW, 1, threshold)
+    tolerance = 3  # samples
+    owner: dict[int, int] = {}  # detection -> marker, grown by augmenting paths
+
+    def place(m: int, seen: set[int]) -> bool:
+        for d, r in enumerate(detections):
+            if r.start - tolerance <= events[m] <= r.end - 1 + tolerance and d not in seen:
+                seen.add(d)
+                if d not in owner or place(owner[d], seen):
+                    owner[d] = m
+                    return True
+        return False
+
+    found = sum(place(m, set()) for m in range(events.size))
+    result = chunkfit.evaluate(
+        runs.run,
+        segmented,
+        threshold=threshold,
+        tolerance=tolerance / rate,
+        match="span",
+        plot=tmp_path / "eval.png",
+    )
+    assert (result["event_found"], result["detections"], result["match"]) == (
+        found,
+        len(detections),
+        "span",
+    )
+
+
 def test_bare_keras_file_is_evaluated_with_stride_1(
     runs: Trained, segmented: Path, tmp_path: Path
 ) -> None:
@@ -184,7 +233,7 @@ def test_store_whose_events_make_no_positive_window_gives_nan_areas(
 ) -> None:
     store = segmented_store(tmp_path / "quiet.zarr", events=False)
     result = chunkfit.evaluate(runs.run, store, plot=tmp_path / "eval.png")
-    assert [math.isnan(result[k]) for k in ("roc_auc", "pr_auc", "recall", "events_covered")] == [
+    assert [math.isnan(result[k]) for k in ("roc_auc", "pr_auc", "recall", "event_recall")] == [
         True
     ] * 4
 
@@ -208,7 +257,7 @@ def test_labels_map_to_the_runs_classes_when_the_store_lacks_one(
     matrix = np.zeros((3, 3), dtype=int)
     np.add.at(matrix, (truth, np.argmax(w.probs, axis=1)), 1)
     result = chunkfit.evaluate(labelled, store, plot=tmp_path / "eval.png")
-    assert result["confusion_matrix"] == matrix.tolist()
+    assert result["argmax"]["confusion_matrix"] == matrix.tolist()
 
 
 def test_store_with_a_single_label_class_is_evaluated(labelled: Path, tmp_path: Path) -> None:
@@ -251,7 +300,10 @@ def test_plot_in_a_missing_folder_is_refused_before_scoring(
         chunkfit.evaluate(runs.run, segmented, plot=tmp_path / "nowhere" / "eval.png")
 
 
-@pytest.mark.parametrize("setting", [{"chunk": 0}, {"batch_size": 0}, {"threshold": 1.5}])
+@pytest.mark.parametrize(
+    "setting",
+    [{"chunk": 0}, {"batch_size": 0}, {"threshold": 1.5}, {"tolerance": -1.0}, {"match": "end"}],
+)
 def test_setting_out_of_range_is_refused(
     runs: Trained, segmented: Path, tmp_path: Path, setting: dict[str, Any]
 ) -> None:

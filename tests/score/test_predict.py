@@ -137,7 +137,7 @@ def test_detections_use_the_threshold_the_run_chose_on_its_validation_split(
     run = runs.run if prediction.stride == 1 else runs.strided
     chosen = json.loads((run / "run.json").read_text())["threshold"]
     assert prediction.report.threshold == chosen["value"] != 0.5
-    assert prediction.report.threshold_source == "chosen on the run's validation split (f1)"
+    assert prediction.report.threshold_source == "chosen on the run's validation split (event-f1)"
 
 
 def test_a_threshold_given_replaces_the_runs(

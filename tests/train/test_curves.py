@@ -12,6 +12,6 @@ def test_panels_of_figures_at_half_say_so(name: str) -> None:
     assert panel_title(name) == f"{name} (at threshold 0.5)"
 
 
-@pytest.mark.parametrize("name", ["loss", "pr_auc", "val_events_covered", "threshold"])
+@pytest.mark.parametrize("name", ["loss", "pr_auc", "val_event_f1", "threshold"])
 def test_other_panels_are_titled_by_their_name(name: str) -> None:
     assert panel_title(name) == name

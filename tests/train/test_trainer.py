@@ -11,7 +11,7 @@ from typing import Any
 import keras
 import numpy as np
 import pytest
-from scoring_support import merge_runs
+from scoring_support import merge_runs, most_pairs
 
 import chunkfit
 from chunkfit import BlockSpec, FitOptions, SplitSpec, StoreWriter, WindowSpec
@@ -108,7 +108,7 @@ def test_epoch_logs_hold_training_and_validation_metrics(recorded: Recorder) -> 
     lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
     events = [
         "val_threshold",
-        "val_events_covered",
+        "val_event_f1",
         "val_false_alarms_per_hour",
     ]  # the store has event markers
     assert set(recorded.kinds("epoch_end")[0][1]) == {*lead, *(f"val_{n}" for n in lead), *events}
@@ -175,7 +175,7 @@ def quick_run(tiny_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 def test_csv_logger_in_the_run_folder_has_one_row_per_epoch(quick_run: Path) -> None:
     rows = (quick_run / "history.csv").read_text().splitlines()
     lead = ["pr_auc", "precision", "recall", "f1", "loss", "accuracy"]
-    events = ["val_threshold", "val_events_covered", "val_false_alarms_per_hour"]
+    events = ["val_threshold", "val_event_f1", "val_false_alarms_per_hour"]
     assert rows[0].split(",") == [
         "epoch",
         *lead,
@@ -684,7 +684,7 @@ def test_the_saved_model_takes_raw_signal_and_scores_it_as_the_run_validated(
 
 
 @pytest.mark.backends
-def test_each_epoch_logs_the_events_covered_and_false_alarms_at_the_threshold_it_chose(
+def test_each_epoch_logs_the_event_f1_and_false_alarms_at_the_threshold_it_chose(
     tiny_store: Path, tmp_path: Path
 ) -> None:
     history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=2), out=tmp_path / "run")
@@ -698,12 +698,15 @@ def test_each_epoch_logs_the_events_covered_and_false_alarms_at_the_threshold_it
     last = {k: v[-1] for k, v in history.history.items()}
     threshold = last["val_threshold"]
     assert threshold == run["threshold"]["value"]  # the last epoch's weights are the run's
-    hit = starts[score.astype(np.float64) >= threshold]
-    covered = [bool(np.any((hit <= e) & (e < hit + WINDOW))) for e in events]
-    runs = merge_runs(starts, np.zeros_like(starts), score, WINDOW, 1, threshold)
-    false_alarms = sum(not np.any((events >= r.start) & (events < r.end)) for r in runs)
-    assert 0 < np.mean(covered) < 1 or false_alarms > 0  # something to count
-    assert last["val_events_covered"] == pytest.approx(np.mean(covered), abs=1e-12)
+
+    def event_f1_and_false_alarms(at: float) -> tuple[float, int]:
+        runs = merge_runs(starts, np.zeros_like(starts), score, WINDOW, 1, at)
+        found = most_pairs(events.tolist(), [r.peak_start + WINDOW // 2 for r in runs], WINDOW // 2)
+        return 2 * found / (events.size + len(runs)), len(runs) - found
+
+    f1, false_alarms = event_f1_and_false_alarms(threshold)
+    assert 0 < f1 < 1 or false_alarms > 0  # something to count
+    assert last["val_event_f1"] == pytest.approx(f1, abs=1e-12)
     if rate:
         assert last["val_false_alarms_per_hour"] == pytest.approx(
             false_alarms / ((b - a) / rate / 3600), rel=1e-9
@@ -714,10 +717,31 @@ def test_each_epoch_logs_the_events_covered_and_false_alarms_at_the_threshold_it
     assert (
         header.index("val_f1")
         < header.index("val_threshold")
-        < header.index("val_events_covered")
+        < header.index("val_event_f1")
         < header.index("val_loss")
     )
-    assert len(history.history["val_events_covered"]) == 2
+    assert len(history.history["val_event_f1"]) == 2
+
+
+@pytest.mark.backends
+def test_threshold_chosen_on_event_f1_does_at_least_as_well_as_the_window_f1_one(
+    tiny_store: Path, quick_run: Path
+) -> None:
+    run = json.loads((quick_run / "run.json").read_text())
+    model = keras.saving.load_model(quick_run / "model.keras")
+    with chunkfit.open_store(tiny_store) as s:
+        ((a, b),) = run["split"]["validation_ranges"]
+        x, events = s.read(a, b), s.events_in(a, b) - a
+    starts = np.arange(b - a - WINDOW + 1)
+    score = model.predict(np.stack([x[i : i + WINDOW] for i in starts]), verbose=0)[:, 1]
+    exact = BinaryMetrics()
+    exact.update(any_event_labels(starts, WINDOW, events) == 1, score)
+    window_rule = exact.choose_threshold("f1")["value"]
+    runs = merge_runs(starts, np.zeros_like(starts), score, WINDOW, 1, window_rule)
+    found = most_pairs(events.tolist(), [r.peak_start + WINDOW // 2 for r in runs], WINDOW // 2)
+    chosen = run["threshold"]
+    assert chosen["rule"] == "event-f1"
+    assert chosen["event_f1"] >= 2 * found / (events.size + len(runs))
 
 
 @pytest.mark.backends
