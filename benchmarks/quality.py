@@ -72,6 +72,7 @@ class Row:
 ROWS: tuple[Row, ...] = (
     Row("ecg-rpeaks", "chunkfit defaults"),
     Row("seismic", "chunkfit defaults"),
+    Row("seismic", "--class-weight none", ("--class-weight", "none")),
     Row("synth-rare", "old defaults", OLD, 0.5),
     Row("synth-rare", "chunkfit defaults"),
     Row("synth-rare-1.0", "old defaults", OLD, 0.5),
@@ -193,13 +194,15 @@ class Held:
         return match_events(truth, inside, self.tolerance(data)).summary(self.rate, hours)
 
 
-def peaks_of(detections_csv: Path) -> np.ndarray:
-    """Each detection's time, in samples: today the centre of its span [start, end), where a run of
-    windows that each hold the event is centred on it."""
+def peaks_of(detections_csv: Path, held: tuple[int, int]) -> np.ndarray:
+    """Each detection's time, in samples: today the centre of its span [start, end) cut to the
+    held-out range (a run of windows that each hold the event is centred on it; a detection that
+    spans the whole record counts once, inside the range). Rows outside the range are dropped.
+    Once rows carry their peak time, it is ``int(r["peak_sample"])`` of each row."""
+    a, b = held
     with detections_csv.open(newline="") as f:
-        return np.array(
-            [(int(r["start"]) + int(r["end"]) - 1) // 2 for r in csv.DictReader(f)], dtype=np.int64
-        )
+        spans = [(max(int(r["start"]), a), min(int(r["end"]), b)) for r in csv.DictReader(f)]
+    return np.array([(lo + hi - 1) // 2 for lo, hi in spans if lo < hi], dtype=np.int64)
 
 
 def measure(
@@ -216,7 +219,7 @@ def measure(
         str(run / "detections.csv"), "--overwrite", *fixed)  # fmt: skip
     seconds = time.perf_counter() - began
     window = {k: report.get(k) for k in ("pr_auc", "precision", "recall", "f1", "threshold")}
-    events = held.events(peaks_of(run / "detections.csv"), data)
+    events = held.events(peaks_of(run / "detections.csv", held.held), data)
     return {"window": window, "events": events, "seconds": seconds}
 
 
@@ -267,6 +270,7 @@ def main() -> None:
     )
     ap.add_argument("--model", help="chunkfit train --model for every row (default: its own)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "quality")
+    ap.add_argument("--rows", nargs="+", help="Only the rows with these labels (see ROWS)")
     ap.add_argument("--no-classic", action="store_true", help="Leave the classic detectors out")
     ap.add_argument(
         "--quick", action="store_true", help="Smoke test: synth-small, 1 epoch, no classic"
@@ -288,7 +292,7 @@ def main() -> None:
         data = DATASETS[name]
         store = data.make(args.out)
         held = Held.of(store, data)
-        for row in (r for r in ROWS if r.dataset == name):
+        for row in (r for r in ROWS if r.dataset == name and r.label in (args.rows or [r.label])):
             run = args.out / f"{name}-{row.label.replace(' ', '-')}"
             result = measure(row, data, store, held, run, args.epochs, args.model)
             label = row.label + (f", --model {args.model}" if args.model else "")

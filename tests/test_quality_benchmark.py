@@ -31,7 +31,15 @@ kw1 = load(REPO / "data" / "kw1.py")
 def test_detection_rows_give_the_centre_of_their_span(tmp_path: Path) -> None:
     rows = tmp_path / "detections.csv"
     rows.write_text("start,end,peak_score,peak_sample\n100,305,0.9,120\n1000,1104,0.7,1000\n")
-    assert quality.peaks_of(rows).tolist() == [202, 1051]
+    assert quality.peaks_of(rows, (0, 2000)).tolist() == [202, 1051]
+
+
+def test_a_detection_over_the_whole_record_counts_once_inside_the_held_out_range(
+    tmp_path: Path,
+) -> None:
+    rows = tmp_path / "detections.csv"
+    rows.write_text("start,end,peak_score,peak_sample\n0,5000,1.0,0\n10,20,0.9,10\n")
+    assert quality.peaks_of(rows, (4000, 5000)).tolist() == [4499]
 
 
 def test_event_figures_count_only_the_held_out_range() -> None:
