@@ -316,13 +316,13 @@ def print_table(table: list[tuple[str, str, dict[str, Any]]]) -> None:
         print(
             f"| {name} | {label} | {e['markers']} | {_f(e['precision'])} | {_f(e['recall'])} | "
             f"{_f(e['f1'])} | {_f(e['false_alarms_per_hour'], '.3g')} | "
-            f"{_f(e['time_error_median_s'], '.3f')} s | {_f(w.get('pr_auc'))} | "
-            f"{_f(w.get('f1'))} | {_f(w.get('threshold'), '.3g')} | {r['seconds']:.0f} s |"
+            f"{_f(e['time_error_median_s'], '.3f', ' s')} | {_f(w.get('pr_auc'))} | "
+            f"{_f(w.get('f1'))} | {_f(w.get('threshold'), '.3g')} | {r['seconds']:.3g} s |"
         )
 
 
-def _f(x: float | None, spec: str = ".3f") -> str:
-    return "-" if x is None or x != x else format(x, spec)
+def _f(x: float | None, spec: str = ".3f", unit: str = "") -> str:
+    return "-" if x is None or x != x else format(x, spec) + unit
 
 
 if __name__ == "__main__":
