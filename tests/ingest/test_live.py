@@ -9,6 +9,7 @@ with generous limits.
 
 from __future__ import annotations
 
+import csv
 import signal
 from pathlib import Path
 
@@ -167,6 +168,19 @@ def test_follow_writes_detections_while_the_stream_runs_and_ends_equal_to_offlin
     tmp_path: Path, streams: list[Stream], runs: Trained
 ) -> None:
     follow_beside_a_stream(tmp_path, runs.run, tmp_path / "live.zarr", streams)
+
+
+def test_follow_of_a_stream_with_utc_times_writes_their_utc_columns_live(
+    tmp_path: Path, streams: list[Stream], runs: Trained
+) -> None:
+    follow_beside_a_stream(tmp_path, runs.run, tmp_path / "live.zarr", streams, iso=True)
+    with open(tmp_path / "follow.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    noon = np.datetime64("2024-05-01T12:00:00", "us")
+    assert rows and all(
+        r["start_utc"] == str(noon + np.timedelta64(round(float(r["start_s"]) * 1e6), "us")) + "Z"
+        for r in rows
+    )
 
 
 def test_follow_of_a_store_that_does_not_grow_ends_after_idle(
