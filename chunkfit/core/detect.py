@@ -48,6 +48,7 @@ class Detection:
     peak_score: float
     peak: int  # sample index of the event time estimate
     segment: int = 0
+    peak_start: int | None = None  # start of the window with the peak score (window models)
 
 
 def point_detections(
@@ -162,7 +163,7 @@ class RunMerger:
         a, b = self.region
         f, last = o.peak_run
         peak = min(max((f + last + a + b - 1) // 2, o.peak_start + a), o.peak_start + b - 1)
-        return [Detection(start, end, o.peak_score, peak, self._segment or 0)]
+        return [Detection(start, end, o.peak_score, peak, self._segment or 0, o.peak_start)]
 
     def flush(self) -> list[Detection]:
         """The event still open (the last block of the store or of a segment was scored)."""

@@ -32,7 +32,7 @@ def stream(
 
 def test_positive_windows_in_a_row_are_one_detection() -> None:
     assert stream([([0, 1, 2, 3, 4], [0.1, 0.6, 0.9, 0.7, 0.2], 0)]) == [
-        Detection(1, 3 + WINDOW, pytest.approx(0.9), 3, 0)
+        Detection(1, 3 + WINDOW, pytest.approx(0.9), 3, 0, 2)
     ]
 
 
@@ -83,7 +83,7 @@ def test_a_label_region_moves_the_peak_to_where_markers_make_windows_positive() 
 
 def test_a_run_crossing_a_block_boundary_is_one_detection() -> None:
     got = stream([([0, 1, 2], [0.1, 0.6, 0.7], 0), ([3, 4, 5], [0.9, 0.8, 0.1], 0)])
-    assert got == [Detection(1, 4 + WINDOW, pytest.approx(0.9), 4, 0)]
+    assert got == [Detection(1, 4 + WINDOW, pytest.approx(0.9), 4, 0, 3)]
 
 
 def test_a_run_spanning_three_blocks_is_one_detection() -> None:
@@ -132,7 +132,7 @@ def test_the_peak_score_is_the_first_window_with_the_highest_score() -> None:
 def test_a_run_still_open_after_the_last_block_is_returned_by_flush() -> None:
     merger = RunMerger(WINDOW, 1, 0.5)
     assert merger.push(np.arange(3), np.array([0.1, 0.7, 0.8]), 0) == []
-    assert merger.flush() == [Detection(1, 2 + WINDOW, pytest.approx(0.8), 3, 0)]
+    assert merger.flush() == [Detection(1, 2 + WINDOW, pytest.approx(0.8), 3, 0, 2)]
 
 
 def test_point_detections_are_one_sample_each_in_the_segment_holding_them() -> None:

@@ -199,6 +199,21 @@ def test_follow_of_a_store_that_does_not_grow_ends_after_idle(
     assert_same_as_offline(tmp_path, runs.strided, store)
 
 
+def test_follow_writes_only_the_detections_without_out(tmp_path: Path, runs: Trained) -> None:
+    store = tmp_path / "done.zarr"
+    x = np.sin(np.arange(500)) + np.random.default_rng(3).normal(0.0, 0.2, 500)
+    (tmp_path / "x.csv").write_text("x\n" + "\n".join(repr(float(v)) for v in x) + "\n")
+    assert run_cli("ingest", store, tmp_path / "x.csv", "--rate", "100").returncode == 0
+    live = run_cli(
+        "predict", runs.run, store, "--follow", "--idle", "1", "--events-out", "f.csv", cwd=tmp_path
+    )
+    assert live.returncode == 0, live.stderr
+    offline = run_cli("predict", runs.run, store, "--events-out", "o.csv", cwd=tmp_path)
+    assert offline.returncode == 0, offline.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["done.zarr", "f.csv", "o.csv", "x.csv"]
+    assert (tmp_path / "f.csv").read_bytes() == (tmp_path / "o.csv").read_bytes()
+
+
 def test_ctrl_c_ends_follow_with_its_outputs_written(tmp_path: Path, runs: Trained) -> None:
     store = tmp_path / "done.zarr"
     (tmp_path / "x.csv").write_text(
