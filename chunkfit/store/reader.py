@@ -357,17 +357,9 @@ class Store:
 
 
 def _starts_text(times: list[SegmentTime | None]) -> list[str | None]:
-    """Each segment's start as ``info`` shows it: ISO 8601 UTC, ``12.5 s`` on a source's own clock,
-    or None."""
-    out: list[str | None] = []
-    for t in times:
-        if t is None:
-            out.append(None)
-        elif t.utc_us is not None:
-            out.append(iso_utc(t.utc_us))
-        else:
-            out.append(f"{t.seconds:g} s (source {t.source}'s clock)")
-    return out
+    """Each segment's start as ``info`` shows it: ISO 8601 UTC, or None where the store does not
+    know it (a time on a source's own clock says no date: it stays in the attributes)."""
+    return [iso_utc(t.utc_us) if t is not None and t.utc_us is not None else None for t in times]
 
 
 def open_store(path: str | os.PathLike[str]) -> Store:
