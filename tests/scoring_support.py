@@ -121,13 +121,14 @@ def any_event(starts: np.ndarray, window: int, events: np.ndarray) -> np.ndarray
     return ((ev >= s) & (ev < s + window)).any(axis=1)
 
 
-def separating_threshold(scores: np.ndarray) -> float:
-    """A threshold near the median score that lies in the widest gap between neighbouring scores.
+def separating_threshold(scores: np.ndarray, between: tuple[float, float] = (0.4, 0.6)) -> float:
+    """A threshold between these quantiles of the scores (near the median by default) that lies in
+    the widest gap between neighbouring scores.
 
     Comparing counts at a threshold is exact only when no score sits on the threshold itself.
     """
     s = np.unique(scores.astype(np.float64))
-    lo, hi = int(0.4 * s.size), int(0.6 * s.size)
+    lo, hi = int(between[0] * s.size), int(between[1] * s.size)
     k = lo + int(np.argmax(np.diff(s[lo : hi + 1])))
     return float((s[k] + s[k + 1]) / 2)
 
@@ -141,6 +142,7 @@ class Run:
     peak_score: float
     peak: int
     segment: int = 0
+    peak_start: int | None = None
 
 
 def merge_runs(
@@ -196,7 +198,7 @@ def merge_runs(
         peak = min(max(peak, peak_start + a), peak_start + b - 1)
         start, end = windows[0][0], windows[-1][0] + window
         if end - start >= min_duration:
-            out.append(Run(start, end, peak_score, peak, g))
+            out.append(Run(start, end, peak_score, peak, g, peak_start))
     return out
 
 

@@ -179,4 +179,6 @@ def test_streamed_detections_equal_merging_all_windows_at_once(
     starts, scores = np.concatenate([b[0] for b in blocks]), np.concatenate([b[1] for b in blocks])
     segments = np.concatenate([np.full(b[0].size, b[2]) for b in blocks])
     expected = merge_runs(starts, segments, scores, WINDOW, stride, 0.5, merge_gap, min_dur)
-    assert [Run(d.start, d.end, d.peak_score, d.peak, d.segment) for d in got] == expected
+    assert [Run(d.start, d.end, d.peak_score, d.peak, d.segment, d.peak_start) for d in got] == (
+        expected
+    )
