@@ -702,7 +702,9 @@ def test_each_epoch_logs_the_events_covered_and_false_alarms_at_the_threshold_it
     covered = [bool(np.any((hit <= e) & (e < hit + WINDOW))) for e in events]
     runs = merge_runs(starts, np.zeros_like(starts), score, WINDOW, 1, threshold)
     false_alarms = sum(not np.any((events >= r.start) & (events < r.end)) for r in runs)
-    assert 0 < np.mean(covered) < 1 or false_alarms > 0  # something to count
+    # Something to count: at this tiny run's threshold, overlapping positive windows merge into
+    # few events that may hold every marker, so the guard asks only for detections.
+    assert runs and (0 < np.mean(covered) or false_alarms > 0)
     assert last["val_events_covered"] == pytest.approx(np.mean(covered), abs=1e-12)
     if rate:
         assert last["val_false_alarms_per_hour"] == pytest.approx(
