@@ -185,7 +185,7 @@ def one_rate(run: Path, rate: float, seconds: float, every: float) -> dict[str, 
     assert follow.returncode == 0 and ingest.returncode == 0, "follow or ingest failed"
     flushes = np.load(str(log) + ".npy")
     bumps = np.load(str(log) + ".bumps.npy")
-    rows = np.loadtxt(csv, delimiter=",", skiprows=1, ndmin=2)
+    rows = np.loadtxt(csv, delimiter=",", skiprows=1, ndmin=2, usecols=(5, 6))  # the samples
     close, from_bump = [], []
     for k, row in enumerate(rows):
         start, end = int(row[0]), int(row[1])

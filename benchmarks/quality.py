@@ -195,14 +195,12 @@ class Held:
 
 
 def peaks_of(detections_csv: Path, held: tuple[int, int]) -> np.ndarray:
-    """Each detection's time, in samples: today the centre of its span [start, end) cut to the
-    held-out range (a run of windows that each hold the event is centred on it; a detection that
-    spans the whole record counts once, inside the range). Rows outside the range are dropped.
-    Once rows carry their peak time, it is ``int(r["peak_sample"])`` of each row."""
+    """Each detection's time in samples (its ``peak_sample``: where its score is highest), for the
+    detections whose peak lies in the held-out range [a, b)."""
     a, b = held
     with detections_csv.open(newline="") as f:
-        spans = [(max(int(r["start"]), a), min(int(r["end"]), b)) for r in csv.DictReader(f)]
-    return np.array([(lo + hi - 1) // 2 for lo, hi in spans if lo < hi], dtype=np.int64)
+        peaks = [int(r["peak_sample"]) for r in csv.DictReader(f)]
+    return np.array([p for p in peaks if a <= p < b], dtype=np.int64)
 
 
 def measure(

@@ -21,7 +21,8 @@ RATE = 100.0
 GAP_SECONDS = 5.0  # the time column jumps this far before a phase that starts a new recording
 
 # argv: rows of each phase ("300,200"), the gate folder, "gap" (phase 2 starts after a time gap) or
-# "-", and "hold" (keep the pipe open after the last phase until killed) or "end". Before phase
+# "-", "hold" (keep the pipe open after the last phase until killed) or "end", and "iso" (times
+# as ISO 8601 UTC from 2024-05-01 noon) or "seconds". Before phase
 # k > 0 it waits for the file gate/go-k; after each phase, once the pipe is drained (the ingest has
 # read every byte), it creates gate/drained-k. The whole stream is also written to gate/stream.csv.
 WRITER = textwrap.dedent(
@@ -30,6 +31,7 @@ WRITER = textwrap.dedent(
     import numpy as np
     phases = [int(n) for n in sys.argv[1].split(",")]
     gate, gap, hold = sys.argv[2], sys.argv[3] == "gap", sys.argv[4] == "hold"
+    iso = sys.argv[5] == "iso"
     n = sum(phases)
     rng = np.random.default_rng(5)
     x = np.sin(np.arange(n)) + rng.normal(0.0, 0.2, n)
@@ -37,7 +39,11 @@ WRITER = textwrap.dedent(
     t = np.arange(n) / 100.0
     if gap:
         t[phases[0]:] += 5.0
-    lines = ["t,x"] + [f"{float(a)!r},{float(b)!r}" for a, b in zip(t, x)]
+    stamps = [repr(float(a)) for a in t]
+    if iso:
+        noon = np.datetime64("2024-05-01T12:00:00", "us")
+        stamps = [str(noon + np.timedelta64(round(a * 1e6), "us")) + "Z" for a in t]
+    lines = ["t,x"] + [f"{a},{float(b)!r}" for a, b in zip(stamps, x)]
     with open(os.path.join(gate, "stream.csv"), "w") as f:
         f.write("\\n".join(lines) + "\\n")
     out = sys.stdout
@@ -72,6 +78,7 @@ class Stream:
         *ingest_args: str,
         gap: bool = False,
         hold: bool = False,
+        iso: bool = False,
     ) -> None:
         self.gate = tmp / "gate"
         self.gate.mkdir()
@@ -85,6 +92,7 @@ class Stream:
                 str(self.gate),
                 "gap" if gap else "-",
                 "hold" if hold else "end",
+                "iso" if iso else "seconds",
             ],
             stdout=subprocess.PIPE,
         )
@@ -201,9 +209,17 @@ def follow(tmp: Path, run: Path | str, store: Path | str, *extra: str) -> subpro
     )
 
 
-def assert_same_as_offline(tmp: Path, run: Path | str, store: Path | str) -> None:
+def assert_same_as_offline(tmp: Path, run: Path | str, store: Path | str, *extra: str) -> None:
     offline = run_cli(
-        "predict", run, store, "--out", "offline.zarr", "--events-out", "offline.csv", cwd=tmp
+        "predict",
+        run,
+        store,
+        "--out",
+        "offline.zarr",
+        "--events-out",
+        "offline.csv",
+        *extra,
+        cwd=tmp,
     )
     assert offline.returncode == 0, offline.stderr
     live, ref = read_scores(tmp / "follow.zarr"), read_scores(tmp / "offline.zarr")
@@ -217,16 +233,17 @@ def assert_same_as_offline(tmp: Path, run: Path | str, store: Path | str) -> Non
 
 
 def follow_beside_a_stream(
-    tmp: Path, run: Path | str, store: Path | str, streams: list[Stream]
+    tmp: Path, run: Path | str, store: Path | str, streams: list[Stream], iso: bool = False
 ) -> None:
     """A stream of 600 rows, then 400 after a time gap, committed every 0.2 s, and
     ``predict --follow`` of its store started once the first 600 are committed: detections appear
     while the writer still holds the stream open, following ends after ``--idle 8``, and its outputs
     equal an offline predict's of the final store (two segments)."""
-    stream = Stream(tmp, store, [600, 400], "--commit-every", "0.2", gap=True)
+    stream = Stream(tmp, store, [600, 400], "--commit-every", "0.2", gap=True, iso=iso)
     streams.append(stream)
     wait_for(lambda: committed(store) == 600, stream.ingest)
-    proc = follow(tmp, run, store, "--idle", "8")
+    threshold = ("--threshold", repr(closing_threshold(tmp, run, stream)))
+    proc = follow(tmp, run, store, "--idle", "8", *threshold)
     try:
         wait_for(lambda: detection_rows(tmp / "follow.csv") > 0, proc, stream.ingest)
         assert stream.writer.poll() is None  # found while the writer still holds the stream open
@@ -241,4 +258,25 @@ def follow_beside_a_stream(
     assert "(followed until the store idle for 8 s)" in out.decode()
     with chunkfit.open_store(store) as s:
         assert s.segments.tolist() == [[0, 600], [600, 1000]]
-    assert_same_as_offline(tmp, run, store)
+    assert_same_as_offline(tmp, run, store, *threshold)
+
+
+def closing_threshold(tmp: Path, run: Path | str, stream: Stream) -> float:
+    """A threshold at which an event of the stream's first 600 rows is over before they end: the
+    score of a window that no window of the next ``window`` reaches, from an offline predict of
+    those rows (scored as ``predict --follow`` scores them: bit for bit)."""
+    rows = (stream.gate / "stream.csv").read_text().splitlines()[:601]
+    (tmp / "first.csv").write_text("\n".join(rows) + "\n")
+    for args in (
+        ("ingest", "first.zarr", "first.csv", "--time-column", "t"),
+        ("predict", run, "first.zarr", "--out", "first-scores.zarr"),
+    ):
+        result = run_cli(*args, cwd=tmp)
+        assert result.returncode == 0, result.stderr
+    scores = read_scores(tmp / "first-scores.zarr")
+    window = int(np.isnan(scores).sum()) + 1  # stride 1: the last window - 1 samples have none
+    n = scores.size - window + 1  # windows
+    for j in np.argsort(-scores[: n - window], kind="stable").tolist():
+        if (scores[j + 1 : j + window + 1] < scores[j]).all():
+            return float(scores[j])
+    raise AssertionError("no window of the first rows scores above the next ones")

@@ -121,13 +121,14 @@ def any_event(starts: np.ndarray, window: int, events: np.ndarray) -> np.ndarray
     return ((ev >= s) & (ev < s + window)).any(axis=1)
 
 
-def separating_threshold(scores: np.ndarray) -> float:
-    """A threshold near the median score that lies in the widest gap between neighbouring scores.
+def separating_threshold(scores: np.ndarray, between: tuple[float, float] = (0.4, 0.6)) -> float:
+    """A threshold between these quantiles of the scores (near the median by default) that lies in
+    the widest gap between neighbouring scores.
 
     Comparing counts at a threshold is exact only when no score sits on the threshold itself.
     """
     s = np.unique(scores.astype(np.float64))
-    lo, hi = int(0.4 * s.size), int(0.6 * s.size)
+    lo, hi = int(between[0] * s.size), int(between[1] * s.size)
     k = lo + int(np.argmax(np.diff(s[lo : hi + 1])))
     return float((s[k] + s[k + 1]) / 2)
 
@@ -139,7 +140,9 @@ class Run:
     start: int
     end: int
     peak_score: float
-    peak_start: int
+    peak: int
+    segment: int = 0
+    peak_start: int | None = None
 
 
 def most_pairs(markers: list[int], peaks: list[int], tolerance: int) -> int:
@@ -166,32 +169,54 @@ def merge_runs(
     window: int,
     stride: int,
     threshold: float,
+    merge_gap: int = 0,
+    min_duration: int = 0,
+    region: tuple[int, int] | None = None,
 ) -> list[Run]:
-    """Walk the windows one by one; a run grows while windows are positive, consecutive and in one
-    segment."""
-    runs: list[Run] = []
-    current: list[tuple[int, float]] = []
-    previous: tuple[int, int] | None = None
-
-    def close() -> None:
-        if current:
-            peak = max(range(len(current)), key=lambda i: (current[i][1], -i))
-            runs.append(
-                Run(current[0][0], current[-1][0] + window, current[peak][1], current[peak][0])
-            )
-            current.clear()
-
+    """Walk the windows one by one: runs of consecutive positive windows of one segment; runs whose
+    spans lie at most ``merge_gap`` samples apart are one event; its peak is the middle sample that
+    every window of the peak's run holds in its label region, kept inside the peak window's."""
+    a, b = region if region is not None else (0, window)
+    runs: list[list[tuple[int, float]]] = []
+    run_segment: list[int] = []
+    previous: tuple[int, int, bool] | None = None
     for s, g, v in zip(starts.tolist(), segments.tolist(), scores.tolist(), strict=True):
-        follows = previous is not None and previous == (s - stride, g)
-        if not follows:
-            close()
-        if v >= threshold:
-            current.append((s, v))
+        positive = v >= threshold
+        if positive:
+            if previous is not None and previous == (s - stride, g, True):
+                runs[-1].append((s, v))
+            else:
+                runs.append([(s, v)])
+                run_segment.append(g)
+        previous = (s, g, positive)
+    events: list[list[list[tuple[int, float]]]] = []
+    event_segment: list[int] = []
+    for run, g in zip(runs, run_segment, strict=True):
+        if events and event_segment[-1] == g:
+            end = events[-1][-1][-1][0] + window
+            if run[0][0] - end <= merge_gap:
+                events[-1].append(run)
+                continue
+        events.append([run])
+        event_segment.append(g)
+    out: list[Run] = []
+    for event, g in zip(events, event_segment, strict=True):
+        windows = [w for run in event for w in run]
+        best = max(range(len(windows)), key=lambda i: (windows[i][1], -i))
+        peak_start, peak_score = windows[best]
+        run = next(r for r in event if (peak_start, peak_score) in r)
+        common = set(range(run[0][0] + a, run[0][0] + b))
+        for s, _ in run:
+            common &= set(range(s + a, s + b))
+        if common:
+            peak = sorted(common)[(len(common) - 1) // 2]
         else:
-            close()
-        previous = (s, g)
-    close()
-    return runs
+            peak = (run[0][0] + run[-1][0] + a + b - 1) // 2
+        peak = min(max(peak, peak_start + a), peak_start + b - 1)
+        start, end = windows[0][0], windows[-1][0] + window
+        if end - start >= min_duration:
+            out.append(Run(start, end, peak_score, peak, g, peak_start))
+    return out
 
 
 def exact_roc_auc(positive: np.ndarray, scores: np.ndarray) -> float:

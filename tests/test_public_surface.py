@@ -63,6 +63,8 @@ COMMANDS: dict[str, list[str]] = {
         "--events-out",
         "--follow",
         "--idle",
+        "--merge-gap",
+        "--min-duration",
         "--out",
         "--overwrite",
         "--threshold",

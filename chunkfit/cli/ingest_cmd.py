@@ -194,8 +194,14 @@ def format_info(info: dict[str, Any]) -> str:
     if dur is not None:
         lines.append(f"duration     {dur:,.1f} s ({dur / 3600:.2f} h)")
     lines.append(f"segments     {info['segments']}")
-    if info["segment_ranges"] is not None and info["segments"] > 1:
+    starts = info.get("segment_starts") or []
+    if info["segment_ranges"] is not None and any(t is not None for t in starts):
+        for (a, b), t in zip(info["segment_ranges"], starts, strict=True):
+            lines.append(f"             [{a}, {b}) from {t or 'unknown time'}")
+    elif info["segment_ranges"] is not None and info["segments"] > 1:
         lines.append("             " + ", ".join(f"[{a}, {b})" for a, b in info["segment_ranges"]))
+    elif starts and starts[0] is not None:
+        lines.append(f"             the first from {starts[0]}")
     if info["events"] is not None:
         lines.append(f"events       {info['events']:,}")
     if info["label_counts"] is not None:

@@ -180,12 +180,27 @@ def predict(
     run: Annotated[str, typer.Argument(help=RUN_HELP)],
     store: Annotated[str, typer.Argument(help="Any store: events and labels are not needed")],
     out: Annotated[
-        str,
+        str | None,
         typer.Option(help="Scores array to write: NAME.zarr or NAME.h5 (one float32 per sample)"),
-    ],
-    events_out: Annotated[
-        str | None, typer.Option(help="CSV of detections: start, end, peak score, peak sample")
     ] = None,
+    events_out: Annotated[
+        str | None,
+        typer.Option(
+            help="CSV of detections, one row per event: start, end and peak in seconds (and UTC "
+            "where the store knows it), peak score, segment, samples"
+        ),
+    ] = None,
+    merge_gap: Annotated[
+        float,
+        typer.Option(
+            help="Seconds: positive windows at most this far apart are one event (0: only windows "
+            "that overlap or touch)"
+        ),
+    ] = 0.0,
+    min_duration: Annotated[
+        float,
+        typer.Option(help="Seconds: drop events shorter than this (one window lasts one window)"),
+    ] = 0.0,
     threshold: Annotated[
         float | None,
         typer.Option(
@@ -230,7 +245,17 @@ def predict(
         )
     if follow:
         _follow(
-            run, store, out, events_out, threshold, overwrite, batch_size, unsafe, idle, channels
+            run,
+            store,
+            out,
+            events_out,
+            threshold,
+            overwrite,
+            batch_size,
+            unsafe,
+            idle,
+            channels,
+            (merge_gap, min_duration),
         )
         return
     if idle is not None:
@@ -250,20 +275,27 @@ def predict(
             unsafe=unsafe,
             channels=channels,
             progress=lambda done, total: update(done, total=total),
+            merge_gap=merge_gap,
+            min_duration=min_duration,
         )
-    extra = (
-        f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""
-    )
     if report.channels is not None:
         typer.echo(f"channels {report.channels}")
     typer.echo(f"threshold {report.threshold:.4g} ({report.threshold_source})")
-    typer.echo(f"scored {report.windows:,} windows into {report.scores}{extra}")
+    typer.echo(f"scored {report.windows:,} windows{_written(report)}")
+
+
+def _written(report: Any) -> str:
+    """Where the scores and the detections went, as the last line says it."""
+    into = f" into {report.scores}" if report.scores is not None else ""
+    if report.events_out:
+        into += f"; {report.detections:,} detection(s) in {report.events_out}"
+    return into
 
 
 def _follow(
     run: str,
     store: str,
-    out: str,
+    out: str | None,
     events_out: str | None,
     threshold: float | None,
     overwrite: bool,
@@ -271,6 +303,7 @@ def _follow(
     unsafe: bool,
     idle: float | None,
     channels: str | None,
+    rule: tuple[float, float],
 ) -> None:
     from ..config import FollowOptions
     from ..score.follow import default_idle, follow
@@ -287,15 +320,14 @@ def _follow(
         unsafe=unsafe,
         options=options,
         channels=channels,
-    )
-    extra = (
-        f"; {report.detections:,} detection(s) in {report.events_out}" if report.events_out else ""
+        merge_gap=rule[0],
+        min_duration=rule[1],
     )
     why = "Ctrl-C" if report.ended == "interrupted" else f"the store idle for {options.idle:g} s"
     if report.channels is not None:
         typer.echo(f"channels {report.channels}")
     typer.echo(f"threshold {report.threshold:.4g} ({report.threshold_source})")
     typer.echo(
-        f"scored {report.windows:,} windows of {report.samples:,} samples into "
-        f"{report.scores}{extra} (followed until {why})"
+        f"scored {report.windows:,} windows of {report.samples:,} samples{_written(report)} "
+        f"(followed until {why})"
     )

@@ -1,10 +1,10 @@
 """Event markers against window scores: detections matched one to one to the markers.
 
 Window scores become detections (runs of positive windows, chunkfit.core.detect); each detection
-stands at its peak (``peak_sample``) and spans its windows. chunkfit.core.matching pairs them with
-the markers within a tolerance, each at most once, so one detection spanning the record finds one
-event, not all of them. Every event figure evaluate, the threshold choice and the epoch logs report
-comes from ``EventScorer`` and ``event_figures``.
+stands at its peak (``Detection.peak``) and spans its windows. chunkfit.core.matching pairs them
+with the markers within a tolerance, each at most once, so one detection spanning the record finds
+one event, not all of them. Every event figure evaluate, the threshold choice and the epoch logs
+report comes from ``EventScorer`` and ``event_figures``.
 """
 
 from __future__ import annotations
@@ -17,15 +17,6 @@ import numpy as np
 from ..store import Store
 from .detect import Detection, RunMerger
 from .matching import EventMatch, match_events
-
-
-def peak_sample(d: Detection, window: int) -> int:
-    """The sample a detection stands for: the centre of its highest-scoring window.
-
-    A window starting at s covers samples [s, s + window); with window 200 and the peak window at
-    1000, the detection stands at sample 1100.
-    """
-    return d.peak_start + window // 2
 
 
 def tolerance_samples(tolerance: float | None, rate: float | None, window: int) -> int:
@@ -72,7 +63,7 @@ class EventScorer:
 
     def _add(self, detections: list[Detection]) -> None:
         for d in detections:
-            self.peaks.append(peak_sample(d, self.window))
+            self.peaks.append(d.peak)
             self.spans.append((d.start, d.end - 1))
 
 

@@ -32,6 +32,8 @@ class ParsedBlock:
     delimiter: str = ","
     # Recording formats: this block starts a new segment recorded from this absolute time (s).
     segment_t0: float | None = None
+    # ``times + time_origin`` and ``segment_t0`` are UTC (POSIX seconds), not a source's own clock.
+    utc: bool = False
 
     def text_of(self, row: int, channel: int) -> str | None:
         """The source's own text of one value (text sources only), for messages."""

@@ -172,6 +172,7 @@ class BlockParser:
             self.time_col,
             (layout.time_origin_ns or 0) / 1e9,
             layout.delimiter,
+            utc=layout.time is not None and not layout.time_is_number,
         )
 
     def _times(self, table: Any, at: ParsedBlock) -> np.ndarray | None:

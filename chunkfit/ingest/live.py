@@ -118,6 +118,7 @@ class LiveWriter:
         self._open: int | None = None  # start of the committed last segment that is still growing
         self._events: list[np.ndarray] = []
         self._sources: list[dict[str, Any]] = []
+        self._times: list[dict[str, Any]] = []  # segment times not committed yet
         self._last = time.monotonic()
         self._done = False
         self.commits = 0
@@ -165,6 +166,14 @@ class LiveWriter:
     def add_source(self, record: dict[str, Any]) -> None:
         self._sources.append(record)
 
+    def add_segment_time(self, record: dict[str, Any]) -> None:
+        """Committed with the first commit holding the segment's first sample, so a follower
+        knows the time of a segment as soon as it sees it."""
+        if self._w is not None:
+            self._w.add_segment_time(record)
+        else:
+            self._times.append(record)
+
     def commit_if_due(self) -> None:
         """Commit what arrived once ``commit_every`` seconds have passed since the last commit
         began, or sooner when the rows kept in memory reach a few chunks."""
@@ -191,6 +200,9 @@ class LiveWriter:
                 w.write(signal, labels)
             end = w.total
             self._store_segments(w, end)
+            for record in [t for t in self._times if t["sample"] < end]:
+                w.add_segment_time(record)
+            self._times = [t for t in self._times if t["sample"] >= end]
             w.attrs["sample_rate"] = (
                 w.attrs.get("sample_rate") or self.attrs.get("sample_rate") or rate
             )

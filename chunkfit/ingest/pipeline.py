@@ -15,6 +15,7 @@ from ..config import IngestOptions
 from ..errors import IncompatibleError, SourceFormatError, SourceNotFoundError, UsageError
 from ..store.layout import check_store_path
 from ..store.reader import Store
+from ..store.segtimes import clock_record, utc_record
 from ..store.writer import StoreWriter
 from .block import ParsedBlock
 from .events import Anchor, read_events
@@ -83,6 +84,7 @@ class _IngestJob:
         self.rate: float | None = options.rate
         self.marks: list[np.ndarray] = []  # annotations the sources carried, as absolute samples
         self.store_rate: float | None = None  # the rate of the store appended to
+        self.base_sources = 0  # source records the store held before this ingest
 
     def _live_status(self) -> tuple[float | None, list[dict[str, Any]]]:
         return self.rate, self.records + (
@@ -107,6 +109,7 @@ class _IngestJob:
                     )
                     raise IncompatibleError(f"{first.name}: the store {need}")
                 self.store_rate = existing.sample_rate
+                self.base_sources = len(existing.attrs.get("sources", []))
             if self.rate is not None:
                 self._agree_rate(self.rate, "--rate")
         if self.commit_every is not None:
@@ -263,16 +266,19 @@ class _IngestJob:
                     rate_checked = True
                 if seg_t0 is None:
                     seg_t0 = float(times[0]) + block.time_origin
+                    self._date(w, seg_start, seg_t0, block.utc)
             if block.segment_t0 is not None:
                 # A recording format starts a new segment here (MiniSEED gaps, its first block).
                 at = w.total + (interp.pending if interp is not None else 0)
                 self._close_segment(w, seg_start, at, seg_t0)
                 seg_start, seg_t0 = at, block.segment_t0
+                self._date(w, at, seg_t0, block.utc)
             base = self._write_rows(block, source, interp, w)
             for row in cuts.tolist():
                 at = base + row
                 self._close_segment(w, seg_start, at, seg_t0)
                 seg_start, seg_t0 = at, float(times[row]) + block.time_origin
+                self._date(w, at, seg_t0, block.utc)
             self._report(source)
             if live is not None:
                 live.commit_if_due()
@@ -310,6 +316,12 @@ class _IngestJob:
         if self.progress is not None:
             bytes_read = getattr(source, "bytes_read", 0)
             self.progress(IngestProgress(source.name, source.rows, bytes_read, source.size))
+
+    def _date(self, w: StoreWriter | LiveWriter, start: int, t0: float, utc: bool) -> None:
+        """Record when the segment starting at sample ``start`` began (chunkfit.store.segtimes):
+        a UTC time, or a time on this source's own clock."""
+        source = self.base_sources + len(self.records)
+        w.add_segment_time(utc_record(start, t0) if utc else clock_record(start, t0, source))
 
     def _close_segment(
         self, w: StoreWriter | LiveWriter, start: int, stop: int, t0: float | None

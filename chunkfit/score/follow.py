@@ -42,8 +42,8 @@ from ..errors import (
 from ..store import Store
 from ..store.layout import suffix_backend
 from .channels import ChannelsArg, mapped
-from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
-from .predict import PredictReport
+from .outputs import LiveDetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
+from .predict import EventRule, PredictReport
 from .runs import (
     RunSpec,
     check_settings,
@@ -154,7 +154,7 @@ class _Follower:
     """Scores the windows of a store that only grows, segment after segment, in start order."""
 
     def __init__(
-        self, spec: RunSpec, predictor: Predictor, merger: RunMerger, writer: ScoreWriter
+        self, spec: RunSpec, predictor: Predictor, merger: RunMerger, writer: ScoreWriter | None
     ) -> None:
         self.spec = spec
         self.predictor = predictor
@@ -184,7 +184,8 @@ class _Follower:
     def advance(self, s: Store) -> Iterator[Detection]:
         """Score every window of ``s`` not scored yet whose samples are all committed."""
         w = self.spec.windows
-        self.writer.grow(s.n_samples)
+        if self.writer is not None:
+            self.writer.grow(s.n_samples)
         while self.segment < s.segments.shape[0]:
             a, b = (int(v) for v in s.segments[self.segment])
             n = count_windows(b - a, w.window, w.stride)
@@ -210,39 +211,16 @@ class _Follower:
         starts = a + np.arange(first, stop, dtype=np.int64) * w.stride
         span = np.full(int(starts[-1] - starts[0]) + 1, np.nan, dtype=np.float32)
         span[starts - starts[0]] = score
-        self.writer.write(int(starts[0]), span)
+        if self.writer is not None:
+            self.writer.write(int(starts[0]), span)
         self.windows += score.size
         yield from self.merger.push(starts, score, self.segment)
-
-
-class _LazyCsv:
-    """The detections CSV, made once the store's rate is known (its header has seconds columns
-    then), else at its first row or at the end, as an offline ``predict`` of the final store writes
-    it."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self.csv: DetectionCsv | None = None
-        self.count = 0
-
-    def write(self, detections: list[Detection], rate: float | None) -> None:
-        if self.csv is None and (detections or rate is not None or self.path is None):
-            self.csv = DetectionCsv(self.path, rate, flush=True)
-        if self.csv is not None:
-            self.csv.write(detections)
-            self.count = self.csv.count
-
-    def close(self, rate: float | None) -> None:
-        self.write([], rate)
-        if self.csv is None:
-            self.csv = DetectionCsv(self.path, rate, flush=True)
-        self.csv.close()
 
 
 def follow(
     run: str | os.PathLike[str],
     store: str | os.PathLike[str],
-    out: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
     *,
     events_out: str | os.PathLike[str] | None = None,
     threshold: float | None = None,
@@ -251,6 +229,8 @@ def follow(
     unsafe: bool = False,
     options: FollowOptions | None = None,
     channels: ChannelsArg | None = None,
+    merge_gap: float = 0.0,
+    min_duration: float = 0.0,
 ) -> FollowReport:
     """Score ``store`` while it grows, until it has not grown for ``options.idle`` seconds or
     Ctrl-C.
@@ -260,9 +240,14 @@ def follow(
     """
     options = options or FollowOptions(idle=default_idle(store))
     check_settings(threshold=threshold, chunk=1, batch_size=batch_size, channels=channels)
+    rule = EventRule(merge_gap, min_duration)
     from ..store.urls import is_remote
 
-    remote = [str(p) for p in (out, events_out) if is_remote(p)]
+    if out is None and events_out is None:
+        raise UsageError(
+            "predict writes the scores (--out), the detections (--events-out) or both; give one"
+        )
+    remote = [str(p) for p in (out, events_out) if p is not None and is_remote(p)]
     if remote:
         raise UsageError(
             f"{remote[0]}: predict --follow writes local outputs only (it grows them in place); "
@@ -276,7 +261,7 @@ def follow(
             str(store),
             dataclasses.replace(options, poll=max(options.poll, REMOTE_POLL)),
         )
-    out_path = Path(out)
+    out_path = Path(out) if out is not None else None
     ev_path = Path(events_out) if events_out is not None else None
     with _Stop() as stop:
         _wait_for_store(store_path, options, stop)
@@ -296,6 +281,7 @@ def follow(
                 options,
                 stop,
                 channels,
+                rule,
             )
         finally:
             locks.release()
@@ -304,14 +290,15 @@ def follow(
 def _follow(
     run: str | os.PathLike[str],
     path: Path | str,
-    out_path: Path,
+    out_path: Path | None,
     ev_path: Path | None,
     given: float | None,
     batch_size: int,
     unsafe: bool,
     options: FollowOptions,
     stop: _Stop,
-    channels: ChannelsArg | None = None,
+    channels: ChannelsArg | None,
+    rule: EventRule,
 ) -> FollowReport:
     watch = _Watch(path, options)
     writer: ScoreWriter | None = None
@@ -321,25 +308,27 @@ def _follow(
         cmap = check_store(spec, s, channels)
         thresh, source = run_threshold(spec, given)
         w = spec.windows
-        writer = ScoreWriter(
-            out_path, s.n_samples, score_attrs(run, spec, thresh, s), growable=True
-        )
+        if out_path is not None:
+            writer = ScoreWriter(
+                out_path, s.n_samples, score_attrs(run, spec, thresh, s), growable=True
+            )
         if ev_path is not None and ev_path.exists():
             ev_path.unlink()  # --overwrite: the old detections must not pass for new ones
         follower = _Follower(
             spec,
             mapped(make_predictor(model, w.window, spec.n_channels, batch_size), cmap),
-            RunMerger(w.window, w.stride, thresh),
+            rule.merger(w.window, w.stride, thresh, s.sample_rate),
             writer,
         )
-        detections = _LazyCsv(ev_path)
+        detections = LiveDetectionCsv(ev_path)
         ended = watch.run(follower, detections, stop)
-        detections.write(follower.merger.flush(), watch.store.sample_rate)
-        detections.close(watch.store.sample_rate)
-        writer.commit(out_path)
+        detections.write(follower.merger.flush(), watch.store)
+        detections.close(watch.store)
+        if writer is not None and out_path is not None:
+            writer.commit(out_path)
         writer = None
         return FollowReport(
-            str(out_path),
+            str(out_path) if out_path is not None else None,
             follower.windows,
             detections.count,
             str(ev_path) if ev_path else None,
@@ -353,7 +342,7 @@ def _follow(
         if writer is not None:
             writer.abort()
         if isinstance(err, OSError) and not isinstance(err, ChunkfitError):
-            raise write_failure(err, out_path) from None
+            raise write_failure(err, out_path or ev_path or Path(".")) from None
         raise
     finally:
         watch.store.close()
@@ -377,7 +366,7 @@ class _Watch:
         self.store = _open(self.path, self.options.poll)
         return True
 
-    def run(self, follower: _Follower, detections: _LazyCsv, stop: _Stop) -> str:
+    def run(self, follower: _Follower, detections: LiveDetectionCsv, stop: _Stop) -> str:
         """Score until the store has not grown for ``idle`` seconds, or Ctrl-C; how following
         ended."""
         grown = time.monotonic()
@@ -387,7 +376,7 @@ class _Watch:
                 before = follower.samples
                 follower.check(self.store)
                 for found in follower.advance(self.store):
-                    detections.write([found], self.store.sample_rate)
+                    detections.write([found], self.store)
                 if follower.samples > before:
                     grown = time.monotonic()
             if stop.requested:

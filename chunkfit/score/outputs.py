@@ -19,6 +19,7 @@ import numpy as np
 
 from .._fs import FileLock, Locked, refuse_url
 from ..core.detect import Detection
+from ..core.timeline import Timeline
 from ..errors import (
     BusyError,
     DiskFullError,
@@ -94,12 +95,16 @@ def _claim(path: Path, overwrite: bool, flag: str) -> None:
 
 
 def check_outputs(
-    out: Path, events_out: Path | None, store: str | os.PathLike[str] | Store, overwrite: bool
+    out: Path | None,
+    events_out: Path | None,
+    store: str | os.PathLike[str] | Store,
+    overwrite: bool,
 ) -> None:
-    refuse_url(out, "--out")
+    if out is not None:
+        refuse_url(out, "--out")
     if events_out is not None:
         refuse_url(events_out, "--events-out")
-    if not str(out).rstrip("/").lower().endswith((".zarr", ".h5", ".hdf5")):
+    if out is not None and not str(out).rstrip("/").lower().endswith((".zarr", ".h5", ".hdf5")):
         raise UsageError(
             f"{out}: the scores path ends in .zarr (zarr directory) or .h5/.hdf5 (HDF5 file); "
             "rename it"
@@ -108,9 +113,10 @@ def check_outputs(
     taken = [p for p in (out, events_out) if p is not None and p.resolve() == store_path]
     if taken:
         raise UsageError(f"{taken[0]}: is the store being scored; write the output elsewhere")
-    if events_out is not None and events_out.resolve() == out.resolve():
+    if events_out is not None and out is not None and events_out.resolve() == out.resolve():
         raise UsageError(f"{events_out}: --events-out and --out name the same file; give two paths")
-    _claim(out, overwrite, "--out")
+    if out is not None:
+        _claim(out, overwrite, "--out")
     if events_out is not None:
         _claim(events_out, overwrite, "--events-out")
 
@@ -204,34 +210,93 @@ class ScoreWriter:
             shutil.rmtree(self.tmp, ignore_errors=True) if self.tmp.is_dir() else self.tmp.unlink()
 
 
-class DetectionCsv:
-    """Counts detections and, given a path, writes one CSV row each (with seconds when the rate is
-    known)."""
+COLUMNS = [
+    "start_s",
+    "end_s",
+    "peak_s",
+    "peak_score",
+    "segment",
+    "start_sample",
+    "end_sample",
+    "peak_sample",
+]
+UTC_COLUMNS = ["start_utc", "end_utc", "peak_utc"]
 
-    def __init__(self, path: Path | None, rate: float | None, flush: bool = False) -> None:
+
+class DetectionCsv:
+    """Counts detections and, given a path, writes one CSV row per event (docs/guides/outputs).
+
+    Seconds follow the store's ``Timeline`` (empty cells where the rate is unknown); the UTC
+    columns are there when the store knows when some segment was recorded (empty cells for the
+    segments it does not). ``end`` is one past the event's last sample.
+    """
+
+    def __init__(self, path: Path | None, timeline: Timeline | None, flush: bool = False) -> None:
         self.count = 0
         self.flush = flush  # each row reaches the file as it is written (``predict --follow``)
-        self.rate = rate
+        self.timeline = timeline
+        self.utc = timeline is not None and timeline.has_utc
         self.handle = path.open("w", newline="") if path is not None else None
         self.rows = csv.writer(self.handle) if self.handle is not None else None
         if self.rows is not None:
-            self.rows.writerow(
-                ["start", "end", "peak_score", "peak_sample"]
-                + (["start_s", "end_s"] if rate else [])
-            )
+            self.rows.writerow(COLUMNS + (UTC_COLUMNS if self.utc else []))
 
     def write(self, detections: list[Detection]) -> None:
         self.count += len(detections)
         if self.rows is None:
             return
         for d in detections:
-            seconds = (
-                [f"{d.start / self.rate:.6f}", f"{d.end / self.rate:.6f}"] if self.rate else []
-            )
-            self.rows.writerow([d.start, d.end, f"{d.peak_score:.6f}", d.peak_start, *seconds])
+            self.rows.writerow(self._row(d))
             if self.flush and self.handle is not None:
                 self.handle.flush()
+
+    def _row(self, d: Detection) -> list[str | int]:
+        t = self.timeline
+        points = (d.start, d.end, d.peak)
+        seconds = [t.seconds(p, d.segment) if t is not None else None for p in points]
+        row: list[str | int] = [
+            *("" if v is None else f"{v:.6f}" for v in seconds),
+            f"{d.peak_score:.6f}",
+            d.segment,
+            *points,
+        ]
+        if self.utc and t is not None:
+            row += [t.utc(p, d.segment) or "" for p in points]
+        return row
 
     def close(self) -> None:
         if self.handle is not None:
             self.handle.close()
+
+
+class LiveDetectionCsv:
+    """The detections CSV of ``predict --follow``, made once the store's rate is known (its header
+    has seconds then), else at its first row or at the end, as an offline ``predict`` of the final
+    store writes it; its UTC columns are those of the store it is made from."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.csv: DetectionCsv | None = None
+        self.count = 0
+        self._timeline: tuple[Store, Timeline] | None = None
+
+    def _timeline_of(self, store: Store) -> Timeline:
+        """The store's timeline, computed again only when the store was opened again."""
+        if self._timeline is None or self._timeline[0] is not store:
+            self._timeline = (store, Timeline.of(store))
+        return self._timeline[1]
+
+    def write(self, detections: list[Detection], store: Store) -> None:
+        if self.csv is None and (detections or store.sample_rate is not None or self.path is None):
+            self.csv = DetectionCsv(self.path, self._timeline_of(store), flush=True)
+        if self.csv is not None:
+            if detections:
+                self.csv.timeline = self._timeline_of(store)
+            self.csv.write(detections)
+            self.count = self.csv.count
+
+    def close(self, store: Store) -> None:
+        self.write([], store)
+        if self.csv is None:
+            self.csv = DetectionCsv(self.path, self._timeline_of(store), flush=True)
+        self.csv.close()

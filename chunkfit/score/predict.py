@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from .._fs import refuse_url
-from ..core.detect import RunMerger
+from ..core.detect import RunMerger, gap_samples
 from ..core.scoring import score_store
+from ..core.timeline import Timeline
 from ..errors import BusyError, ChunkfitError, StoreExistsError, UsageError
 from ..store import Store, open_store
 from ..store.layout import suffix_backend
@@ -42,7 +43,7 @@ from .scorer import make_predictor
 
 @dataclasses.dataclass(frozen=True)
 class PredictReport:
-    scores: str
+    scores: str | None
     windows: int
     detections: int
     events_out: str | None
@@ -54,10 +55,31 @@ class PredictReport:
         return dataclasses.asdict(self)
 
 
+@dataclasses.dataclass(frozen=True)
+class EventRule:
+    """How positive windows become events: ``merge_gap`` and ``min_duration`` in seconds."""
+
+    merge_gap: float = 0.0
+    min_duration: float = 0.0
+
+    def __post_init__(self) -> None:
+        gap_samples(self.merge_gap, 1.0, "--merge-gap")
+        gap_samples(self.min_duration, 1.0, "--min-duration")
+
+    def merger(self, window: int, stride: int, threshold: float, rate: float | None) -> RunMerger:
+        return RunMerger(
+            window,
+            stride,
+            threshold,
+            merge_gap=gap_samples(self.merge_gap, rate, "--merge-gap"),
+            min_duration=gap_samples(self.min_duration, rate, "--min-duration"),
+        )
+
+
 def predict(
     run: str | os.PathLike[str],
     store: str | os.PathLike[str] | Store,
-    out: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
     *,
     events_out: str | os.PathLike[str] | None = None,
     threshold: float | None = None,
@@ -67,9 +89,14 @@ def predict(
     unsafe: bool = False,
     channels: ChannelsArg | None = None,
     progress: Callable[[int, int], None] | None = None,
+    merge_gap: float = 0.0,
+    min_duration: float = 0.0,
 ) -> PredictReport:
-    """Score every window of ``store``; write scores to ``out`` (.zarr or .h5) and detections to
-    CSV.
+    """Score every window of ``store``; write scores to ``out`` (.zarr or .h5) and one row per
+    detected event to the CSV ``events_out`` (either, or both).
+
+    Positive windows whose spans overlap, touch or lie at most ``merge_gap`` seconds apart are one
+    event; events shorter than ``min_duration`` seconds are dropped (chunkfit.core.detect).
 
     While it runs, this process holds the outputs' locks: a second predict writing the same output
     is refused (chunkfit.score.outputs). The detections use ``threshold``, else the one the run
@@ -77,7 +104,12 @@ def predict(
     (chunkfit.score.channels). ``progress(done, total)`` hears the windows scored so far.
     """
     check_settings(threshold=threshold, chunk=chunk, batch_size=batch_size, channels=channels)
-    if is_remote(out):
+    rule = EventRule(merge_gap, min_duration)
+    if out is None and events_out is None:
+        raise UsageError(
+            "predict writes the scores (--out), the detections (--events-out) or both; give one"
+        )
+    if out is not None and is_remote(out):
         return _predict_to_remote(
             run,
             store,
@@ -90,8 +122,10 @@ def predict(
             unsafe=unsafe,
             channels=channels,
             progress=progress,
+            merge_gap=merge_gap,
+            min_duration=min_duration,
         )
-    out_path = Path(out)
+    out_path = Path(out) if out is not None else None
     ev_path = Path(events_out) if events_out is not None else None
     locks = OutputLocks(out_path, ev_path)
     try:
@@ -110,10 +144,21 @@ def predict(
                 unsafe,
                 channels,
                 progress,
+                rule,
             )
         with open_store(store) as s:
             return _predict(
-                run, s, out_path, ev_path, threshold, chunk, batch_size, unsafe, channels, progress
+                run,
+                s,
+                out_path,
+                ev_path,
+                threshold,
+                chunk,
+                batch_size,
+                unsafe,
+                channels,
+                progress,
+                rule,
             )
     finally:
         locks.release()
@@ -164,14 +209,15 @@ def _remove_scores(remote: Remote) -> None:
 def _predict(
     run: str | os.PathLike[str],
     s: Store,
-    out_path: Path,
+    out_path: Path | None,
     ev_path: Path | None,
     given: float | None,
     chunk: int,
     batch_size: int,
     unsafe: bool,
     channels: ChannelsArg | None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | None,
+    rule: EventRule,
 ) -> PredictReport:
     writer: ScoreWriter | None = None
     tmp_events = ev_path.parent / f".{ev_path.name}.chunkfit-tmp-{os.getpid()}" if ev_path else None
@@ -182,9 +228,10 @@ def _predict(
         cmap = check_store(spec, s, channels)
         threshold, source = run_threshold(spec, given)
         w = spec.windows
-        writer = ScoreWriter(out_path, s.n_samples, score_attrs(run, spec, threshold, s))
-        merger = RunMerger(w.window, w.stride, threshold)
-        detections = DetectionCsv(tmp_events, s.sample_rate)
+        if out_path is not None:
+            writer = ScoreWriter(out_path, s.n_samples, score_attrs(run, spec, threshold, s))
+        merger = rule.merger(w.window, w.stride, threshold, s.sample_rate)
+        detections = DetectionCsv(tmp_events, Timeline.of(s))
         n_windows = 0
         try:
             predictor = mapped(make_predictor(model, w.window, spec.n_channels, batch_size), cmap)
@@ -193,17 +240,19 @@ def _predict(
                 n_windows += score.size
                 span = np.full(int(sb.starts[-1] - sb.starts[0]) + 1, np.nan, dtype=np.float32)
                 span[sb.starts - sb.starts[0]] = score
-                writer.write(int(sb.starts[0]), span)
+                if writer is not None:
+                    writer.write(int(sb.starts[0]), span)
                 detections.write(merger.push(sb.starts, score, sb.segment))
             detections.write(merger.flush())
         finally:
             detections.close()
-        writer.commit(out_path)
+        if writer is not None and out_path is not None:
+            writer.commit(out_path)
         writer = None
         if tmp_events is not None and ev_path is not None:
             os.replace(tmp_events, ev_path)
         return PredictReport(
-            str(out_path),
+            str(out_path) if out_path is not None else None,
             n_windows,
             detections.count,
             str(ev_path) if ev_path else None,
@@ -217,5 +266,5 @@ def _predict(
         if tmp_events is not None and tmp_events.exists():
             tmp_events.unlink()
         if isinstance(err, OSError) and not isinstance(err, ChunkfitError):
-            raise write_failure(err, out_path) from None
+            raise write_failure(err, out_path or ev_path or Path(".")) from None
         raise

@@ -14,6 +14,7 @@ import numpy as np
 
 from .._fs import refuse_url
 from ..errors import StoreFormatError, UsageError
+from . import segtimes
 
 FORMAT_VERSION = 1
 ATTR_KEY = "chunkfit"
@@ -255,6 +256,8 @@ def _validate_extras(bad: Any, attrs: dict[str, Any]) -> None:
         isinstance(c, int) and not isinstance(c, bool) for c in classes
     ):
         raise bad(f"label_classes must be a list of integers (found {_short(classes)})")
+    if attrs.get(segtimes.KEY) is not None:
+        segtimes.check(bad, attrs[segtimes.KEY])
     counts = attrs.get("label_counts", {})
     if not isinstance(counts, dict) or not all(
         k.lstrip("-").isdigit() and _is_count(v) for k, v in counts.items()

@@ -26,6 +26,7 @@ from .layout import (
 )
 from .remote import ROOT, Remote, commit_stamp
 from .s3errors import guarded, translate
+from .segtimes import SegmentTime, iso_utc, segment_times
 from .urls import is_remote
 
 OPEN_TRIES = 20  # loads of a local zarr store that raced a commit, before giving up
@@ -269,6 +270,12 @@ class Store:
         return out
 
     @property
+    def segment_times(self) -> list[SegmentTime | None]:
+        """When each segment's first sample was taken, where the store knows it
+        (chunkfit.store.segtimes)."""
+        return segment_times(self.attrs, self.segments)
+
+    @property
     def root_document(self) -> bytes | None:
         """On object storage, the root ``zarr.json`` (the commit) this store was opened at; else
         None."""
@@ -336,6 +343,7 @@ class Store:
             "duration_s": (self.n_samples / rate) if rate else None,
             "segments": int(self.segments.shape[0]),
             "segment_ranges": self.segments.tolist() if self.segments.shape[0] <= 20 else None,
+            "segment_starts": _starts_text(self.segment_times[:20]),
             "events": int(self.events.size) if self.has_events else None,
             "label_counts": self.attrs.get("label_counts") if self.has_labels else None,
             "chunk_samples": self.chunk_samples,
@@ -359,6 +367,12 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r}, samples={self.n_samples}, channels={self.channels})"
+
+
+def _starts_text(times: list[SegmentTime | None]) -> list[str | None]:
+    """Each segment's start as ``info`` shows it: ISO 8601 UTC, or None where the store does not
+    know it (a time on a source's own clock says no date: it stays in the attributes)."""
+    return [iso_utc(t.utc_us) if t is not None and t.utc_us is not None else None for t in times]
 
 
 def open_store(path: str | os.PathLike[str]) -> Store:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import StoreFormatError
+from . import segtimes
 from .backend import Backend
 from .journalcommit import JournalCommit
 from .layout import (
@@ -73,6 +74,7 @@ class StoreWriter:
         self._segments: list[tuple[int, int]] = []
         self._extend: tuple[int, int] | None = None
         self._sources: list[dict[str, Any]] = []
+        self._times: dict[int, dict[str, Any]] = {}
         self._label_counts: dict[int, int] = {}
         self._jobs = WriterThread()
         self._queued = 0
@@ -149,6 +151,10 @@ class StoreWriter:
         self._write_small()
         self.attrs["stats"] = json_safe_stats(self.stats)
         self.attrs["sources"] = list(self.attrs.get("sources", [])) + self._sources
+        if self._times:
+            self.attrs[segtimes.KEY] = list(self.attrs.get(segtimes.KEY) or []) + [
+                self._times[k] for k in sorted(self._times)
+            ]
         if self._labelled:
             self.attrs["label_counts"] = {str(k): v for k, v in sorted(self._label_counts.items())}
             self.attrs["label_classes"] = sorted(self._label_counts)
@@ -290,6 +296,11 @@ class StoreWriter:
         if indices.size:
             self._events.append(np.asarray(indices, dtype=np.int64))
         self.attrs["has_events"] = True
+
+    def add_segment_time(self, record: dict[str, Any]) -> None:
+        """Record when the segment starting at ``record["sample"]`` was recorded
+        (chunkfit.store.segtimes); a later record for the same sample replaces an earlier one."""
+        self._times[int(record["sample"])] = record
 
     def add_source(self, record: dict[str, Any]) -> None:
         """Record where this transaction's samples came from (the store's ``sources``)."""

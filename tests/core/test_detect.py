@@ -1,4 +1,4 @@
-"""RunMerger: runs of positive windows merged into detections, streamed block by block."""
+"""RunMerger: positive windows merged into one detection per event, streamed block by block."""
 
 from __future__ import annotations
 
@@ -8,16 +8,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scoring_support import Run, merge_runs
 
-from chunkfit.core.detect import Detection, RunMerger
+from chunkfit.core.detect import Detection, RunMerger, point_detections
 
 WINDOW = 4
 
 
 def stream(
-    blocks: list[tuple[list[int], list[float], int]], stride: int = 1, threshold: float = 0.5
+    blocks: list[tuple[list[int], list[float], int]],
+    stride: int = 1,
+    threshold: float = 0.5,
+    merge_gap: int = 0,
+    min_dur: int = 0,
 ) -> list[Detection]:
     """Push (starts, scores, segment) blocks in order, then flush."""
-    merger = RunMerger(WINDOW, stride, threshold)
+    merger = RunMerger(WINDOW, stride, threshold, merge_gap=merge_gap, min_duration=min_dur)
     out: list[Detection] = []
     for starts, scores, segment in blocks:
         out += merger.push(
@@ -28,39 +32,76 @@ def stream(
 
 def test_positive_windows_in_a_row_are_one_detection() -> None:
     assert stream([([0, 1, 2, 3, 4], [0.1, 0.6, 0.9, 0.7, 0.2], 0)]) == [
-        Detection(1, 3 + WINDOW, pytest.approx(0.9), 2)
+        Detection(1, 3 + WINDOW, pytest.approx(0.9), 3, 0, 2)
     ]
 
 
-def test_a_negative_window_splits_a_run_in_two() -> None:
+def test_runs_whose_windows_overlap_are_one_detection() -> None:
     got = stream([([0, 1, 2, 3], [0.6, 0.2, 0.7, 0.8], 0)])
-    assert [(d.start, d.end) for d in got] == [(0, 0 + WINDOW), (2, 3 + WINDOW)]
+    assert [(d.start, d.end) for d in got] == [(0, 3 + WINDOW)]
+
+
+def test_runs_whose_windows_touch_are_one_detection() -> None:
+    got = stream([(list(range(6)), [0.6, 0.1, 0.1, 0.1, 0.7, 0.1], 0)])
+    assert [(d.start, d.end) for d in got] == [(0, 4 + WINDOW)]
+
+
+def test_runs_with_samples_between_their_windows_are_two_detections() -> None:
+    got = stream([(list(range(7)), [0.6, 0.1, 0.1, 0.1, 0.1, 0.7, 0.1], 0)])
+    assert [(d.start, d.end) for d in got] == [(0, WINDOW), (5, 5 + WINDOW)]
+
+
+def test_runs_within_the_merge_gap_are_one_detection() -> None:
+    got = stream([(list(range(7)), [0.6, 0.1, 0.1, 0.1, 0.1, 0.7, 0.1], 0)], merge_gap=1)
+    assert [(d.start, d.end) for d in got] == [(0, 5 + WINDOW)]
+
+
+def test_a_detection_shorter_than_the_minimum_duration_is_dropped() -> None:
+    got = stream([(list(range(9)), [0.6, 0.1, 0.1, 0.1, 0.1, 0.7, 0.8, 0.1, 0.1], 0)], min_dur=5)
+    assert [(d.start, d.end) for d in got] == [(5, 6 + WINDOW)]
+
+
+def test_the_peak_of_a_perfect_model_is_the_marker() -> None:
+    # Windows 7 .. 10 hold a marker at sample 10: they share only sample 10.
+    scores = [0.9 if 7 <= s <= 10 else 0.1 for s in range(20)]
+    assert [d.peak for d in stream([(list(range(20)), scores, 0)])] == [10]
+
+
+def test_the_peak_stays_inside_the_peak_window_of_a_long_run() -> None:
+    scores = [0.99 if s == 2 else 0.6 for s in range(20)]
+    (got,) = stream([(list(range(20)), scores, 0)])
+    assert (got.start, got.end, got.peak) == (0, 19 + WINDOW, 2 + WINDOW - 1)
+
+
+def test_a_label_region_moves_the_peak_to_where_markers_make_windows_positive() -> None:
+    # Marker within the last sample of the window: only window 10 - 3 = 7 is positive.
+    scores = [0.9 if s == 7 else 0.1 for s in range(20)]
+    merger = RunMerger(WINDOW, 1, 0.5, region=(3, 4))
+    got = merger.push(np.arange(20), np.asarray(scores), 0) + merger.flush()
+    assert [d.peak for d in got] == [10]
 
 
 def test_a_run_crossing_a_block_boundary_is_one_detection() -> None:
     got = stream([([0, 1, 2], [0.1, 0.6, 0.7], 0), ([3, 4, 5], [0.9, 0.8, 0.1], 0)])
-    assert got == [Detection(1, 4 + WINDOW, pytest.approx(0.9), 3)]
+    assert got == [Detection(1, 4 + WINDOW, pytest.approx(0.9), 4, 0, 3)]
 
 
 def test_a_run_spanning_three_blocks_is_one_detection() -> None:
     got = stream([([0, 1], [0.1, 0.6], 0), ([2, 3], [0.7, 0.8], 0), ([4, 5], [0.9, 0.2], 0)])
-    assert [(d.start, d.end, d.peak_start) for d in got] == [(1, 4 + WINDOW, 4)]
+    assert [(d.start, d.end, d.peak_score) for d in got] == [(1, 4 + WINDOW, pytest.approx(0.9))]
 
 
-def test_a_run_ending_with_its_block_closes_when_the_next_block_starts_negative() -> None:
-    got = stream([([0, 1, 2], [0.1, 0.6, 0.7], 0), ([3, 4], [0.2, 0.9], 0)])
-    assert [(d.start, d.end) for d in got] == [(1, 2 + WINDOW), (4, 4 + WINDOW)]
-
-
-def test_a_run_ending_with_its_block_closes_when_the_next_block_is_all_negative() -> None:
-    got = stream([([0, 1, 2], [0.1, 0.6, 0.7], 0), ([3, 4], [0.2, 0.1], 0), ([5], [0.9], 0)])
-    assert [(d.start, d.end) for d in got] == [(1, 2 + WINDOW), (5, 5 + WINDOW)]
+def test_a_detection_is_returned_once_no_later_window_can_join_it() -> None:
+    merger = RunMerger(WINDOW, 1, 0.5)
+    assert merger.push(np.arange(4), np.array([0.1, 0.7, 0.1, 0.1]), 0) == []
+    got = merger.push(np.arange(4, 6), np.array([0.1, 0.1]), 0)
+    assert [(d.start, d.end) for d in got] == [(1, 1 + WINDOW)]
 
 
 def test_adjacent_runs_in_two_segments_stay_two_detections() -> None:
     # The second segment's first start follows the first segment's last start exactly.
     got = stream([([0, 1, 2], [0.1, 0.6, 0.7], 0), ([3, 4], [0.8, 0.1], 1)])
-    assert [(d.start, d.end) for d in got] == [(1, 2 + WINDOW), (3, 3 + WINDOW)]
+    assert [(d.start, d.end, d.segment) for d in got] == [(1, 2 + WINDOW, 0), (3, 3 + WINDOW, 1)]
 
 
 def test_a_gap_in_the_starts_between_blocks_ends_the_run() -> None:
@@ -83,15 +124,25 @@ def test_a_float32_score_below_the_threshold_is_negative_as_in_the_metrics() -> 
     assert stream([([0, 1], [0.7, 0.1], 0)], threshold=0.7) == []
 
 
-def test_the_peak_is_the_first_window_with_the_highest_score() -> None:
+def test_the_peak_score_is_the_first_window_with_the_highest_score() -> None:
     got = stream([([0, 1, 2], [0.9, 0.6, 0.9], 0), ([3], [0.9], 0)])
-    assert (got[0].peak_score, got[0].peak_start) == (pytest.approx(0.9), 0)
+    assert (got[0].peak_score, got[0].peak) == (pytest.approx(0.9), 3)
 
 
 def test_a_run_still_open_after_the_last_block_is_returned_by_flush() -> None:
     merger = RunMerger(WINDOW, 1, 0.5)
     assert merger.push(np.arange(3), np.array([0.1, 0.7, 0.8]), 0) == []
-    assert merger.flush() == [Detection(1, 2 + WINDOW, pytest.approx(0.8), 2)]
+    assert merger.flush() == [Detection(1, 2 + WINDOW, pytest.approx(0.8), 3, 0, 2)]
+
+
+def test_point_detections_are_one_sample_each_in_the_segment_holding_them() -> None:
+    got = point_detections(
+        np.array([5, 120]), np.array([0.9, 0.8]), np.array([[0, 100], [100, 200]])
+    )
+    assert got == [
+        Detection(5, 6, pytest.approx(0.9), 5, 0),
+        Detection(120, 121, pytest.approx(0.8), 120, 1),
+    ]
 
 
 @st.composite
@@ -114,18 +165,20 @@ def segmented_blocks(draw: st.DrawFn) -> tuple[list[tuple[np.ndarray, np.ndarray
     return blocks, stride
 
 
-@given(segmented_blocks())
-@settings(max_examples=200, deadline=None)
+@given(segmented_blocks(), st.integers(0, 6), st.integers(0, 9))
+@settings(max_examples=300, deadline=None)
 def test_streamed_detections_equal_merging_all_windows_at_once(
-    case: tuple[list[tuple[np.ndarray, np.ndarray, int]], int],
+    case: tuple[list[tuple[np.ndarray, np.ndarray, int]], int], merge_gap: int, min_dur: int
 ) -> None:
     blocks, stride = case
-    merger = RunMerger(WINDOW, stride, 0.5)
+    merger = RunMerger(WINDOW, stride, 0.5, merge_gap=merge_gap, min_duration=min_dur)
     got: list[Detection] = []
     for starts, scores, segment in blocks:
         got += merger.push(starts, scores, segment)
     got += merger.flush()
     starts, scores = np.concatenate([b[0] for b in blocks]), np.concatenate([b[1] for b in blocks])
     segments = np.concatenate([np.full(b[0].size, b[2]) for b in blocks])
-    expected = merge_runs(starts, segments, scores, WINDOW, stride, 0.5)
-    assert [Run(d.start, d.end, d.peak_score, d.peak_start) for d in got] == expected
+    expected = merge_runs(starts, segments, scores, WINDOW, stride, 0.5, merge_gap, min_dur)
+    assert [Run(d.start, d.end, d.peak_score, d.peak, d.segment, d.peak_start) for d in got] == (
+        expected
+    )

@@ -9,6 +9,7 @@ with generous limits.
 
 from __future__ import annotations
 
+import csv
 import signal
 from pathlib import Path
 
@@ -169,6 +170,19 @@ def test_follow_writes_detections_while_the_stream_runs_and_ends_equal_to_offlin
     follow_beside_a_stream(tmp_path, runs.run, tmp_path / "live.zarr", streams)
 
 
+def test_follow_of_a_stream_with_utc_times_writes_their_utc_columns_live(
+    tmp_path: Path, streams: list[Stream], runs: Trained
+) -> None:
+    follow_beside_a_stream(tmp_path, runs.run, tmp_path / "live.zarr", streams, iso=True)
+    with open(tmp_path / "follow.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    noon = np.datetime64("2024-05-01T12:00:00", "us")
+    assert rows and all(
+        r["start_utc"] == str(noon + np.timedelta64(round(float(r["start_s"]) * 1e6), "us")) + "Z"
+        for r in rows
+    )
+
+
 def test_follow_of_a_store_that_does_not_grow_ends_after_idle(
     tmp_path: Path, runs: Trained
 ) -> None:
@@ -183,6 +197,21 @@ def test_follow_of_a_store_that_does_not_grow_ends_after_idle(
     assert proc.returncode == 0, err.decode()
     assert out.decode().splitlines()[-1].endswith("(followed until the store idle for 1 s)")
     assert_same_as_offline(tmp_path, runs.strided, store)
+
+
+def test_follow_writes_only_the_detections_without_out(tmp_path: Path, runs: Trained) -> None:
+    store = tmp_path / "done.zarr"
+    x = np.sin(np.arange(500)) + np.random.default_rng(3).normal(0.0, 0.2, 500)
+    (tmp_path / "x.csv").write_text("x\n" + "\n".join(repr(float(v)) for v in x) + "\n")
+    assert run_cli("ingest", store, tmp_path / "x.csv", "--rate", "100").returncode == 0
+    live = run_cli(
+        "predict", runs.run, store, "--follow", "--idle", "1", "--events-out", "f.csv", cwd=tmp_path
+    )
+    assert live.returncode == 0, live.stderr
+    offline = run_cli("predict", runs.run, store, "--events-out", "o.csv", cwd=tmp_path)
+    assert offline.returncode == 0, offline.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["done.zarr", "f.csv", "o.csv", "x.csv"]
+    assert (tmp_path / "f.csv").read_bytes() == (tmp_path / "o.csv").read_bytes()
 
 
 def test_ctrl_c_ends_follow_with_its_outputs_written(tmp_path: Path, runs: Trained) -> None:

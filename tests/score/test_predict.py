@@ -117,15 +117,21 @@ def read_detections(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def test_events_csv_holds_the_merged_runs_of_positive_windows(prediction: Prediction) -> None:
+def test_events_csv_holds_one_row_per_event_of_positive_windows(prediction: Prediction) -> None:
     w = prediction.windows
     runs = merge_runs(
         w.starts, w.segments, w.probs[:, 1], WINDOW, prediction.stride, prediction.report.threshold
     )
-    expected = [(r.start, r.end, round(r.peak_score, 6), r.peak_start) for r in runs]
+    expected = [(r.start, r.end, round(r.peak_score, 6), r.peak, r.segment) for r in runs]
     rows = read_detections(prediction.events_csv)
     got = [
-        (int(r["start"]), int(r["end"]), float(r["peak_score"]), int(r["peak_sample"]))
+        (
+            int(r["start_sample"]),
+            int(r["end_sample"]),
+            float(r["peak_score"]),
+            int(r["peak_sample"]),
+            int(r["segment"]),
+        )
         for r in rows
     ]
     assert got == expected
@@ -150,7 +156,7 @@ def test_a_threshold_given_replaces_the_runs(
 def test_events_csv_gives_times_in_seconds_at_the_store_rate(prediction: Prediction) -> None:
     rows = read_detections(prediction.events_csv)
     assert all(
-        float(r["start_s"]) == int(r["start"]) and float(r["end_s"]) == int(r["end"]) for r in rows
+        float(r[f"{k}_s"]) == int(r[f"{k}_sample"]) for r in rows for k in ("start", "end", "peak")
     )
 
 

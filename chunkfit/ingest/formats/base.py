@@ -88,6 +88,7 @@ class RecordingSource(Source):
         rate: float | None,
         *,
         start_time: float | None = None,
+        utc_start: bool = True,
         events: np.ndarray | None = None,
         spans: np.ndarray | None = None,
     ) -> None:
@@ -97,6 +98,7 @@ class RecordingSource(Source):
         self.n_rows = n_rows
         self.rate = rate
         self.start_time = start_time
+        self.utc_start = utc_start  # False: a time of day without a date (WFDB)
         self._cols = pick_columns(spec, names, options.columns)
         self.channels = [str(names[i]) for i in self._cols]
         self.has_labels = options.label_from_annotations
@@ -120,7 +122,18 @@ class RecordingSource(Source):
             labels = span_labels(self._spans, a, b) if self.has_labels else None
             t0 = self.start_time if a == 0 else None
             self.rows += b - a
-            yield ParsedBlock(values, None, labels, a, b"", 0, self.name, "row", segment_t0=t0)
+            yield ParsedBlock(
+                values,
+                None,
+                labels,
+                a,
+                b"",
+                0,
+                self.name,
+                "row",
+                segment_t0=t0,
+                utc=self.utc_start,
+            )
 
     def events(self) -> np.ndarray:
         return np.zeros(0, dtype=np.int64) if self.has_labels else self._events

@@ -333,7 +333,16 @@ class MiniSEEDSource(Source):
                         values[:, j] = self._float32(s.take(run, first + a, n), j)
                     t0 = seg.start_ns / 1e9 if a == 0 else None
                     yield ParsedBlock(
-                        values, None, None, self.rows, b"", 0, self.name, "row", segment_t0=t0
+                        values,
+                        None,
+                        None,
+                        self.rows,
+                        b"",
+                        0,
+                        self.name,
+                        "row",
+                        segment_t0=t0,
+                        utc=True,
                     )
                     self.rows += n
         finally:

@@ -227,6 +227,7 @@ class ParquetSource(Source):
                 if col.null_count:
                     block.times[col.is_null().to_numpy(zero_copy_only=False)] = np.nan
                 block.time_origin = self._origin / per_second
+                block.utc = True
             else:
                 block.times = col.cast(pa.float64()).to_numpy(zero_copy_only=False)
         if self._label is not None:

@@ -123,6 +123,7 @@ class WfdbSource(RecordingSource):
             int(header.sig_len),
             float(header.fs),
             start_time=_start_time(header),
+            utc_start=header.base_date is not None,  # a base time alone is a time of day
             events=events,
             spans=spans,
         )

@@ -3,6 +3,7 @@ physical units, EDF+ annotations as events or labels, damaged files refused in o
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 from pathlib import Path
 
@@ -31,6 +32,7 @@ def write_edf(
     slow: bool = False,
     annotations: list | None = None,
     bdf: bool = False,
+    start: dt.datetime | None = None,
 ) -> list[np.ndarray]:
     """Two EEG channels at RATE (and a 1 Hz temperature with ``slow``); returns the signals."""
     rng = np.random.default_rng(3)
@@ -53,6 +55,8 @@ def write_edf(
         headers[2].update(sample_frequency=1, physical_min=30, physical_max=45, dimension="degC")
     header = highlevel.make_header()
     header["annotations"] = annotations or []
+    if start is not None:
+        header["startdate"] = start
     kind = pyedflib.FILETYPE_BDFPLUS if bdf else pyedflib.FILETYPE_EDFPLUS
     highlevel.write_edf(str(path), signals, headers, header, file_type=kind)
     return signals
@@ -210,3 +214,13 @@ def test_cli_mixed_rates_is_one_line(tmp_path: Path) -> None:
     assert line.endswith(
         "Temp 1 Hz); chunkfit never resamples: pick channels of one rate with --columns"
     )
+
+
+def test_the_recording_start_is_stored_as_the_segments_utc_time(
+    tmp_path: Path, store_path: Path
+) -> None:
+    path = tmp_path / "rec.edf"
+    write_edf(path, start=dt.datetime(2024, 5, 1, 12, 30, 5))
+    ingest(store_path, [str(path)])
+    with open_store(store_path) as s:
+        assert s.attrs["segment_times"] == [{"sample": 0, "utc": "2024-05-01T12:30:05.000000Z"}]

@@ -287,3 +287,25 @@ def test_a_channel_that_changes_rate_is_refused_naming_the_byte(
         ),
     ):
         ingest(store_path, [str(src)], IngestOptions())
+
+
+def test_each_segment_of_a_record_with_a_gap_keeps_its_utc_start(
+    tmp_path: Path, store_path: Path
+) -> None:
+    path = write_mseed(tmp_path / "a.mseed", Z, T0, ramp(300))
+    write_mseed(path, Z, T0 + 8_300 * MS, ramp(200))  # 5.3 s of gap after 3 s of samples
+    ingest(store_path, [str(path)])
+    with chunkfit.open_store(store_path) as s:
+        assert s.attrs["segment_times"] == [
+            {"sample": 0, "utc": "2023-11-14T22:13:20.000000Z"},
+            {"sample": 300, "utc": "2023-11-14T22:13:28.300000Z"},
+        ]
+
+
+def test_info_shows_each_segments_start_time(tmp_path: Path) -> None:
+    path = write_mseed(tmp_path / "a.mseed", Z, T0, ramp(300))
+    write_mseed(path, Z, T0 + 8_300 * MS, ramp(200))
+    assert run_cli("ingest", tmp_path / "s.zarr", path).returncode == 0
+    out = run_cli("info", tmp_path / "s.zarr").stdout
+    assert "[0, 300) from 2023-11-14T22:13:20.000000Z" in out
+    assert "[300, 500) from 2023-11-14T22:13:28.300000Z" in out

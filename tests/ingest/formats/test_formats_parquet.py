@@ -164,3 +164,30 @@ def test_a_file_without_its_suffix_is_recognised_by_its_magic(sensor: Path) -> N
     assert result.returncode == 0, result.stderr
     got = read_store(plain.parent / "out.h5")
     assert (got["channels"], got["rate"]) == (["acc", "count", "cls"], 50.0)
+
+
+def test_a_timestamp_time_column_stores_each_segments_utc_start(
+    tmp_path: Path, store_path: Path
+) -> None:
+    t0 = np.datetime64("2024-05-01T12:00:00", "ms")
+    steps = np.r_[np.arange(100) * 20, 10_000 + np.arange(100) * 20].astype("timedelta64[ms]")
+    path = write_parquet(tmp_path / "t.parquet", {"t": t0 + steps, "x": np.arange(200.0)})
+    ingest(store_path, [str(path)], IngestOptions(time_column="t"))
+    with chunkfit.open_store(store_path) as s:
+        assert s.attrs["segment_times"] == [
+            {"sample": 0, "utc": "2024-05-01T12:00:00.000000Z"},
+            {"sample": 100, "utc": "2024-05-01T12:00:10.000000Z"},
+        ]
+
+
+def test_a_numeric_time_column_stores_times_on_the_files_own_clock(
+    tmp_path: Path, store_path: Path
+) -> None:
+    t = np.r_[np.arange(100) * 0.02, 10 + np.arange(100) * 0.02]
+    path = write_parquet(tmp_path / "t.parquet", {"t": t, "x": np.arange(200.0)})
+    ingest(store_path, [str(path)], IngestOptions(time_column="t"))
+    with chunkfit.open_store(store_path) as s:
+        assert s.attrs["segment_times"] == [
+            {"sample": 0, "seconds": 0.0, "source": 0},
+            {"sample": 100, "seconds": 10.0, "source": 0},
+        ]

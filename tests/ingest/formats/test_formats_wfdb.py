@@ -3,6 +3,7 @@ record 100, read back in physical units with annotations as events or labels."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +26,15 @@ GAIN = np.array([200.0, 50.0])
 BASELINE = np.array([10, -3])
 
 
-def write_record(folder: Path, name: str = "rec", rows: int = 3000, fmt: str = "16") -> np.ndarray:
-    """A two-channel record of known digital samples; returns them [rows, 2]."""
+def write_record(
+    folder: Path,
+    name: str = "rec",
+    rows: int = 3000,
+    fmt: str = "16",
+    base: tuple[dt.date | None, dt.time] | None = None,
+) -> np.ndarray:
+    """A two-channel record of known digital samples (from ``base``: date and time); returns them
+    [rows, 2]."""
     rng = np.random.default_rng(7)
     digital = rng.integers(-2000, 2000, size=(rows, 2)).astype(np.int64)
     wfdb.wrsamp(
@@ -39,6 +47,8 @@ def write_record(folder: Path, name: str = "rec", rows: int = 3000, fmt: str = "
         adc_gain=list(GAIN),
         baseline=list(BASELINE),
         write_dir=str(folder),
+        base_date=base[0] if base is not None else None,
+        base_time=base[1] if base is not None else None,
     )
     return digital
 
@@ -254,3 +264,19 @@ def test_cli_truncated_record_is_one_line(tmp_path: Path) -> None:
         "bytes; copy the record again"
     )
     assert not (tmp_path / "s.zarr").exists()
+
+
+def test_a_base_date_and_time_are_stored_as_the_segments_utc_time(
+    tmp_path: Path, store_path: Path
+) -> None:
+    write_record(tmp_path, base=(dt.date(2024, 5, 1), dt.time(8, 15, 0, 250_000)))
+    ingest(store_path, [str(tmp_path / "rec")])
+    with open_store(store_path) as s:
+        assert s.attrs["segment_times"] == [{"sample": 0, "utc": "2024-05-01T08:15:00.250000Z"}]
+
+
+def test_a_base_time_without_a_date_is_no_utc_time(tmp_path: Path, store_path: Path) -> None:
+    write_record(tmp_path, base=(None, dt.time(8, 15, 0)))
+    ingest(store_path, [str(tmp_path / "rec")])
+    with open_store(store_path) as s:
+        assert s.attrs["segment_times"] == [{"sample": 0, "seconds": 29700.0, "source": 0}]
