@@ -18,7 +18,7 @@ import numpy as np
 from ..config import WindowSpec
 from ..store import Store
 from .events import EventLevel, events_in
-from .labels import Labeller, positive_index
+from .labels import Labeller, event_truth, positive_index
 from .metrics import BinaryMetrics
 from .scoring import Predictor, score_store
 
@@ -48,7 +48,7 @@ def choose_threshold(
     for sb in score_store(predictor, store, windows, labeller=labeller, ranges=ranges):
         assert sb.labels is not None
         score = sb.probs[:, positive]
-        metrics.update(sb.labels == positive, score)
+        metrics.update(event_truth(sb.labels, positive), score)
         if kept is not None:
             kept.append((sb.starts, sb.segment, score.copy()))
             if metrics.n > KEEP_WINDOWS:  # scored again for the events instead
