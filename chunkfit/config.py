@@ -16,6 +16,9 @@ T = TypeVar("T", bound="ConfigBase")
 LabelRule = Literal["any-event", "last", "majority"]
 NanPolicy = Literal["refuse", "keep", "interpolate"]
 LABEL_RULES: tuple[str, ...] = ("any-event", "last", "majority")
+# Event-marker rules for online detectors: a marker within the last K samples of the window, or at
+# offsets [A, B) of it (chunkfit.config.event_span).
+ONLINE_RULES: tuple[str, ...] = ("event-last=K", "event-in=A:B")
 NAN_POLICIES: tuple[str, ...] = ("refuse", "keep", "interpolate")
 NORMALIZE_MODES: tuple[str, ...] = ("global", "window", "none")
 
@@ -58,18 +61,35 @@ class WindowSpec(ConfigBase):
     """How windows are cut from a signal and labelled.
 
     Window k of a segment [a, b) covers samples [a + k*stride, a + k*stride + window).
+    ``margin`` (``--label-margin``) leaves out the windows whose event marker lies within that many
+    samples of the edges of the span the rule looks at (chunkfit.core.windows.span_labels).
     """
 
     window: int = 104
     stride: int = 1
     label: str = "any-event"
+    margin: int = 0
 
     def __post_init__(self) -> None:
         _positive("--window", self.window)
         _positive("--stride", self.stride)
-        if self.label not in LABEL_RULES:
-            raise SettingError(
-                f"--label must be one of {', '.join(LABEL_RULES)} (received {self.label!r})"
+        span = event_span(self.label, self.window)
+        if isinstance(self.margin, bool) or not isinstance(self.margin, int) or self.margin < 0:
+            raise UsageError(
+                f"--label-margin must be a non-negative number of samples (received "
+                f"{self.margin!r})"
+            )
+        if self.margin and span is None:
+            raise UsageError(
+                f"--label-margin applies to event markers (--label any-event, event-last=K, "
+                f"event-in=A:B), not to --label {self.label}; drop --label-margin"
+            )
+        if span is not None and span[1] - span[0] <= 2 * self.margin:
+            raise UsageError(
+                f"--label-margin {self.margin} leaves no sample where a marker makes a window "
+                f"positive: the rule {self.label} looks at {span[1] - span[0]} samples of a "
+                f"window of {self.window}, and the margin takes {self.margin} at each edge; use a "
+                "smaller --label-margin"
             )
 
 
@@ -195,11 +215,24 @@ class IngestOptions(ConfigBase):
         _check_seconds("--commit-every", self.commit_every)
 
 
-def parse_class_weight(text: str) -> str | dict[int, float]:
-    """``auto``/``balanced``/``none``, or ``"0:1,1:40"`` as {class value: weight}; refuses anything
-    else (chunkfit.train.weights applies it)."""
+def parse_class_weight(text: str) -> str | float | dict[int, float]:
+    """``auto``/``balanced``/``none``; ``balanced:max=M`` as the cap M (balanced weights, none above
+    M); or ``"0:1,1:40"`` as {class value: weight}. Refuses anything else (chunkfit.train.weights
+    applies it)."""
     if text in ("auto", "balanced", "none"):
         return text
+    how = (
+        "--class-weight must be auto, balanced, none or CLASS:WEIGHT pairs like 0:1,1:40, or "
+        f"balanced:max=M to cap the weights at M >= 1 (received {text!r})"
+    )
+    if text.startswith("balanced:max="):
+        try:
+            cap = float(text.removeprefix("balanced:max="))
+        except ValueError:
+            raise UsageError(how) from None
+        if not (1.0 <= cap < float("inf")):
+            raise UsageError(how)
+        return cap
     out: dict[int, float] = {}
     try:
         for part in text.split(","):
@@ -209,11 +242,47 @@ def parse_class_weight(text: str) -> str | dict[int, float]:
                 raise ValueError
             out[int(key)] = weight
     except ValueError:
-        raise UsageError(
-            "--class-weight must be auto, balanced, none or CLASS:WEIGHT pairs like 0:1,1:40 "
-            f"(received {text!r})"
-        ) from None
+        raise UsageError(how) from None
     return out
+
+
+def is_event_rule(rule: str) -> bool:
+    """Whether the label rule ``rule`` reads event markers (any-event, event-last=K, event-in=A:B)
+    rather than per-sample labels (last, majority)."""
+    return rule == "any-event" or rule.startswith(("event-last=", "event-in="))
+
+
+def event_span(rule: str, window: int) -> tuple[int, int] | None:
+    """The offsets [A, B) of a window where an event marker makes it positive under ``rule``; None
+    for the per-sample rules. Refuses a rule that is not one of ``LABEL_RULES``/``ONLINE_RULES``.
+
+    Example: window 100: any-event -> (0, 100); event-last=20 -> (80, 100) (a marker among the last
+    20 samples); event-in=10:30 -> (10, 30).
+    """
+    if rule in LABEL_RULES:
+        return (0, window) if rule == "any-event" else None
+    kind, _, value = rule.partition("=")
+    try:
+        if kind == "event-last":
+            k = int(value)
+            span = (window - k, window)
+        elif kind == "event-in":
+            a, _, b = value.partition(":")
+            span = (int(a), int(b))
+        else:
+            raise ValueError
+    except ValueError:
+        raise SettingError(
+            f"--label must be one of {', '.join(LABEL_RULES + ONLINE_RULES)} with K, A, B whole "
+            f"numbers of samples (received {rule!r})"
+        ) from None
+    if not 0 <= span[0] < span[1] <= window:
+        raise UsageError(
+            f"--label {rule} must name samples inside the window: 0 <= A < B <= window for "
+            f"event-in=A:B, 1 <= K <= window for event-last=K (received window={window}); "
+            "use numbers within --window"
+        )
+    return span
 
 
 def check_rule(rule: str) -> str:
@@ -291,13 +360,14 @@ class FitOptions(ConfigBase):
     cached, else a rule: chunkfit.train.tensorflow.threadtune); it does not change what is
     trained, so a run resumes under another setting. ``normalize`` is how windows are standardised
     before the model sees them (chunkfit.train.normalize); ``class_weight`` how training windows are
-    weighted by class (chunkfit.train.weights); ``threshold_for`` how the run picks its decision
-    threshold on the validation split (chunkfit.core.threshold), its detections matched to the
-    markers within ``tolerance`` seconds (None: half a window) of their peak or span (``match``,
-    chunkfit.core.events). ``jit`` is whether the train
-    step runs under XLA: on, off, or auto (timed on this machine at the start of the run,
-    chunkfit.train.tensorflow.autotune); like ``compute_threads`` it changes how fast, not what,
-    up to float rounding: off also keeps Keras's Adam update op for op
+    weighted by class (chunkfit.train.weights), and ``oversample`` the share of each epoch's
+    windows the rarest class is repeated up to (0: off; chunkfit.core.balance); ``threshold_for``
+    how the run picks its decision threshold on the validation split (chunkfit.core.threshold), its
+    detections matched to the markers within ``tolerance`` seconds (None: half a window) of their
+    peak or span (``match``, chunkfit.core.events). ``jit`` is whether the train step runs under
+    XLA: on, off, or auto (timed on this machine at the start of the run,
+    chunkfit.train.tensorflow.autotune); like ``compute_threads`` it changes how fast, not what, up
+    to float rounding: off also keeps Keras's Adam update op for op
     (chunkfit.train.tensorflow.fused). ``jax_loop`` is how the JAX engine runs an element's batches:
     one compiled call each (dispatch), all in one compiled call (scan), or auto (timed at the start
     of the run, chunkfit.train.jax.loopchoice); it too changes how fast, not what.
@@ -323,6 +393,7 @@ class FitOptions(ConfigBase):
     jax_loop: str = "auto"
     tolerance: float | None = None
     match: str = "peak"
+    oversample: float = 0.0
 
     _nested: ClassVar[dict[str, type[ConfigBase]]] = {
         "windows": WindowSpec,
@@ -378,6 +449,15 @@ class FitOptions(ConfigBase):
                 "dispatch one "
                 "call per batch, so that a resumed run is bit-identical; drop one of them"
             )
+        if (
+            isinstance(self.oversample, bool)
+            or not isinstance(self.oversample, (int, float))
+            or not 0.0 <= self.oversample < 1.0
+        ):
+            raise UsageError(
+                "--oversample must be a share in [0, 1) of each epoch's windows for the rarest "
+                f"class, e.g. 0.25 (0: off) (received {self.oversample!r})"
+            )
         if self.normalize not in NORMALIZE_MODES:
             raise UsageError(
                 f"--normalize must be one of {', '.join(NORMALIZE_MODES)} (received "
@@ -391,6 +471,7 @@ class FitOptions(ConfigBase):
         window: int = WindowSpec.window,
         stride: int = WindowSpec.stride,
         label: str = WindowSpec.label,
+        label_margin: int = WindowSpec.margin,
         validation: float = SplitSpec.validation,
         validation_segments: float | None = SplitSpec.segments,
         chunk: int = BlockSpec.chunk,
@@ -399,10 +480,11 @@ class FitOptions(ConfigBase):
         **fields: Any,
     ) -> FitOptions:
         """FitOptions from the flat keywords ``chunkfit.fit`` and ``chunkfit train`` take: window,
-        stride and label (``windows``), validation and validation_segments (``split``), chunk, seed
-        and mix (``blocks``); ``fields`` are FitOptions' own (batch_size, epochs, ...)."""
+        stride, label and label_margin (``windows``), validation and validation_segments
+        (``split``), chunk, seed and mix (``blocks``); ``fields`` are FitOptions' own
+        (batch_size, epochs, ...)."""
         return cls(
-            windows=WindowSpec(window=window, stride=stride, label=label),
+            windows=WindowSpec(window=window, stride=stride, label=label, margin=label_margin),
             split=SplitSpec(validation=validation, segments=validation_segments),
             blocks=BlockSpec(chunk=chunk, seed=seed, mix=mix),
             **fields,

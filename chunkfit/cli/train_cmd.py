@@ -60,8 +60,9 @@ def train(
     label: Annotated[
         str,
         typer.Option(
-            help="Window label: any-event (an event marker in the window), last or majority "
-            "(per-sample labels)",
+            help="Window label: any-event (an event marker in the window), event-last=K (one in "
+            "its last K samples, for online detectors), event-in=A:B (one at offsets [A, B)), last "
+            "or majority (per-sample labels)",
             rich_help_panel="Data",
         ),
     ] = "any-event",
@@ -158,6 +159,22 @@ def train(
             rich_help_panel="Rare events",
         ),
     ] = "auto",
+    oversample: Annotated[
+        float,
+        typer.Option(
+            help="Repeat the rarest class's windows in every epoch up to this share of it, e.g. "
+            "0.25 (every other window once; 0: off)",
+            rich_help_panel="Rare events",
+        ),
+    ] = 0.0,
+    label_margin: Annotated[
+        int,
+        typer.Option(
+            help="Leave out windows whose event marker lies within this many samples of an edge "
+            "(of the window, or of event-in's span): neither class, in training or the figures",
+            rich_help_panel="Rare events",
+        ),
+    ] = 0,
     threshold_for: Annotated[
         str,
         typer.Option(
@@ -348,6 +365,7 @@ def train(
         window=window,
         stride=stride,
         label=label,
+        label_margin=label_margin,
         validation=validation,
         validation_segments=_count_or_share(validation_segments),
         chunk=chunk,
@@ -369,6 +387,7 @@ def train(
         threshold_for=threshold_for,
         tolerance=tolerance,
         match=match,
+        oversample=oversample,
     )
     targets = parse_targets(fail_under)
     for given, what in ((store, "stores"), (out, "run folders")):

@@ -18,7 +18,7 @@ from typing import TypeVar
 import numpy as np
 
 from ..store import Store
-from .labels import Labeller
+from .labels import IGNORED, Labeller
 from .windows import count_windows
 
 T = TypeVar("T")
@@ -73,6 +73,20 @@ def window_order(
     return np.random.default_rng([seed, epoch, 1, group]).permutation(n_windows)
 
 
+def epoch_indices(labels: np.ndarray, repeat: int, rare: int) -> np.ndarray:
+    """Indices of the windows a group trains in one epoch, before shuffling: every window not
+    ``IGNORED`` once, in order, then those of class ``rare`` again, ``repeat - 1`` more times.
+
+    Example: labels [0, 1, -1, 0, 1], repeat 3, rare 1 -> [0, 1, 3, 4, 1, 4, 1, 4].
+    """
+    lab = np.asarray(labels)
+    kept = np.flatnonzero(lab != IGNORED)
+    if repeat <= 1:
+        return kept
+    again = np.flatnonzero(lab == rare)
+    return np.concatenate([kept, np.tile(again, repeat - 1)])
+
+
 def groups(order: np.ndarray, mix: int) -> list[np.ndarray]:
     """Consecutive runs of ``mix`` block indices of ``order``; the last run may be shorter.
 
@@ -107,12 +121,20 @@ def read_block(
 
 
 def read_group(
-    store: Store, labeller: Labeller, blocks: Sequence[Block], order: np.ndarray | None
+    store: Store,
+    labeller: Labeller,
+    blocks: Sequence[Block],
+    order: np.ndarray | None,
+    repeat: int = 1,
+    rare: int = 1,
 ) -> BlockData:
     """Read ``blocks`` (one contiguous read each) as one unit whose windows come in ``order``.
 
     Example: blocks of 3 and 2 windows (window 4, stride 1) hold 6 and 5 samples; the group's
     samples are those 11 one after the other and its offsets [0, 1, 2, 6, 7] before ``order``.
+
+    Windows labelled ``IGNORED`` are left out, and those of class ``rare`` come ``repeat`` times
+    (``epoch_indices``), before ``order``, which then permutes that many.
 
     On object storage the blocks are read at once, a thread each (up to 8), so a group waits for
     about one round trip rather than one per block (each block's chunks are fetched together
@@ -135,6 +157,9 @@ def read_group(
             [p.offsets.astype(np.int64) + base for p, base in zip(parts, bases, strict=True)]
         )
         labels = np.concatenate([p.labels for p in parts])
+    if repeat > 1 or (labels == IGNORED).any():
+        take = epoch_indices(labels, repeat, rare)
+        offsets, labels = offsets[take], labels[take]
     if order is not None:
         offsets, labels = offsets[order], labels[order]
     return BlockData(tuple(blocks), samples, offsets.astype(np.int32), labels)

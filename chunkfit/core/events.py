@@ -29,7 +29,8 @@ def tolerance_samples(tolerance: float | None, rate: float | None, window: int) 
 
 class EventScorer:
     """Streams the scored windows of one range in start order into detections at ``threshold``,
-    then matches them to ``markers`` (sorted samples) within ``tolerance`` samples."""
+    then matches them to ``markers`` (sorted samples) within ``tolerance`` samples. ``region`` is
+    the part of a window whose marker makes it positive (the label rule's, config.event_span)."""
 
     def __init__(
         self,
@@ -39,11 +40,12 @@ class EventScorer:
         threshold: float,
         tolerance: int,
         match: str = "peak",
+        region: tuple[int, int] | None = None,
     ) -> None:
         self.markers = markers
         self.window, self.tolerance, self.match = window, tolerance, match
         self.threshold = threshold
-        self.merger = RunMerger(window, stride, threshold)
+        self.merger = RunMerger(window, stride, threshold, region=region)
         self.peaks: list[int] = []
         self.spans: list[tuple[int, int]] = []
 

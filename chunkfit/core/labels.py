@@ -1,16 +1,28 @@
 """The class of every window of a store under a label rule, and how many windows each class holds.
 
 The arithmetic itself (chunkfit.core.windows) is pure numpy; a ``Labeller`` reads what it needs
-from the store: event markers for ``any-event``, per-sample labels for ``last`` and ``majority``.
+from the store: event markers for ``any-event``, ``event-last=K`` and ``event-in=A:B``, per-sample
+labels for ``last`` and ``majority``. With ``--label-margin`` some windows get the class index
+``IGNORED`` (-1): they are left out of training, of the class counts and of window-level figures.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..config import event_span, is_event_rule
 from ..errors import WindowError
 from ..store import Store
-from .windows import any_event_labels, class_indices, count_windows, last_labels, majority_labels
+from .windows import (
+    IGNORED,
+    class_indices,
+    count_windows,
+    last_labels,
+    majority_labels,
+    span_labels,
+)
+
+__all__ = ["IGNORED", "Labeller", "class_counts", "event_truth", "positive_index"]
 
 _PIECE = 1 << 20  # windows labelled at a time while counting
 
@@ -23,10 +35,11 @@ def positive_index(n_classes: int) -> int:
 class Labeller:
     """Classes of windows for one store and label rule."""
 
-    def __init__(self, store: Store, rule: str) -> None:
+    def __init__(self, store: Store, rule: str, margin: int = 0) -> None:
         self.store = store
         self.rule = rule
-        if rule == "any-event":
+        self.margin = margin
+        if is_event_rule(rule):
             if not store.has_events:
                 hint = (
                     "; it has per-sample labels: use --label last or --label majority"
@@ -34,7 +47,7 @@ class Labeller:
                     else ""
                 )
                 raise WindowError(
-                    f"{store.path}: label rule any-event needs event markers, but the store has "
+                    f"{store.path}: label rule {rule} needs event markers, but the store has "
                     f"none{hint}"
                 )
             self.classes: list[int] = [0, 1]
@@ -58,17 +71,33 @@ class Labeller:
     def labels(self, a: int, b: int, starts: np.ndarray, window: int) -> np.ndarray:
         """Class index of windows starting at ``starts`` (relative to ``a``) inside samples
         [a, b)."""
-        if self.rule == "any-event":
-            return any_event_labels(starts, window, self.store.events_in(a, b) - a)
+        span = event_span(self.rule, window)
+        if span is not None:
+            # markers up to ``margin`` outside [a, b) can lie within the margin of a window's edge
+            m = self.margin
+            return span_labels(starts, self.store.events_in(a - m, b + m) - a, span, m)
         cls = class_indices(self.store.read_labels(a, b), self.classes)
         if self.rule == "last":
             return last_labels(cls, starts, window)
         return majority_labels(cls, starts, window, self.n_classes)
 
 
-def class_counts(labeller: Labeller, ranges: np.ndarray, window: int, stride: int) -> np.ndarray:
-    """Training windows of each class index in ``ranges``, labelled a bounded number at a time."""
-    counts = np.zeros(labeller.n_classes, dtype=np.int64)
+def event_truth(labels: np.ndarray, positive: int) -> np.ndarray:
+    """1 where a window is of class ``positive``, 0 where of another class, -1 where ``IGNORED``
+    (int8): what chunkfit.core.metrics.BinaryMetrics takes, skipping the -1.
+
+    Example: labels [0, 1, -1, 2], positive 1 -> [0, 1, -1, 0].
+    """
+    lab = np.asarray(labels)
+    return np.where(lab == IGNORED, -1, lab == positive).astype(np.int8)
+
+
+def class_counts(
+    labeller: Labeller, ranges: np.ndarray, window: int, stride: int, ignored: bool = False
+) -> np.ndarray:
+    """Windows of each class index in ``ranges``, labelled a bounded number at a time; with
+    ``ignored``, one more entry at the end: the windows labelled ``IGNORED``."""
+    counts = np.zeros(labeller.n_classes + 1, dtype=np.int64)
     for a, b in np.asarray(ranges, dtype=np.int64).reshape(-1, 2):
         n = count_windows(int(b - a), window, stride)
         for k0 in range(0, n, _PIECE):
@@ -76,5 +105,6 @@ def class_counts(labeller: Labeller, ranges: np.ndarray, window: int, stride: in
             lo = int(a) + k0 * stride
             starts = np.arange(m, dtype=np.int64) * stride
             labels = labeller.labels(lo, lo + (m - 1) * stride + window, starts, window)
-            counts += np.bincount(labels, minlength=labeller.n_classes)
-    return counts
+            # IGNORED (-1) lands in the extra last bin
+            counts += np.bincount(labels % (labeller.n_classes + 1), minlength=counts.size)
+    return counts if ignored else counts[:-1]

@@ -26,7 +26,14 @@ class BinaryMetrics:
         self.n = 0
 
     def update(self, y_true: np.ndarray, score: np.ndarray, loss: np.ndarray | None = None) -> None:
-        y = np.asarray(y_true).astype(bool)
+        """Add windows: ``y_true`` 1/0 (or bool) per window; -1 (a window the label margin leaves
+        out, chunkfit.core.labels.event_truth) is skipped."""
+        y_in = np.asarray(y_true)
+        keep = y_in >= 0
+        if not keep.all():
+            y_in, score = y_in[keep], np.asarray(score)[keep]
+            loss = None if loss is None else np.asarray(loss)[keep]
+        y = y_in.astype(bool)
         s = np.clip(np.asarray(score, dtype=np.float64), 0.0, 1.0)
         idx = np.minimum((s * self.bins).astype(np.int64), self.bins - 1)
         self.pos_hist += np.bincount(idx[y], minlength=self.bins)

@@ -1,13 +1,16 @@
 """What a run trains: the store's split into training and validation ranges, their blocks, and each
-epoch's groups of blocks. Pure arithmetic over the store's segments; no TensorFlow."""
+epoch's groups of blocks, with how many windows each block trains per epoch (chunkfit.core.balance).
+Arithmetic over the store's segments and labels; no TensorFlow."""
 
 from __future__ import annotations
 
 import dataclasses
+from functools import cached_property
 
-from ..config import FitOptions
+from ..config import FitOptions, is_event_rule
 from ..errors import WindowError
 from ..store import Store
+from .balance import Balance, block_sizes
 from .blocks import Block, block_order, groups, plan_blocks
 from .labels import Labeller, class_counts
 from .windows import Split, plan_split
@@ -19,22 +22,25 @@ class SplitPlan:
 
     labeller: Labeller
     split: Split
+    balance: Balance
 
     @classmethod
     def of(cls, store: Store, opts: FitOptions) -> SplitPlan:
         w = opts.windows
-        labeller = Labeller(store, w.label)
+        labeller = Labeller(store, w.label, w.margin)
         split = plan_split(
             store.segments, w, opts.split, where=str(store.path), seed=opts.blocks.seed
         )
         _check_validation_classes(store, labeller, split, opts)
-        return cls(labeller, split)
+        counts = class_counts(labeller, split.train, w.window, w.stride, ignored=True)
+        return cls(labeller, split, Balance.of(counts, opts.oversample))
 
     def blocks(self, opts: FitOptions, chunk: int) -> TrainPlan:
         w = opts.windows
         return TrainPlan(
             self.labeller,
             self.split,
+            self.balance,
             chunk,
             opts.blocks.mix,
             opts.blocks.seed,
@@ -58,7 +64,7 @@ def _check_validation_classes(
         return
     what = (
         "no window with an event"
-        if labeller.rule == "any-event"
+        if is_event_rule(labeller.rule)
         else f"no window of class(es) {missing}"
     )
     how = (
@@ -101,14 +107,41 @@ class TrainPlan(SplitPlan):
         spans = sorted((b.stop - b.start for b in self.train_blocks), reverse=True)
         return sum(spans[: self.mix])
 
+    @cached_property
+    def train_sizes(self) -> list[int]:
+        """Windows each training block trains per epoch: its windows, less those the label margin
+        leaves out, plus the rarest class's repeats (chunkfit.core.balance)."""
+        return block_sizes(self.labeller, self.train_blocks, self.balance)
+
+    @cached_property
+    def val_sizes(self) -> list[int]:
+        """Windows each validation block is judged on (those the label margin leaves out are
+        not)."""
+        if not self.balance.ignored:
+            return [b.n_windows for b in self.val_blocks]
+        judged = dataclasses.replace(self.balance, repeat=1)
+        return block_sizes(self.labeller, self.val_blocks, judged)
+
+    def epoch_windows(self) -> int:
+        """Windows one epoch trains."""
+        return sum(self.train_sizes)
+
+    def train_batches(self, batch_size: int) -> int:
+        """Batches one epoch trains, counted block by block."""
+        return sum(-(-n // batch_size) for n in self.train_sizes)
+
+    def group_windows(self, group: list[Block]) -> int:
+        """Windows a group of training blocks trains per epoch."""
+        return sum(self.train_sizes[b.index] for b in group)
+
     def windows_of(self, indices: list[int]) -> int:
-        """Training windows in the training blocks ``indices``."""
-        return sum(self.train_blocks[i].n_windows for i in indices)
+        """Training windows per epoch in the training blocks ``indices``."""
+        return sum(self.train_sizes[i] for i in indices)
 
     def share(self, epoch: int, epochs: int, phase: str) -> tuple[float, float]:
         """(start, width) of this phase of epoch ``epoch`` as a share of the run, by windows."""
-        train = self.split.train_windows()
-        val = self.split.validation_windows() if self.val_blocks else 0
+        train = self.epoch_windows()
+        val = sum(self.val_sizes) if self.val_blocks else 0
         run_total = max((train + val) * epochs, 1)
         epoch_start = epoch * (train + val)
         if phase == "train":

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from ..config import WindowSpec
+from ..config import WindowSpec, event_span
 from ..store import Store
 from .events import EventScorer, event_figures, events_in, hours_of, tolerance_samples
-from .labels import Labeller, positive_index
+from .labels import Labeller, event_truth, positive_index
 from .matching import EventMatch
 from .metrics import BinaryMetrics
 from .scoring import Predictor, score_store
@@ -61,7 +61,7 @@ def choose_threshold(
     for sb in score_store(predictor, store, windows, labeller=labeller, ranges=ranges):
         assert sb.labels is not None
         score = sb.probs[:, positive]
-        metrics.update(sb.labels == positive, score)
+        metrics.update(event_truth(sb.labels, positive), score)
         if kept is not None:
             kept.append((sb.starts, sb.segment, score.copy()))
             if metrics.n > KEEP_WINDOWS:  # scored again for the events instead
@@ -118,7 +118,10 @@ def _matches(
 ) -> dict[float, EventMatch]:
     """The detections at each of ``thresholds``, from one pass over the validation windows'
     ``scored`` (starts, segment, score) blocks in order, matched with ``markers``."""
-    scorers = {t: EventScorer(markers, w.window, w.stride, t, tolerance, match) for t in thresholds}
+    region = event_span(w.label, w.window)
+    scorers = {
+        t: EventScorer(markers, w.window, w.stride, t, tolerance, match, region) for t in thresholds
+    }
     for starts, segment, score in scored:
         for scorer in scorers.values():
             scorer.update(starts, segment, score)

@@ -180,6 +180,40 @@ def _hold_out_segments(
 
 # -- labels --------------------------------------------------------------------------------------
 
+IGNORED = -1
+"""The class index of a window that weighs nothing: left out of training, of the class counts and
+of window-level figures (a marker too close to the edge of the span its rule looks at)."""
+
+
+def span_labels(
+    starts: np.ndarray, events: np.ndarray, span: tuple[int, int], margin: int = 0
+) -> np.ndarray:
+    """Class of each window by where its event markers lie relative to its start (int32).
+
+    A marker at offset o = e - start makes the window positive (1) when A + margin <= o < B -
+    margin, for ``span`` (A, B); failing that, ``IGNORED`` (-1) when some marker lies within
+    ``margin`` of A or of B, on either side (A - margin <= o < A + margin or B - margin <= o <
+    B + margin); else 0. A marker just before the window's start is such a case: the window shows
+    the event's aftermath but not its onset.
+
+    Example: starts [0, 10, 20], span (0, 10) (any-event, window 10), margin 2, events [13, 29]
+    -> [0, 1, -1]: window 10 holds 13 at offset 3 (inside [2, 8)), window 20 holds 29 at offset 9
+    (within 2 of its end). With margin 0 this is ``any_event_labels``.
+    ``events`` must be sorted; starts and events use the same origin.
+    """
+    s = np.asarray(starts, dtype=np.int64)
+    ev = np.asarray(events, dtype=np.int64)
+    a, b = span
+
+    def hits(lo: int, hi: int) -> np.ndarray:
+        return np.searchsorted(ev, s + hi, "left") - np.searchsorted(ev, s + lo, "left") > 0
+
+    out = hits(a + margin, b - margin).astype(np.int32)
+    if margin:
+        near = hits(a - margin, a + margin) | hits(b - margin, b + margin)
+        out[near & (out == 0)] = IGNORED
+    return out
+
 
 def any_event_labels(starts: np.ndarray, window: int, events: np.ndarray) -> np.ndarray:
     """Class 1 where at least one event index falls in [start, start + window), else 0 (int32).

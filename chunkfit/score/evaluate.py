@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..config import check_matching
+from ..config import check_matching, event_span
 from ..core.events import EventScorer, event_figures, events_in, hours_of, tolerance_samples
+from ..core.labels import IGNORED, event_truth
 from ..core.metrics import BinaryMetrics
 from ..core.scoring import ScoredBlock, score_store
 from ..errors import UsageError
@@ -127,7 +128,15 @@ def evaluate(
         how = match or str(spec.config.get("match", "peak"))
         tol = tolerance_samples(tolerance, s.sample_rate, w.window)
         events = (
-            EventScorer(events_in(s, ranges), w.window, w.stride, threshold, tol, how)
+            EventScorer(
+                events_in(s, ranges),
+                w.window,
+                w.stride,
+                threshold,
+                tol,
+                how,
+                event_span(w.label, w.window),
+            )
             if s.has_events
             else None
         )
@@ -140,8 +149,9 @@ def evaluate(
             score = sb.probs[:, spec.positive]
             p_true = sb.probs[np.arange(sb.labels.size), sb.labels]
             loss = -np.log(np.clip(p_true.astype(np.float64), 1e-7, 1.0))
-            metrics.update(sb.labels == spec.positive, score, loss)
-            np.add.at(confusion, (sb.labels, np.argmax(sb.probs, axis=1)), 1)
+            metrics.update(event_truth(sb.labels, spec.positive), score, loss)
+            shown = sb.labels != IGNORED  # --label-margin: a window that weighs nothing
+            np.add.at(confusion, (sb.labels[shown], np.argmax(sb.probs[shown], axis=1)), 1)
             if events is not None:
                 events.update(sb.starts, sb.segment, score)
             sketch.update(sb, score)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import FollowOptions
+from ..config import FollowOptions, event_span
 from ..core.detect import Detection, RunMerger
 from ..core.scoring import Predictor
 from ..core.windows import count_windows
@@ -317,7 +317,7 @@ def _follow(
         follower = _Follower(
             spec,
             mapped(make_predictor(model, w.window, spec.n_channels, batch_size), cmap),
-            rule.merger(w.window, w.stride, thresh, s.sample_rate),
+            rule.merger(w.window, w.stride, thresh, s.sample_rate, event_span(w.label, w.window)),
             writer,
         )
         detections = LiveDetectionCsv(ev_path)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._fs import refuse_url
+from ..config import event_span
 from ..core.detect import RunMerger, gap_samples
 from ..core.scoring import score_store
 from ..core.timeline import Timeline
@@ -66,11 +67,21 @@ class EventRule:
         gap_samples(self.merge_gap, 1.0, "--merge-gap")
         gap_samples(self.min_duration, 1.0, "--min-duration")
 
-    def merger(self, window: int, stride: int, threshold: float, rate: float | None) -> RunMerger:
+    def merger(
+        self,
+        window: int,
+        stride: int,
+        threshold: float,
+        rate: float | None,
+        region: tuple[int, int] | None = None,
+    ) -> RunMerger:
+        """The merger of a run's windows; ``region``: the part of a window whose marker made it
+        positive in training (the label rule's, config.event_span), where its peak is placed."""
         return RunMerger(
             window,
             stride,
             threshold,
+            region=region,
             merge_gap=gap_samples(self.merge_gap, rate, "--merge-gap"),
             min_duration=gap_samples(self.min_duration, rate, "--min-duration"),
         )
@@ -230,7 +241,9 @@ def _predict(
         w = spec.windows
         if out_path is not None:
             writer = ScoreWriter(out_path, s.n_samples, score_attrs(run, spec, threshold, s))
-        merger = rule.merger(w.window, w.stride, threshold, s.sample_rate)
+        merger = rule.merger(
+            w.window, w.stride, threshold, s.sample_rate, event_span(w.label, w.window)
+        )
         detections = DetectionCsv(tmp_events, Timeline.of(s))
         n_windows = 0
         try:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._fs import refuse_url
-from ..config import WindowSpec
+from ..config import WindowSpec, is_event_rule
 from ..core.labels import Labeller, positive_index
 from ..core.windows import count_windows
 from ..errors import IncompatibleError, ModelError, RunError, UsageError, WindowError
@@ -369,12 +369,12 @@ class RunLabeller(Labeller):
     def __init__(self, store: Store, spec: RunSpec) -> None:
         rule = spec.windows.label
         later = "; evaluate needs a labelled store (chunkfit predict scores one without labels)"
-        if rule == "any-event" and not store.has_events:
+        if is_event_rule(rule) and not store.has_events:
             raise WindowError(
                 f"{store.path}: the run labels windows by event markers, but the store has "
                 f"none{later}"
             )
-        if rule != "any-event":
+        if not is_event_rule(rule):
             if not store.has_labels:
                 raise WindowError(
                     f"{store.path}: the run labels windows by per-sample labels ({rule}), but the "
@@ -388,3 +388,4 @@ class RunLabeller(Labeller):
                     "evaluate on a store labelled with the training store's classes"
                 )
         self.store, self.rule, self.classes = store, rule, list(spec.classes)
+        self.margin = spec.windows.margin

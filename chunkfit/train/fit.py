@@ -52,10 +52,12 @@ def fit(
     callbacks: Sequence[keras.callbacks.Callback] | None = None,
     seed: int = 0,
     label: str = "any-event",
+    label_margin: int = 0,
     deterministic: bool = False,
     memory_budget: int | None = None,
     normalize: str = "global",
     class_weight: str = "auto",
+    oversample: float = 0.0,
     threshold_for: str = "event-f1",
     tolerance: float | None = None,
     match: str = "peak",
@@ -89,7 +91,10 @@ def fit(
     is how windows are standardised before ``model`` sees them (chunkfit.train.normalize): the
     returned History's ``model`` is the trained model behind that standardisation, the one that
     takes raw signal (and the one saved as model.keras). ``class_weight`` ("auto", "balanced",
-    "none" or "0:1,1:40") weighs training windows by class (chunkfit.train.weights). At the end, the
+    "balanced:max=20", "none" or "0:1,1:40") weighs training windows by class
+    (chunkfit.train.weights); ``oversample`` (a share in [0, 1), 0: off) repeats the rarest class's
+    windows in every epoch up to that share of it, and ``label_margin`` leaves out windows whose
+    event marker lies within that many samples of an edge (chunkfit.core.balance). At the end, the
     run picks its decision threshold on the validation split by ``threshold_for`` ("event-f1",
     "f1", "recall=0.9", "precision=0.8"; chunkfit.core.threshold), its detections matched to the
     event markers within ``tolerance`` seconds (None: half a window) of their peak or span
@@ -111,6 +116,7 @@ def fit(
         window=window,
         stride=stride,
         label=label,
+        label_margin=label_margin,
         validation=validation,
         validation_segments=validation_segments,
         chunk=chunk,
@@ -129,6 +135,7 @@ def fit(
         loss=loss,
         normalize=normalize,
         class_weight=class_weight,
+        oversample=oversample,
         threshold_for=threshold_for,
         tolerance=tolerance,
         match=match,

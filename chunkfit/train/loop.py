@@ -79,7 +79,7 @@ class Trainer(RunSetup):
             extra.append(HistoryCsv(folder.file(HISTORY_FILE), append=resumed is not None))
         if tensorboard is not None:
             extra.append(keras.callbacks.TensorBoard(log_dir=str(tensorboard)))
-        steps = sum(-(-b.n_windows // opts.batch_size) for b in self.plan.train_blocks)
+        steps = self.plan.train_batches(opts.batch_size)
         run_callbacks = keras.callbacks.CallbackList(
             [*self.user_callbacks, *extra, history],
             model=model,
@@ -207,7 +207,7 @@ class Trainer(RunSetup):
             "windows_per_s": round(windows / train_seconds, 1) if train_seconds > 0 else None,
             "blocks": list(self.blocks_done),
         }
-        sizes = [sum(plan.train_blocks[i].n_windows for i in g) for g in self._groups_done(epoch)]
+        sizes = [plan.windows_of(g) for g in self._groups_done(epoch)]
         shares = self.engine.epoch_shares(sizes)
         if shares is not None:  # who trained which windows, with several replicas
             record["replica_windows"] = shares
@@ -242,7 +242,7 @@ class Trainer(RunSetup):
             epoch,
             opts.epochs,
             len(blocks),
-            sum(b.n_windows for b in blocks),
+            plan.epoch_windows() if training else sum(plan.val_sizes),
             opts.batch_size,
             plan.share(epoch, opts.epochs, phase),
         )
@@ -304,14 +304,17 @@ class Trainer(RunSetup):
 
         The store is checked for changes before and after the read (a few ``stat`` calls).
         """
-        spec = self.opts.blocks
-        order = None
-        if epoch is not None:
+        spec, plan = self.opts.blocks, self.plan
+        order, repeat = None, 1
+        if epoch is not None:  # the group's windows this epoch (chunkfit.core.balance), shuffled
             order = window_order(
-                sum(b.n_windows for b in group), spec.seed, epoch, k, spec.shuffle_windows
+                plan.group_windows(group), spec.seed, epoch, k, spec.shuffle_windows
             )
+            repeat = plan.balance.repeat
         self._check_store()
-        data = read_group(self.store, self.plan.labeller, group, order)
+        data = read_group(
+            self.store, plan.labeller, group, order, repeat=repeat, rare=plan.balance.rare
+        )
         self._check_store()
         return self.engine.tensors(data, training=epoch is not None)
 

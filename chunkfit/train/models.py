@@ -369,7 +369,9 @@ def compile_model(
     import keras
 
     from .metrics import compiled_metrics
+    from .weights import keras_loss
 
+    loss = keras_loss(loss)  # --loss focal
     if not getattr(model, "compiled", False) or any(v is not None for v in (optimizer, lr, loss)):
         name = optimizer or DEFAULT_OPTIMIZER
         try:
@@ -384,8 +386,8 @@ def compile_model(
             keras.losses.get(loss or DEFAULT_LOSS)
         except ValueError:
             raise ModelError(
-                f"unknown loss {loss!r}; use e.g. categorical_crossentropy, "
-                "categorical_focal_crossentropy"
+                f"unknown loss {loss!r}; use e.g. categorical_crossentropy, focal "
+                "(categorical_focal_crossentropy)"
             ) from None
         model.compile(
             optimizer=opt,

@@ -62,9 +62,8 @@ class RunSetup:
         resumed = folder.checkpoint if folder is not None else None
         shapes = Shapes(opts.windows.window, store.n_channels, split.labeller.n_classes)
         self.normalizer = normalizer_for(opts.normalize, store, split.split.train)
-        w = opts.windows
         self.weights = class_weights(
-            opts.class_weight, split.labeller, split.split.train, w.window, w.stride
+            opts.class_weight, split.labeller.classes, split.balance, opts.loss
         )
         if self.weights.notice is not None and progress is not None:
             progress(TrainProgress.notice(self.weights.notice, epochs=opts.epochs))
@@ -77,7 +76,7 @@ class RunSetup:
                 shapes,
                 self.normalizer,
                 self.weights.weights,
-                opts.epochs * split.split.train_windows(),
+                opts.epochs * split.balance.epoch_windows(),
                 split.blocks(opts, opts.blocks.chunk).group_samples(),
                 say=self._notice,
             )
@@ -107,9 +106,7 @@ class RunSetup:
             chunk = opts.blocks.chunk
         self.plan: TrainPlan = split.blocks(opts, chunk)
         self.engine.pad_groups_to(self.plan.group_samples())
-        batches = (
-            sum(-(-b.n_windows // opts.batch_size) for b in self.plan.train_blocks) * opts.epochs
-        )
+        batches = self.plan.train_batches(opts.batch_size) * opts.epochs
         self.engine.choose_compile(batches)
         self._said_compile = False
         self.threshold: dict[str, Any] | None = None  # chosen at the end of the run
@@ -156,6 +153,10 @@ class RunSetup:
             },
             "normalization": self.normalizer.to_dict(),
             "class_weight": self.weights.to_dict(plan.labeller.classes),
+            "balance": {
+                **self.weights.balance_info(),
+                **plan.balance.to_dict(plan.labeller.classes),
+            },
             "engine": self.engine.name,
             "threads": self.engine.threads_info(),
             **(

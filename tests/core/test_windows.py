@@ -9,14 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chunkfit.config import SplitSpec, WindowSpec
+from chunkfit.config import SplitSpec, WindowSpec, event_span
 from chunkfit.core.windows import (
+    IGNORED,
     any_event_labels,
     class_indices,
     count_windows,
     last_labels,
     majority_labels,
     plan_split,
+    span_labels,
     split_segment,
     window_starts,
 )
@@ -213,3 +215,81 @@ def test_validation_segments_that_are_neither_a_count_nor_a_share_are_refused(co
         UsageError, match="--validation-segments must be a whole number of segments"
     ):
         SplitSpec(segments=count)
+
+
+# -- label spans and margins -----------------------------------------------------------------------
+
+
+def brute_span_label(start: int, events: list[int], span: tuple[int, int], margin: int) -> int:
+    a, b = span
+    offsets = [e - start for e in events]
+    if any(a + margin <= o < b - margin for o in offsets):
+        return 1
+    near = any(a - margin <= o < a + margin or b - margin <= o < b + margin for o in offsets)
+    return -1 if margin and near else 0
+
+
+@given(
+    st.lists(st.integers(0, 300), max_size=40),
+    st.lists(st.integers(0, 330), max_size=8),
+    st.integers(1, 40),
+    st.data(),
+)
+def test_span_labels_match_brute_force(
+    starts: list[int], events: list[int], window: int, data: st.DataObject
+) -> None:
+    a = data.draw(st.integers(0, window - 1))
+    b = data.draw(st.integers(a + 1, window))
+    margin = data.draw(st.integers(0, 10))
+    ev = sorted(events)
+    got = span_labels(np.array(starts, dtype=np.int64), np.array(ev), (a, b), margin)
+    assert got.tolist() == [brute_span_label(s, ev, (a, b), margin) for s in starts]
+
+
+def test_span_labels_worked_example() -> None:
+    got = span_labels(np.array([0, 10, 20]), np.array([13, 29]), (0, 10), 2)
+    assert got.tolist() == [0, 1, IGNORED]
+
+
+def test_a_marker_just_before_the_window_start_leaves_the_window_out() -> None:
+    assert span_labels(np.array([10]), np.array([9]), (0, 10), 2).tolist() == [IGNORED]
+
+
+@given(st.lists(st.integers(0, 300), max_size=40), st.lists(st.integers(0, 330), max_size=8))
+def test_span_labels_without_a_margin_are_any_event_labels(
+    starts: list[int], events: list[int]
+) -> None:
+    s, ev = np.array(starts, dtype=np.int64), np.array(sorted(events), dtype=np.int64)
+    assert span_labels(s, ev, (0, 16), 0).tolist() == any_event_labels(s, 16, ev).tolist()
+
+
+@pytest.mark.parametrize(
+    ("rule", "span"),
+    [("any-event", (0, 100)), ("event-last=20", (80, 100)), ("event-in=10:30", (10, 30))],
+)
+def test_event_rules_name_the_offsets_a_marker_makes_positive(
+    rule: str, span: tuple[int, int]
+) -> None:
+    assert event_span(rule, 100) == span
+
+
+def test_per_sample_rules_have_no_event_span() -> None:
+    assert event_span("majority", 100) is None
+
+
+@pytest.mark.parametrize(
+    "rule", ["event-last=0", "event-last=101", "event-in=30:10", "event-in=5:"]
+)
+def test_event_rules_outside_the_window_are_refused(rule: str) -> None:
+    with pytest.raises(UsageError, match="--label"):
+        WindowSpec(100, label=rule)
+
+
+def test_a_margin_leaving_no_positive_offset_is_refused() -> None:
+    with pytest.raises(UsageError, match="--label-margin 10 leaves no sample"):
+        WindowSpec(100, label="event-last=20", margin=10)
+
+
+def test_a_margin_on_per_sample_labels_is_refused() -> None:
+    with pytest.raises(UsageError, match="--label-margin applies to event markers"):
+        WindowSpec(100, label="last", margin=3)
