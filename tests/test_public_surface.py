@@ -70,6 +70,7 @@ COMMANDS: dict[str, list[str]] = {
     ],
     "synth": ["--anomalies", "--bump", "--offset", "--samples", "--scale", "--seed", "store"],
     "train": [
+        "--augment",
         "--batch-size",
         "--checkpoint-every",
         "--chunk",
@@ -108,6 +109,7 @@ COMMANDS: dict[str, list[str]] = {
 GLOBAL_OPTIONS = ["--anon", "--backend", "--version"]
 
 PUBLIC_NAMES = [
+    "AugmentSpec",
     "BenchSpec",
     "BlockSpec",
     "ChunkfitError",

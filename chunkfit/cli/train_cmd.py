@@ -159,6 +159,16 @@ def train(
             rich_help_panel="Rare events",
         ),
     ] = "f1",
+    augment: Annotated[
+        str,
+        typer.Option(
+            help="Augment training windows inside the train step: none, or transforms like "
+            "noise=20,gain=0.1,offset=0.05,flip,shift=8,mix=0.2 (noise down to 20 dB SNR, gain "
+            "within 10%, level within 0.05, sign flipped half the time, rolled up to 8 samples, "
+            "an event of the batch added to 20% of the negative windows); seeded by --seed",
+            rich_help_panel="Rare events",
+        ),
+    ] = "none",
     seed: Annotated[
         int,
         typer.Option(
@@ -326,6 +336,7 @@ def train(
         normalize=normalize,
         class_weight=class_weight,
         threshold_for=threshold_for,
+        augment=augment,
     )
     for given, what in ((store, "stores"), (out, "run folders")):
         if given is not None:

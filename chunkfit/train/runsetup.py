@@ -156,6 +156,7 @@ class RunSetup:
             },
             "normalization": self.normalizer.to_dict(),
             "class_weight": self.weights.to_dict(plan.labeller.classes),
+            "augment": self.opts.augment.record(self.opts.blocks.seed),
             "engine": self.engine.name,
             "threads": self.engine.threads_info(),
             **(
