@@ -89,11 +89,15 @@ class Steps:
         batch = partial(batch_of, window=window, n_classes=n_classes, normalizer=normalizer)
         # The optimizer's step count, in the state a train step takes: augmentation's draws are
         # keyed by it (chunkfit.train.augment).
-        counter = [v is model.optimizer.iterations for v in model.optimizer.variables].index(True)
+        counter = (
+            0
+            if augment is None
+            else [v is model.optimizer.iterations for v in model.optimizer.variables].index(True)
+        )
 
         # Class weights weigh training only, as Keras's ``class_weight`` does; augmentation too.
         def train_batch(samples: Any, offsets: Any, labels: Any, state: Any) -> tuple[Any, ...]:
-            step = state[2][counter]
+            step = None if augment is None else state[2][counter]
             return batch(
                 samples, offsets, labels, class_weights=class_weights, augment=augment, step=step
             )
