@@ -9,9 +9,8 @@ window offsets and class indices (``chunkfit.train.tensorflow.pipeline.train_dat
 block's raw samples beside them (``fit(..., samples=...)``), and its compiled loop runs, for each
 batch in turn, the gather of its windows (``pipeline.windows_at``), the batch
 (``pipeline.batch_of``: standardisation, augmentation, one-hot labels, class weights) and the
-wrapped model's own
-``train_step``; with ``gathered`` the elements hold the windows, copied by numpy in the input
-pipeline (on a CPU, where numpy copies windows faster than TensorFlow's gather:
+wrapped model's own ``train_step``; with ``gathered`` the elements hold the windows, copied by
+numpy in the input pipeline (on a CPU, where numpy copies windows faster than TensorFlow's gather:
 chunkfit.train.tensorflow.pipeline).
 
 Loss, optimizer, metrics and any custom ``train_step`` are the wrapped model's, batch by batch, as
