@@ -16,7 +16,15 @@ from ._version import __version__ as __version__
 # import, they stay the functions: bound lazily, a later ``import chunkfit.ingest.<module>`` would
 # leave the module in their place. None of the three loads TensorFlow.
 from .bench import BenchSpec, bench
-from .config import BlockSpec, FitOptions, FollowOptions, IngestOptions, SplitSpec, WindowSpec
+from .config import (
+    AugmentSpec,
+    BlockSpec,
+    FitOptions,
+    FollowOptions,
+    IngestOptions,
+    SplitSpec,
+    WindowSpec,
+)
 from .errors import ChunkfitError
 from .ingest import IngestReport, ingest
 from .store import Store, StoreWriter, open_store
@@ -35,6 +43,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "AugmentSpec",
     "BenchSpec",
     "BlockSpec",
     "ChunkfitError",

@@ -346,6 +346,83 @@ class FollowOptions(ConfigBase):
         _check_seconds("poll interval", self.poll)
 
 
+AUGMENT_USAGE = (
+    "--augment takes none or comma-separated transforms like "
+    "noise=20,gain=0.1,offset=0.05,flip,shift=8,mix=0.2"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class AugmentSpec(ConfigBase):
+    """What each training window may undergo inside the train step (chunkfit.train.augment); off
+    by default. ``noise``: Gaussian noise down to this signal-to-noise ratio in dB; ``gain``: a
+    factor in [1 - gain, 1 + gain]; ``offset``: a level in [-offset, offset]; ``flip``: the sign
+    flipped half the time; ``shift``: the window rolled by up to ``shift`` samples; ``mix``: the
+    share of negative windows an event window of the batch is added to. ``"noise=20,flip"`` is
+    ``AugmentSpec.parse``'s form and ``str``'s."""
+
+    noise: float | None = None
+    gain: float = 0.0
+    offset: float = 0.0
+    flip: bool = False
+    shift: int = 0
+    mix: float = 0.0
+
+    def __post_init__(self) -> None:
+        ok = (
+            (self.noise is None or math.isfinite(self.noise))
+            and 0.0 <= self.gain < 1.0
+            and 0.0 <= self.offset < float("inf")
+            and isinstance(self.flip, bool)
+            and isinstance(self.shift, int)
+            and not isinstance(self.shift, bool)
+            and self.shift >= 0
+            and 0.0 <= self.mix <= 1.0
+        )
+        if not ok:
+            raise UsageError(
+                f"{AUGMENT_USAGE}, with gain in [0, 1), offset >= 0, shift a whole number of "
+                f"samples >= 0 and mix in [0, 1] (received {self})"
+            )
+
+    @property
+    def on(self) -> bool:
+        return self != AugmentSpec()
+
+    def __str__(self) -> str:
+        parts = [] if self.noise is None else [f"noise={self.noise:g}"]
+        parts += [f"{k}={getattr(self, k):g}" for k in ("gain", "offset") if getattr(self, k)]
+        parts += ["flip"] * self.flip + [f"shift={self.shift}"] * (self.shift > 0)
+        parts += [f"mix={self.mix:g}"] * (self.mix > 0)
+        return ",".join(parts) or "none"
+
+    def record(self, seed: int) -> dict[str, Any]:
+        """What run.json says of it: the flag's text, each setting, and the seed its draws come
+        from (with the transform and the optimizer's step count)."""
+        return {"spec": str(self), **self.to_dict(), "seed": seed if self.on else None}
+
+    @classmethod
+    def parse(cls, text: str) -> AugmentSpec:
+        """``none``, or transforms like ``noise=20,gain=0.1,flip``; refuses anything else."""
+        if text.strip() in ("none", ""):
+            return cls()
+        fields: dict[str, Any] = {}
+        for part in text.split(","):
+            key, eq, value = (s.strip() for s in part.partition("="))
+            try:
+                if key == "flip" and not eq:
+                    fields[key] = True
+                elif key == "shift" and eq:
+                    fields[key] = int(value)
+                elif key in ("noise", "gain", "offset", "mix") and eq:
+                    fields[key] = float(value)
+                else:
+                    raise ValueError
+            except ValueError:
+                raise UsageError(f"{AUGMENT_USAGE} (received {text!r})") from None
+        return cls(**fields)
+
+
 @dataclasses.dataclass(frozen=True)
 class FitOptions(ConfigBase):
     """Everything a training run was asked to do besides the model and the store.
@@ -394,11 +471,13 @@ class FitOptions(ConfigBase):
     tolerance: float | None = None
     match: str = "peak"
     oversample: float = 0.0
+    augment: AugmentSpec = AugmentSpec()
 
     _nested: ClassVar[dict[str, type[ConfigBase]]] = {
         "windows": WindowSpec,
         "split": SplitSpec,
         "blocks": BlockSpec,
+        "augment": AugmentSpec,
     }
 
     def __post_init__(self) -> None:
@@ -462,6 +541,14 @@ class FitOptions(ConfigBase):
             raise UsageError(
                 f"--normalize must be one of {', '.join(NORMALIZE_MODES)} (received "
                 f"{self.normalize!r})"
+            )
+        if isinstance(self.augment, str):  # the flag's text, as ``fit`` and the CLI take it
+            object.__setattr__(self, "augment", AugmentSpec.parse(self.augment))
+        if self.augment.shift and self.windows.label not in ("any-event", "majority"):
+            # a roll keeps every sample in the window: only the position of an event moves
+            raise UsageError(
+                f"--augment shift rolls each window, which moves the sample --label "
+                f"{self.windows.label} reads; drop shift or use --label any-event or majority"
             )
 
     @classmethod

@@ -74,6 +74,7 @@ COMMANDS: dict[str, list[str]] = {
     ],
     "synth": ["--anomalies", "--bump", "--offset", "--samples", "--scale", "--seed", "store"],
     "train": [
+        "--augment",
         "--batch-size",
         "--checkpoint-every",
         "--chunk",
@@ -118,6 +119,7 @@ COMMANDS: dict[str, list[str]] = {
 GLOBAL_OPTIONS = ["--anon", "--backend", "--version"]
 
 PUBLIC_NAMES = [
+    "AugmentSpec",
     "BenchSpec",
     "BlockSpec",
     "ChunkfitError",

@@ -175,6 +175,16 @@ def train(
             rich_help_panel="Rare events",
         ),
     ] = 0,
+    augment: Annotated[
+        str,
+        typer.Option(
+            help="Augment training windows inside the train step: none, or transforms like "
+            "noise=20,gain=0.1,offset=0.05,flip,shift=8,mix=0.2 (noise down to 20 dB SNR, gain "
+            "within 10%, level within 0.05, sign flipped half the time, rolled up to 8 samples, "
+            "an event of the batch added to 20% of the negative windows); seeded by --seed",
+            rich_help_panel="Rare events",
+        ),
+    ] = "none",
     threshold_for: Annotated[
         str,
         typer.Option(
@@ -388,6 +398,7 @@ def train(
         tolerance=tolerance,
         match=match,
         oversample=oversample,
+        augment=augment,
     )
     targets = parse_targets(fail_under)
     for given, what in ((store, "stores"), (out, "run folders")):

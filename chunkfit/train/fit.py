@@ -66,6 +66,7 @@ def fit(
     compute_threads: int | None = None,
     jit: str = "auto",
     jax_loop: str = "auto",
+    augment: str = "none",
     optimizer: str | None = None,
     lr: float | None = None,
     loss: str | None = None,
@@ -104,7 +105,9 @@ def fit(
     ("auto", "on", "off") is whether the train step runs under XLA; "auto" times both on this
     machine first (chunkfit.train.tensorflow.autotune; the choice goes to run.json). ``jax_loop``
     ("auto", "dispatch", "scan") is how the JAX engine runs an element's batches
-    (chunkfit.train.jax.loopchoice). ``tensorboard`` is a folder for Keras's TensorBoard callback:
+    (chunkfit.train.jax.loopchoice). ``augment`` ("none", or transforms like
+    "noise=20,gain=0.1,flip,shift=8,mix=0.2") augments training batches inside the train step
+    (chunkfit.train.augment). ``tensorboard`` is a folder for Keras's TensorBoard callback:
     epoch summaries, and evaluation figures against the optimizer's step count, which runs on across
     blocks. ``devices`` ("all", or "cpu:N" logical CPU devices for trying it out) trains on several
     devices of this machine, and TF_CONFIG in the environment makes this process one worker of a
@@ -139,6 +142,7 @@ def fit(
         threshold_for=threshold_for,
         tolerance=tolerance,
         match=match,
+        augment=augment,
     )
     targets = dict(fail_under or {})
     if any(name not in TARGETS for name in targets):
@@ -221,6 +225,7 @@ def run_identity(opts: FitOptions, model: keras.Model | str, store: Store) -> di
         "match",
     ):  # how fast, not what, is trained; how the threshold is chosen after it
         config.pop(speed)
+    config["augment"] = str(opts.augment)  # refused in the flag's own words when it differs
     return {
         "config": config,
         "model": model if isinstance(model, str) else model.name,

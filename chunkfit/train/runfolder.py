@@ -36,7 +36,7 @@ LOCK_FILE = ".chunkfit.lock"
 RESUME_MODES = ("auto", "resume", "restart")
 RUN_FILES = (RUN_FILE, RUN_FILE + ".tmp", MODEL_FILE, HISTORY_FILE, CURVES_FILE)
 # Settings newer versions added to a run's identity, with what versions before them did.
-_EARLIER_DEFAULTS = {"normalize": "none", "class_weight": "none"}
+_EARLIER_DEFAULTS = {"normalize": "none", "class_weight": "none", "augment": "none"}
 DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 WRITE_ERRORS = (*DISK_FULL, errno.EACCES, errno.EPERM, errno.EROFS)
 

@@ -157,6 +157,7 @@ class RunSetup:
                 **self.weights.balance_info(),
                 **plan.balance.to_dict(plan.labeller.classes),
             },
+            "augment": self.opts.augment.record(self.opts.blocks.seed),
             "engine": self.engine.name,
             "threads": self.engine.threads_info(),
             **(

@@ -406,3 +406,14 @@ def test_train_help_shows_flags_as_flags(train_help: str) -> None:
 def test_train_help_usage_says_what_an_omitted_store_means(train_help: str) -> None:
     usage = " ".join(train_help.split("Train a Keras model")[0].split())
     assert "[STORE, else chunkfit.toml's store, else ./sensor.zarr]" in usage
+
+
+def test_a_bad_augmentation_is_one_error_line_naming_the_flag_and_the_form(
+    ecg_store: Path, tmp_path: Path
+) -> None:
+    result = run_cli("train", ecg_store, "--augment", "noise=loud", "--out", tmp_path / "r")
+    assert error_line(result) == (
+        "chunkfit: error: --augment takes none or comma-separated transforms like "
+        "noise=20,gain=0.1,offset=0.05,flip,shift=8,mix=0.2 (received 'noise=loud')"
+    )
+    assert not (tmp_path / "r").exists()

@@ -825,6 +825,41 @@ def test_python_api_resumed_dropout_model_ends_with_the_weights_of_an_uninterrup
     )
 
 
+@pytest.mark.backends
+def test_python_api_resumed_augmented_run_ends_with_the_weights_of_an_uninterrupted_run(
+    tmp_path: Path,
+) -> None:
+    store = make_store(tmp_path / "s.zarr", samples=4_000)
+    settings = {**API, "augment": "noise=20,gain=0.2,offset=0.1,flip,shift=4,mix=0.5"}
+    whole = chunkfit.fit("baseline-cnn", store, **settings, out=tmp_path / "whole").model
+    with pytest.raises(Crash):
+        chunkfit.fit(
+            "baseline-cnn", store, **settings, callbacks=[crash_in(1, 20)], out=tmp_path / "crashed"
+        )
+    resumed = chunkfit.fit("baseline-cnn", store, **settings, out=tmp_path / "crashed").model
+    assert all(
+        np.array_equal(a, b)
+        for a, b in zip(resumed.get_weights(), whole.get_weights(), strict=True)
+    )
+
+
+def test_rerun_with_other_augmentation_is_refused_naming_it(tmp_path: Path) -> None:
+    store = make_store(tmp_path / "s.zarr", samples=4_000)
+    with pytest.raises(Crash):
+        chunkfit.fit(
+            "baseline-cnn",
+            store,
+            **API,
+            augment="flip",
+            callbacks=[crash_in(0, 20)],
+            out=tmp_path / "run",
+        )
+    with pytest.raises(
+        chunkfit.errors.IncompatibleError, match="the run was made with --augment flip, not none;"
+    ):
+        chunkfit.fit("baseline-cnn", store, **API, out=tmp_path / "run")
+
+
 def test_a_mid_epoch_checkpoint_with_other_epoch_metrics_is_refused_in_one_line(
     tmp_path: Path,
 ) -> None:

@@ -98,6 +98,8 @@ class JaxEngine(SingleProcessEngine):
         normalizer: Normalizer,
         class_weights: tuple[float, ...] | None,
     ) -> None:
+        from ..augment import augmenter_for
+
         self.model, self.opts, self.shapes, self.steps = model, opts, shapes, steps
         self.normalizer = normalizer
         self.threads = {"intra_op": 0, "inter_op": 0}
@@ -109,6 +111,7 @@ class JaxEngine(SingleProcessEngine):
             batch_size=opts.batch_size,
             normalizer=normalizer,
             class_weights=class_weights,
+            augment=augmenter_for(opts.augment, opts.blocks.seed),
         )
         self._ready = False
         self.loop: LoopChoice | None = None

@@ -33,6 +33,8 @@ from ..normalize import Normalizer
 if TYPE_CHECKING:
     import keras
 
+    from ..augment import Augmenter
+
 
 def gather(samples: Any, offsets: Any, window: int) -> Any:
     """The windows ``samples[o : o + window]`` of ``offsets``: float32 [len(offsets), window,
@@ -51,13 +53,17 @@ def batch_of(
     n_classes: int,
     normalizer: Normalizer,
     class_weights: tuple[float, ...] | None,
+    augment: Augmenter | None = None,
+    step: Any = None,
 ) -> tuple[Any, ...]:
     """One batch as a train step takes it, ``(x, y[, sample_weight])`` (see the module
-    docstring)."""
+    docstring); with ``augment``, augmented as train step ``step`` (chunkfit.train.augment)."""
     import jax
     import jax.numpy as jnp
 
     x = normalizer.apply(gather(samples, offsets, window))
+    if augment is not None:
+        x, labels = augment(x, labels, step)
     y = jax.nn.one_hot(labels, n_classes, dtype=jnp.float32)
     if class_weights is None:
         return x, y
@@ -76,15 +82,29 @@ class Steps:
         batch_size: int,
         normalizer: Normalizer,
         class_weights: tuple[float, ...] | None,
+        augment: Augmenter | None = None,
     ) -> None:
         import jax
 
         batch = partial(batch_of, window=window, n_classes=n_classes, normalizer=normalizer)
-        # Class weights weigh training only, as Keras's ``class_weight`` does.
-        train_batch, test_batch = (
-            partial(batch, class_weights=class_weights),
-            partial(batch, class_weights=None),
+        # The optimizer's step count, in the state a train step takes: augmentation's draws are
+        # keyed by it (chunkfit.train.augment).
+        counter = (
+            0
+            if augment is None
+            else [v is model.optimizer.iterations for v in model.optimizer.variables].index(True)
         )
+
+        # Class weights weigh training only, as Keras's ``class_weight`` does; augmentation too.
+        def train_batch(samples: Any, offsets: Any, labels: Any, state: Any) -> tuple[Any, ...]:
+            step = None if augment is None else state[2][counter]
+            return batch(
+                samples, offsets, labels, class_weights=class_weights, augment=augment, step=step
+            )
+
+        def test_batch(samples: Any, offsets: Any, labels: Any, state: Any) -> tuple[Any, ...]:
+            return batch(samples, offsets, labels, class_weights=None)
+
         self._train = jax.jit(
             partial(self._single, model.train_step, train_batch), donate_argnums=0
         )
@@ -110,7 +130,7 @@ class Steps:
         offsets: Any,
         labels: Any,
     ) -> Any:
-        logs, state = step(state, batch(samples, offsets, labels))
+        logs, state = step(state, batch(samples, offsets, labels, state))
         return state, logs
 
     @staticmethod
@@ -134,7 +154,7 @@ class Steps:
             at = first + k * batch_size
             o = jax.lax.dynamic_slice_in_dim(offsets, at, batch_size)
             y = jax.lax.dynamic_slice_in_dim(labels, at, batch_size)
-            logs, state = step(state, batch(samples, o, y))
+            logs, state = step(state, batch(samples, o, y, state))
             return state, logs
 
         state, logs = jax.lax.scan(body, state, jax.numpy.arange(batches, dtype=offsets.dtype))

@@ -72,6 +72,8 @@ class DistributedEngine(TensorFlowEngine):
             self.replicas,
             self.opts.batch_size,
             weighted=self.class_weights is not None,
+            class_weights=self.class_weights,
+            augment=self.augment,
         )
         self._train_fn: Any = None
         self._eval_fn: Any = None

@@ -40,6 +40,7 @@ class TensorFlowEngine(SingleProcessEngine):
         gathered: bool = False,
         halves: int = 1,
     ) -> None:
+        from ..augment import augmenter_for
         from .stepper import Stepper
 
         self.model, self.opts, self.shapes, self.steps, self.threads = (
@@ -58,6 +59,8 @@ class TensorFlowEngine(SingleProcessEngine):
         self.gathered = (
             gathered  # training windows gathered in the input pipeline (on a CPU; see pipeline)
         )
+        # training batches augmented inside the step (chunkfit.train.augment), or None
+        self.augment = augmenter_for(opts.augment, opts.blocks.seed)
         self.stepper = Stepper(
             model,
             window=shapes.window,
@@ -67,6 +70,7 @@ class TensorFlowEngine(SingleProcessEngine):
             gathered=gathered,
             fuse=opts.jit != "off",
             halves=halves,
+            augment=self.augment,
         )
 
     @classmethod

@@ -28,6 +28,8 @@ from ...core.blocks import BlockData
 if TYPE_CHECKING:
     import tensorflow as tf
 
+    from ..augment import Augmenter
+
 
 @dataclasses.dataclass(frozen=True)
 class BlockTensors:
@@ -127,13 +129,18 @@ def batch_of(
     n_classes: int,
     normalize: Callable[[Any], Any] | None = None,
     class_weights: Any = None,
+    augment: Augmenter | None = None,
+    step: Any = None,
 ) -> tuple[Any, ...]:
     """One batch as a train step takes it, ``(x, y[, sample_weight])``: the ``windows``
-    (standardised by ``normalize``), the one-hot ``labels`` and, with ``class_weights`` (a tensor,
+    (standardised by ``normalize``, then with ``augment`` augmented as train step ``step``:
+    chunkfit.train.augment), the one-hot ``labels`` and, with ``class_weights`` (a tensor,
     one weight per class index), each window's weight."""
     import tensorflow as tf
 
     x = windows if normalize is None else normalize(windows)
+    if augment is not None:
+        x, labels = augment(x, labels, step)
     y = tf.one_hot(labels, n_classes, dtype=tf.float32)
     return (x, y) if class_weights is None else (x, y, tf.gather(class_weights, labels))
 

@@ -4,6 +4,8 @@ under ``strategy.run`` with Keras layers, loss, optimizer and metrics, not Keras
 A replica's loss is sum(weight * loss) over its slice divided by the real windows of the whole
 global batch, and the optimizer sums the replicas' gradients: the step is the single-process step
 on the global batch, up to float32 summation order (chunkfit.train.tensorflow.distributed).
+Augmentation (chunkfit.train.augment) runs on each replica's share, its draws keyed by the
+optimizer's step count and the replica.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from ...errors import UsageError
 if TYPE_CHECKING:
     import keras
 
+    from ..augment import Augmenter
     from ..normalize import Normalizer
     from ..steps import Shapes
 
@@ -23,7 +26,8 @@ if TYPE_CHECKING:
 class ReplicaStep:
     """The compiled steps of ``model`` under ``strategy`` with ``replicas`` replicas, on global
     batches of ``batch_size`` windows of ``shapes``, standardised by ``normalizer``; ``weighted``:
-    training windows carry class weights."""
+    training windows carry class weights (``class_weights``, one per class index), ``augment``
+    augments them."""
 
     def __init__(
         self,
@@ -34,6 +38,8 @@ class ReplicaStep:
         replicas: int,
         batch_size: int,
         weighted: bool,
+        class_weights: list[float] | None = None,
+        augment: Augmenter | None = None,
     ) -> None:
         self.model, self.strategy, self.normalizer, self.shapes = (
             model,
@@ -43,6 +49,7 @@ class ReplicaStep:
         )
         self.replicas, self.batch_size, self.weighted = replicas, batch_size, weighted
         self._loss = _elementwise_loss(model)
+        self.class_weights, self.augment = class_weights, augment
 
     def compiled(self, training: bool) -> Any:
         """One compiled call per element: the replicas' train (or evaluation) step under
@@ -95,6 +102,13 @@ class ReplicaStep:
         r = tf.distribute.get_replica_context().replica_id_in_sync_group
         x, y = self._windows(samples, index, classes)
         w, mask = weights[r], real[r]
+        if self.augment is not None:
+            step = model.optimizer.iterations * self.replicas + tf.cast(r, tf.int64)
+            x, mixed = self.augment(x, classes[r], step)
+            y = tf.one_hot(mixed, self.shapes.classes, dtype=tf.float32)
+            if self.class_weights is not None:  # a mixed window weighs as its new class
+                new = tf.gather(tf.constant(self.class_weights, tf.float32), mixed) * mask
+                w = tf.where(tf.equal(mixed, classes[r]), w, new)
         with tf.GradientTape() as tape:
             p = model(x, training=True)
             total = tf.reduce_sum(self._loss(y, p) * w)

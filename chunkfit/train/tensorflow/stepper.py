@@ -8,9 +8,9 @@ model around the user's: ``fit`` hands it elements of up to ``steps_per_executio
 window offsets and class indices (``chunkfit.train.tensorflow.pipeline.train_dataset``), with the
 block's raw samples beside them (``fit(..., samples=...)``), and its compiled loop runs, for each
 batch in turn, the gather of its windows (``pipeline.windows_at``), the batch
-(``pipeline.batch_of``: standardisation, one-hot labels, class weights) and the wrapped model's own
-``train_step``; with ``gathered`` the elements hold the windows, copied by numpy in the input
-pipeline (on a CPU, where numpy copies windows faster than TensorFlow's gather:
+(``pipeline.batch_of``: standardisation, augmentation, one-hot labels, class weights) and the
+wrapped model's own ``train_step``; with ``gathered`` the elements hold the windows, copied by
+numpy in the input pipeline (on a CPU, where numpy copies windows faster than TensorFlow's gather:
 chunkfit.train.tensorflow.pipeline).
 
 Loss, optimizer, metrics and any custom ``train_step`` are the wrapped model's, batch by batch, as
@@ -45,6 +45,7 @@ from .halves import split_batch
 from .pipeline import batch_of, samples_spec, windows_at
 
 if TYPE_CHECKING:
+    from ..augment import Augmenter
     from .autotune import JitChoice
 
 
@@ -52,7 +53,8 @@ class Stepper(keras.Model):
     """Trains ``model`` (compiled) on elements that hold several batches; see the module docstring.
 
     ``window`` and ``n_classes`` shape the batches; ``normalize`` standardises the gathered windows
-    and ``class_weights`` (one per class index) weighs them, as Keras's ``class_weight`` would.
+    and ``class_weights`` (one per class index) weighs them, as Keras's ``class_weight`` would;
+    ``augment`` augments training batches, its draws keyed by the optimizer's step count.
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class Stepper(keras.Model):
         gathered: bool = False,
         fuse: bool = False,
         halves: int = 1,
+        augment: Augmenter | None = None,
     ) -> None:
         super().__init__(name="chunkfit_stepper")
         self.wrapped = model
@@ -89,6 +92,7 @@ class Stepper(keras.Model):
         self._batch = partial(batch_of, n_classes=n_classes, normalize=normalize)
         self._n_classes = n_classes
         self._class_weights = class_weights
+        self._augment = augment
         self._samples: Any = None  # the raw samples of the block being trained
         # The wrapped model's optimizer, so that nothing here creates optimizer state of its own.
         self.compile(optimizer=model.optimizer, steps_per_execution=1)
@@ -198,7 +202,13 @@ class Stepper(keras.Model):
             None if self._class_weights is None else tf.constant(self._class_weights, tf.float32)
         )
         windows = offsets if self.gathered else windows_at(samples, offsets, self._window)
-        return self._batch(windows, labels, class_weights=weights)
+        return self._batch(
+            windows,
+            labels,
+            class_weights=weights,
+            augment=self._augment,
+            step=None if self._augment is None else self.wrapped.optimizer.iterations,
+        )
 
     def _own_loop(self) -> bool:
         import tensorflow as tf

@@ -266,6 +266,19 @@ def test_two_logical_cpu_devices_train_the_single_process_run(
     assert (about["strategy"], about["workers"], about["replicas"]) == ("MirroredStrategy", 1, 2)
 
 
+def test_two_logical_cpu_devices_train_augmented_batches_on_each_replica(
+    store: Path, single: Path, tmp_path: Path
+) -> None:
+    spec = "noise=20,gain=0.1,offset=0.05,flip,shift=4,mix=0.5"
+    run_single(store, tmp_path / "run", "--devices", "cpu:2", "--augment", spec)
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["augment"]["spec"] == spec
+    moved = max(
+        float(np.max(np.abs(x - y)))
+        for x, y in zip(weights(single), weights(tmp_path / "run"), strict=True)
+    )
+    assert moved > 100 * TOLERANCE
+
+
 def test_a_killed_worker_stops_the_other_with_one_line_and_the_same_commands_resume(
     store: Path,
     two: tuple[Path, list[tuple[int, str, str]]],
