@@ -6,8 +6,10 @@ warning saying the figure and what to try (docs/troubleshooting.md explains them
 
 - fewer than ``MIN_EVENTS`` event markers in the validation split: its figures and threshold rest
   on too few events to trust;
-- the threshold within ``EDGE`` (a share of the range) of the lowest or highest validation score:
-  the model barely tells events from the rest, and the threshold is whatever the extreme gives;
+- the threshold within ``EDGE`` (a share of the range) of the lowest or highest validation score
+  while its F1 (of events, else of windows) is under ``GOOD_F1``: the model barely tells events
+  from the rest, and the threshold is whatever the extreme gives (a confident model whose event
+  windows score 1 and whose threshold sits just under 1 is fine);
 - event recall under ``MIN_RECALL``;
 - more than ``MAX_FALSE_ALARMS_PER_HOUR`` false alarms per hour, and at least as many as the
   split's events (a heart-beat detector with 2,000 beats an hour may raise 20 false alarms an
@@ -24,6 +26,7 @@ from ..errors import BelowTargetError, UsageError
 
 MIN_EVENTS = 3
 EDGE = 0.01
+GOOD_F1 = 0.8
 MIN_RECALL = 0.5
 MAX_FALSE_ALARMS_PER_HOUR = 10.0
 
@@ -46,7 +49,8 @@ def verdict(chosen: dict[str, Any] | None, validation_events: int | None) -> lis
         return out
     low, high = chosen.get("score_range", (math.nan, math.nan))
     value = chosen["value"]
-    if high > low:
+    f1 = chosen.get("event_f1", chosen.get("f1", math.nan))
+    if high > low and not f1 >= GOOD_F1:
         margin = EDGE * (high - low)
         if value <= low + margin:
             out.append(

@@ -225,7 +225,12 @@ def test_run_json_describes_the_ecg_run(
 ) -> None:
     _, out = ecg_run
     run = json.loads((out / "run.json").read_text())
-    assert run["config"]["windows"] == {"window": 104, "stride": 2, "label": "any-event"}
+    assert run["config"]["windows"] == {
+        "window": 104,
+        "stride": 2,
+        "label": "any-event",
+        "margin": 0,
+    }
     assert run["store"]["identity"]["n_samples"] == 108_000
     assert run["split"]["validation_ranges"] == [[97200, 108000]]
     assert [e["epoch"] for e in run["epochs"]] == [0, 1]

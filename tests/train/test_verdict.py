@@ -36,15 +36,21 @@ def test_two_validation_events_are_too_few() -> None:
 
 
 def test_a_threshold_at_the_bottom_of_the_scores_is_named() -> None:
-    (line,) = verdict(chosen(value=0.00047, score_range=[0.0001, 0.9]), 42)
+    (line,) = verdict(chosen(value=0.00047, score_range=[0.0001, 0.9], event_f1=0.6), 42)
     assert line.startswith(
         "warning: the threshold 0.00047 sits at the bottom of the validation scores (0.0001 to 0.9)"
     )
 
 
 def test_a_threshold_at_the_top_of_the_scores_is_named() -> None:
-    (line,) = verdict(chosen(value=0.999, score_range=[0.0, 1.0]), 42)
+    (line,) = verdict(chosen(value=0.999, score_range=[0.0, 1.0], event_f1=0.6), 42)
     assert line.startswith("warning: the threshold 0.999 sits at the top of the validation scores")
+
+
+def test_a_threshold_at_an_edge_of_a_detector_that_works_is_no_warning() -> None:
+    # a confident model: its event windows score 1, the threshold just under it finds 40 of 42
+    assert verdict(chosen(value=0.999, score_range=[0.0, 1.0]), 42) == []
+    assert verdict(chosen(value=0.0001, score_range=[0.0, 1.0]), 42) == []
 
 
 def test_event_recall_under_a_half_is_named_with_its_counts() -> None:
