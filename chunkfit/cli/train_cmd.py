@@ -109,8 +109,8 @@ def train(
     model: Annotated[
         str,
         typer.Option(
-            help="baseline-cnn, dilated-resnet, a .keras file, or module:function (imports that "
-            "module and calls that function: it runs your own Python code)",
+            help="baseline-cnn, dilated-resnet, inception-time, a .keras file, or module:function "
+            "(imports that module and calls that function: it runs your own Python code)",
             rich_help_panel="Model",
         ),
     ] = "baseline-cnn",

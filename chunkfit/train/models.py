@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IncompatibleError, ModelError
+from .inception import inception_time
 
 if TYPE_CHECKING:
     import keras
@@ -71,6 +72,7 @@ def dilated_resnet(window: int, n_channels: int, n_classes: int, filters: int = 
 BUILTINS: dict[str, Callable[[int, int, int], keras.Model]] = {
     "baseline-cnn": baseline_cnn,
     "dilated-resnet": dilated_resnet,
+    "inception-time": inception_time,
 }
 # Built-ins whose training step costs fixed per-op overhead more than arithmetic on a CPU: they
 # train fastest with one compute thread (see chunkfit.train.tensorflow.threads).

@@ -570,8 +570,8 @@ CASES = [
         "unknown-model-name",
         {"s.zarr": store()},
         ["train", "s.zarr", "--model", "resnet9000", "--out", "run"],
-        "unknown model 'resnet9000': use a built-in (baseline-cnn, dilated-resnet), a .keras file "
-        "or module:function",
+        "unknown model 'resnet9000': use a built-in (baseline-cnn, dilated-resnet, "
+        "inception-time), a .keras file or module:function",
     ),
     Case(
         "model-spec-without-module",
