@@ -9,7 +9,12 @@ threshold, at least ``--pick-width`` samples apart (``peak_picks``).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+
+from ..store import Store
+from .blocks import BlockData
 
 DEFAULT_PICK_WIDTH = 21
 
@@ -86,3 +91,17 @@ def peak_picks(scores: np.ndarray, threshold: float, distance: int) -> np.ndarra
             kept.append(i)
             taken[max(0, i - distance + 1) : i + distance] = True
     return np.sort(np.asarray(kept, dtype=np.int64))
+
+
+def with_targets(data: BlockData, store: Store, width: int) -> BlockData:
+    """``data`` with one more column after the channels: each sample's target from the store's
+    markers (``pick_targets``), so that every window gathered from the samples carries its own
+    targets through either engine's window gathering unchanged."""
+    reach = width // 2 + 1
+    parts = [
+        pick_targets(store.events_in(b.start - reach, b.stop + reach), b.start, b.stop, width)
+        for b in data.blocks
+    ]
+    targets = np.concatenate(parts)[:, None]
+    samples = np.concatenate([data.samples, targets], axis=1).astype(np.float32, copy=False)
+    return dataclasses.replace(data, samples=samples)

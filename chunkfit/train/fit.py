@@ -60,6 +60,7 @@ def fit(
     compute_threads: int | None = None,
     jit: str = "auto",
     jax_loop: str = "auto",
+    pick_width: int | None = None,
     optimizer: str | None = None,
     lr: float | None = None,
     loss: str | None = None,
@@ -89,7 +90,8 @@ def fit(
     run picks its decision threshold on the validation split by ``threshold_for`` ("f1",
     "recall=0.9", "precision=0.8"; chunkfit.core.threshold) and records it in run.json. ``jit``
     ("auto", "on", "off") is whether the train step runs under XLA; "auto" times both on this
-    machine first (chunkfit.train.tensorflow.autotune; the choice goes to run.json). ``jax_loop``
+    machine first (chunkfit.train.tensorflow.autotune; the choice goes to run.json). ``pick_width``
+    is the target width of a ``"picker"`` model (chunkfit.core.picks). ``jax_loop``
     ("auto", "dispatch", "scan") is how the JAX engine runs an element's batches
     (chunkfit.train.jax.loopchoice). ``tensorboard`` is a folder for Keras's TensorBoard callback:
     epoch summaries, and evaluation figures against the optimizer's step count, which runs on across
@@ -116,6 +118,7 @@ def fit(
         compute_threads=compute_threads,
         jit=jit,
         jax_loop=jax_loop,
+        pick_width=pick_width,
         optimizer=optimizer,
         lr=lr,
         loss=loss,

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import FitOptions
 from ..core.plan import SplitPlan, TrainPlan
+from ..errors import UsageError
 from ..store import Store
 from .budget import chunk_in_budget
 from .engines import Engine, EngineEntry, engine_for_backend
+from .models import pick_width_of
 from .normalize import normalizer_for
 from .progress import TrainProgress
 from .record import RunLog
@@ -60,7 +62,18 @@ class RunSetup:
         )
         self.model_spec = identity["model"]
         resumed = folder.checkpoint if folder is not None else None
-        shapes = Shapes(opts.windows.window, store.n_channels, split.labeller.n_classes)
+        # a picker's blocks carry a target column (chunkfit.core.picks.with_targets)
+        self.pick_width = pick_width_of(model, opts)
+        if self.pick_width is not None and distribution is not None:
+            raise UsageError(
+                "--model picker trains in one process on one device; drop --devices and TF_CONFIG"
+            )
+        shapes = Shapes(
+            opts.windows.window,
+            store.n_channels,
+            split.labeller.n_classes,
+            targets=int(self.pick_width is not None),
+        )
         self.normalizer = normalizer_for(opts.normalize, store, split.split.train)
         w = opts.windows
         self.weights = class_weights(
@@ -114,7 +127,7 @@ class RunSetup:
         self._said_compile = False
         self.threshold: dict[str, Any] | None = None  # chosen at the end of the run
         self.thresholds = ThresholdScoring(
-            self.engine, entry, self.model, opts, store, self.plan, progress
+            self.engine, entry, self.model, opts, store, self.plan, progress, self.pick_width
         )
         self.log = RunLog(self._about(), opts.blocks.seed)
         self.checkpoints: Checkpointer | None = None

@@ -51,12 +51,16 @@ def batch_of(
     n_classes: int,
     normalizer: Normalizer,
     class_weights: tuple[float, ...] | None,
+    targets: int = 0,
 ) -> tuple[Any, ...]:
     """One batch as a train step takes it, ``(x, y[, sample_weight])`` (see the module
-    docstring)."""
+    docstring); with ``targets`` (a picker's), the windows' last ``targets`` columns are ``y``."""
     import jax
     import jax.numpy as jnp
 
+    if targets:
+        windows = gather(samples, offsets, window)
+        return normalizer.apply(windows[..., :-targets]), windows[..., -targets:]
     x = normalizer.apply(gather(samples, offsets, window))
     y = jax.nn.one_hot(labels, n_classes, dtype=jnp.float32)
     if class_weights is None:
@@ -76,10 +80,13 @@ class Steps:
         batch_size: int,
         normalizer: Normalizer,
         class_weights: tuple[float, ...] | None,
+        targets: int = 0,
     ) -> None:
         import jax
 
-        batch = partial(batch_of, window=window, n_classes=n_classes, normalizer=normalizer)
+        batch = partial(
+            batch_of, window=window, n_classes=n_classes, normalizer=normalizer, targets=targets
+        )
         # Class weights weigh training only, as Keras's ``class_weight`` does.
         train_batch, test_batch = (
             partial(batch, class_weights=class_weights),

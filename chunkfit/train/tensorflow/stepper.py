@@ -67,6 +67,7 @@ class Stepper(keras.Model):
         gathered: bool = False,
         fuse: bool = False,
         halves: int = 1,
+        targets: int = 0,
     ) -> None:
         super().__init__(name="chunkfit_stepper")
         self.wrapped = model
@@ -86,7 +87,7 @@ class Stepper(keras.Model):
         self.built = True
         self.history = None  # fit returns it; the run's History lives with the wrapped model
         self._window = window
-        self._batch = partial(batch_of, n_classes=n_classes, normalize=normalize)
+        self._batch = partial(batch_of, n_classes=n_classes, normalize=normalize, targets=targets)
         self._n_classes = n_classes
         self._class_weights = class_weights
         self._samples: Any = None  # the raw samples of the block being trained
