@@ -90,6 +90,7 @@ COMMANDS: dict[str, list[str]] = {
         "--normalize",
         "--optimizer",
         "--out",
+        "--pick-width",
         "--restart",
         "--resume",
         "--seed",

@@ -571,7 +571,7 @@ CASES = [
         {"s.zarr": store()},
         ["train", "s.zarr", "--model", "resnet9000", "--out", "run"],
         "unknown model 'resnet9000': use a built-in (baseline-cnn, dilated-resnet, "
-        "inception-time), a .keras file or module:function",
+        "inception-time, picker), a .keras file or module:function",
     ),
     Case(
         "model-spec-without-module",

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
 
-from chunkfit.core.picks import peak_picks, pick_targets, stitch
+import numpy as np
+from support import make_store
+
+from chunkfit.core.blocks import Block, BlockData
+from chunkfit.core.picks import peak_picks, pick_targets, stitch, with_targets
+from chunkfit.store import open_store
 
 
 def test_target_is_a_triangle_of_width_samples_peaking_on_the_marker() -> None:
@@ -50,3 +55,12 @@ def test_peaks_below_the_threshold_and_nan_do_not_count() -> None:
 
 def test_a_rising_edge_at_the_end_is_a_peak() -> None:
     assert peak_picks(np.array([0.1, 0.5, 0.9]), 0.5, 1).tolist() == [2]
+
+
+def test_blocks_carry_their_targets_as_a_last_column(tmp_path: Path) -> None:
+    store = open_store(make_store(tmp_path / "s.zarr", np.ones((20, 1), np.float32), events=[5]))
+    blocks = (Block(0, 2, 2, 4, 1), Block(1, 10, 1, 4, 1))  # samples [2, 7) and [10, 14)
+    data = BlockData(blocks, np.ones((9, 1), np.float32), np.array([0, 1, 5]), np.zeros(3))
+    out = with_targets(data, store, 3)
+    assert out.samples[:, 0].tolist() == [1] * 9
+    assert out.samples[:, 1].tolist() == [0, 0, 0.5, 1, 0.5, 0, 0, 0, 0]
