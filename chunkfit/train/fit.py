@@ -23,7 +23,7 @@ from ..store.urls import is_remote
 from .engines import EngineEntry, engine_for_backend
 from .loop import Trainer
 from .malloc import cap_arenas
-from .models import DEFAULT_MODEL
+from .models import DEFAULT_MODEL, pick_width_of
 from .remotefolder import RemotePeerFolder, RemoteRunFolder
 from .runfolder import PeerFolder, RunFolder
 from .tensorflow.cluster import CLUSTER_TIMEOUT
@@ -137,6 +137,12 @@ def fit(
         )
     if tensorboard is not None:
         _require_tensorboard()
+    picker = pick_width_of(model, opts) is not None
+    if opts.pick_width is not None and not picker:
+        name = model if isinstance(model, str) else model.name
+        raise UsageError(
+            f"--pick-width applies to --model picker only (received --model {name}); drop it"
+        )
     if out is None and resume != "auto":
         raise UsageError(f"resume={resume!r} needs a run folder: pass out=RUN")
     kind = None if isinstance(store, Store) else recording_kind(store)
@@ -149,11 +155,20 @@ def fit(
     cap_arenas()
     engine = engine_for_backend()
     distribution = _distribution(devices, engine, cluster_timeout)
+    if picker and distribution is not None:
+        raise UsageError(
+            "--model picker trains in one process on one device; drop --devices and TF_CONFIG"
+        )
     engine.check(opts)
     with contextlib.ExitStack() as stack:
         if not isinstance(store, Store):
             store = stack.enter_context(open_store(store))
         split = SplitPlan.of(store, opts)  # most mistakes are refused here, before TensorFlow loads
+        if picker and not store.has_events:
+            raise UsageError(
+                f"{store.path}: --model picker learns from event markers, and the store has none; "
+                "ingest its events (or use a classifier with --label)"
+            )
         identity = run_identity(opts, model, store)
         is_peer = (
             distribution is not None and distribution[0] is not None and not distribution[0].chief

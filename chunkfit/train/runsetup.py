@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import FitOptions
 from ..core.plan import SplitPlan, TrainPlan
-from ..errors import UsageError
 from ..store import Store
 from .budget import chunk_in_budget
 from .engines import Engine, EngineEntry, engine_for_backend
@@ -64,10 +63,6 @@ class RunSetup:
         resumed = folder.checkpoint if folder is not None else None
         # a picker's blocks carry a target column (chunkfit.core.picks.with_targets)
         self.pick_width = pick_width_of(model, opts)
-        if self.pick_width is not None and distribution is not None:
-            raise UsageError(
-                "--model picker trains in one process on one device; drop --devices and TF_CONFIG"
-            )
         shapes = Shapes(
             opts.windows.window,
             store.n_channels,
