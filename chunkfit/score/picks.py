@@ -20,7 +20,7 @@ from ..core.picks import DEFAULT_PICK_WIDTH, peak_picks
 from ..core.pickscore import hours_of, pick_stride, pick_traces
 from ..core.scoring import Predictor
 from ..store import Store
-from ..train.models import PICKERS
+from ..train.picker import PICKERS
 from .runs import RunSpec
 
 if TYPE_CHECKING:

@@ -23,7 +23,8 @@ from ..store.urls import is_remote
 from .engines import EngineEntry, engine_for_backend
 from .loop import Trainer
 from .malloc import cap_arenas
-from .models import DEFAULT_MODEL, pick_width_of
+from .models import DEFAULT_MODEL
+from .picker import pick_width_of
 from .remotefolder import RemotePeerFolder, RemoteRunFolder
 from .runfolder import PeerFolder, RunFolder
 from .tensorflow.cluster import CLUSTER_TIMEOUT

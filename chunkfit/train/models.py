@@ -76,21 +76,10 @@ BUILTINS: dict[str, Callable[[int, int, int], keras.Model]] = {
     "inception-time": inception_time,
     "picker": picker,
 }
-# Built-ins that score every sample of the window (chunkfit.core.picks), not the window as a whole.
-PICKERS = frozenset({"picker"})
+
 # Built-ins whose training step costs fixed per-op overhead more than arithmetic on a CPU: they
 # train fastest with one compute thread (see chunkfit.train.tensorflow.threads).
 SMALL_BUILTINS = frozenset({"baseline-cnn"})
-
-
-def pick_width_of(model: Any, opts: Any) -> int | None:
-    """The target width a run trains ``model`` on when it is a picker (``opts.pick_width``, else
-    chunkfit.core.picks.DEFAULT_PICK_WIDTH); None for a classifier."""
-    from ..core.picks import DEFAULT_PICK_WIDTH
-
-    if not (isinstance(model, str) and model in PICKERS):
-        return None
-    return opts.pick_width if opts.pick_width is not None else DEFAULT_PICK_WIDTH
 
 
 _UNSAFE_FILES: contextvars.ContextVar[bool] = contextvars.ContextVar(

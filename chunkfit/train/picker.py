@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import keras
 
+# Built-ins that score every sample of the window (chunkfit.core.picks), not the window as a whole.
+PICKERS = frozenset({"picker"})
 FILTERS = (8, 12, 16, 24, 32)
 KERNEL = 7
 
@@ -61,3 +63,13 @@ def picker(window: int, n_channels: int, n_classes: int = 2) -> keras.Model:
     if size > window:
         y = layers.Cropping1D((0, size - window))(y)
     return keras.Model(x, y, name="picker")
+
+
+def pick_width_of(model: Any, opts: Any) -> int | None:
+    """The target width a run trains ``model`` on when it is a picker (``opts.pick_width``, else
+    chunkfit.core.picks.DEFAULT_PICK_WIDTH); None for a classifier."""
+    from ..core.picks import DEFAULT_PICK_WIDTH
+
+    if not (isinstance(model, str) and model in PICKERS):
+        return None
+    return opts.pick_width if opts.pick_width is not None else DEFAULT_PICK_WIDTH

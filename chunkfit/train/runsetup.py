@@ -14,8 +14,8 @@ from ..core.plan import SplitPlan, TrainPlan
 from ..store import Store
 from .budget import chunk_in_budget
 from .engines import Engine, EngineEntry, engine_for_backend
-from .models import pick_width_of
 from .normalize import normalizer_for
+from .picker import pick_width_of
 from .progress import TrainProgress
 from .record import RunLog
 from .rendezvous import meet

@@ -9,7 +9,8 @@ import keras
 import pytest
 
 from chunkfit.errors import IncompatibleError, ModelError
-from chunkfit.train.models import BUILTINS, PICKERS, build_model, check_model, compile_model
+from chunkfit.train.models import BUILTINS, build_model, check_model, compile_model
+from chunkfit.train.picker import PICKERS
 
 pytestmark = pytest.mark.slow
 
