@@ -71,9 +71,9 @@ class RunSetup:
         )
         self.normalizer = normalizer_for(opts.normalize, store, split.split.train)
         w = opts.windows
-        self.weights = class_weights(
-            opts.class_weight, split.labeller, split.split.train, w.window, w.stride
-        )
+        # a picker's loss is per sample: window classes weigh nothing there
+        rule = "none" if self.pick_width is not None else opts.class_weight
+        self.weights = class_weights(rule, split.labeller, split.split.train, w.window, w.stride)
         if self.weights.notice is not None and progress is not None:
             progress(TrainProgress.notice(self.weights.notice, epochs=opts.epochs))
         self.entry = entry = engine if engine is not None else engine_for_backend()
