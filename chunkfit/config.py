@@ -472,6 +472,7 @@ class FitOptions(ConfigBase):
     match: str = "peak"
     oversample: float = 0.0
     augment: AugmentSpec = AugmentSpec()
+    pick_width: int | None = None  # the dense picker's target width (chunkfit.core.picks)
 
     _nested: ClassVar[dict[str, type[ConfigBase]]] = {
         "windows": WindowSpec,
@@ -518,6 +519,8 @@ class FitOptions(ConfigBase):
                 "--jit on cannot be combined with --deterministic: XLA has no deterministic form "
                 "of some ops (MaxPooling's gradient); drop one of them"
             )
+        if self.pick_width is not None:
+            _positive("--pick-width", self.pick_width)
         if self.jax_loop not in ("auto", "dispatch", "scan"):
             raise UsageError(
                 f"--jax-loop must be auto, dispatch or scan (received {self.jax_loop!r})"

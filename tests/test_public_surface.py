@@ -99,6 +99,7 @@ COMMANDS: dict[str, list[str]] = {
         "--optimizer",
         "--out",
         "--oversample",
+        "--pick-width",
         "--restart",
         "--resume",
         "--seed",

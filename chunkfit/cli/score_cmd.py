@@ -48,6 +48,8 @@ def _json_ready(value: Any) -> Any:
 def format_eval(r: dict[str, Any]) -> str:
     """The evaluate table: what was scored, the event figures (detections matched one to one with
     the markers), then the window figures at the same threshold, accuracy last."""
+    if r.get("picker"):
+        return _format_picks(r)
     c = r["confusion"]
     lines = [f"channels     {r['channels']}"] if r.get("channels") else []
     lines += [
@@ -96,6 +98,30 @@ def format_eval(r: dict[str, Any]) -> str:
     if r.get("plot"):
         lines.append(f"plot         {r['plot']}")
     return "\n".join(lines)
+
+
+def _format_picks(r: dict[str, Any]) -> str:
+    """The evaluate table of a dense picker: its picks against the markers."""
+    fa = r["false_alarms_per_hour"]
+    return "\n".join(
+        [
+            f"scoring      {r['scored']}",
+            f"run          {r['run']}",
+            f"model        picker, loaded {r['model_loaded']}",
+            f"store        {r['store']}  ({r['samples']:,} samples scored, windows of "
+            f"{r['window']}, stride {r['stride']})",
+            f"threshold    {r['threshold']:.4g} ({r['threshold_source']}); picks at least "
+            f"{r['pick_width']} samples apart, matched within {r['tolerance_samples']}",
+            f"markers      {r['markers']:,}, found {r['found']:,}, missed {r['missed']:,}",
+            f"picks        {r['detections']:,} ({r['false_alarms']:,} false alarms"
+            + (f", {fa:.1f} per hour of signal)" if fa is not None and fa == fa else ")"),
+            f"precision    {_num(r['precision'], True)}",
+            f"recall       {_num(r['recall'], True)}",
+            f"F1           {_num(r['f1'])}",
+            f"time error   median {_num(r['time_error_median_s'])} s, 95th percentile "
+            f"{_num(r['time_error_p95_s'])} s",
+        ]
+    )
 
 
 @app.command()

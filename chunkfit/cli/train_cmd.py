@@ -84,11 +84,21 @@ def train(
     model: Annotated[
         str,
         typer.Option(
-            help="baseline-cnn, dilated-resnet, a .keras file, or module:function (imports that "
-            "module and calls that function: it runs your own Python code)",
+            help="baseline-cnn, dilated-resnet, inception-time, picker (a probability per sample, "
+            "picks at its peaks), a .keras file, or module:function (imports that module and "
+            "calls that function: it runs your own Python code)",
             rich_help_panel="Model",
         ),
     ] = "baseline-cnn",
+    pick_width: Annotated[
+        int | None,
+        typer.Option(
+            help="--model picker: the width in samples of the triangle it learns around each "
+            "marker; its picks lie at least this far apart and match a marker within it",
+            rich_help_panel="Model",
+            show_default="21",
+        ),
+    ] = None,
     optimizer: Annotated[
         str | None,
         typer.Option(
@@ -389,6 +399,7 @@ def train(
         compute_threads=compute_threads,
         jit=jit,
         jax_loop=jax_loop,
+        pick_width=pick_width,
         optimizer=optimizer,
         lr=lr,
         loss=loss,

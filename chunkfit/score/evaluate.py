@@ -21,11 +21,13 @@ from ..config import check_matching, event_span
 from ..core.events import EventScorer, event_figures, events_in, hours_of, tolerance_samples
 from ..core.labels import IGNORED, event_truth
 from ..core.metrics import BinaryMetrics
+from ..core.pickscore import pick_stride
 from ..core.scoring import ScoredBlock, score_store
 from ..errors import UsageError
 from ..store import Store, open_store
 from .channels import ChannelsArg, mapped
 from .order import check_run_then_store
+from .picks import evaluate_picks, run_pick_width
 from .runs import (
     SPLITS,
     RunLabeller,
@@ -120,6 +122,22 @@ def evaluate(
         threshold, source = run_threshold(spec, threshold)
         labeller = RunLabeller(s, spec)
         w = spec.windows
+        width = run_pick_width(model, spec)
+        if width is not None:  # a dense picker: its picks against the markers
+            predictor = mapped(make_predictor(model, w.window, spec.n_channels, batch_size), cmap)
+            picks = evaluate_picks(predictor, s, spec, ranges, threshold, width)
+            return {
+                "picker": True,
+                **picks,
+                "threshold": threshold,
+                "threshold_source": source,
+                "scored": scored,
+                "run": str(run),
+                "model_loaded": spec.loaded,
+                "store": str(s.path),
+                "window": w.window,
+                "stride": pick_stride(w.window),
+            }
         metrics = BinaryMetrics(threshold=threshold)
         k = len(spec.classes)
         confusion = np.zeros((k, k), dtype=np.int64)

@@ -43,6 +43,7 @@ from ..store import Store
 from ..store.layout import suffix_backend
 from .channels import ChannelsArg, mapped
 from .outputs import LiveDetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
+from .picks import run_pick_width
 from .predict import EventRule, PredictReport
 from .runs import (
     RunSpec,
@@ -305,6 +306,11 @@ def _follow(
     try:
         s = watch.store
         model, spec = load_run(run, unsafe=unsafe)
+        if run_pick_width(model, spec) is not None:
+            raise UsageError(
+                f"{run}: predict --follow does not score dense picker runs yet; run predict on "
+                "the store"
+            )
         cmap = check_store(spec, s, channels)
         thresh, source = run_threshold(spec, given)
         w = spec.windows

@@ -30,6 +30,7 @@ from ..store.s3errors import guarded
 from ..store.urls import is_remote
 from .channels import ChannelsArg, mapped
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
+from .picks import predicted_picks, run_pick_width, scored_windows
 from .runs import (
     check_channels,
     check_settings,
@@ -248,15 +249,25 @@ def _predict(
         n_windows = 0
         try:
             predictor = mapped(make_predictor(model, w.window, spec.n_channels, batch_size), cmap)
-            for sb in score_store(predictor, s, w, chunk=chunk, progress=progress):
-                score = sb.probs[:, spec.positive]
-                n_windows += score.size
-                span = np.full(int(sb.starts[-1] - sb.starts[0]) + 1, np.nan, dtype=np.float32)
-                span[sb.starts - sb.starts[0]] = score
-                if writer is not None:
-                    writer.write(int(sb.starts[0]), span)
-                detections.write(merger.push(sb.starts, score, sb.segment))
-            detections.write(merger.flush())
+            width = run_pick_width(model, spec)
+            if width is not None:  # a dense picker: a score per sample, a detection per pick
+                for lo, trace, found in predicted_picks(
+                    predictor, s, spec, threshold, width, chunk=chunk
+                ):
+                    if writer is not None:
+                        writer.write(lo, trace)
+                    detections.write(found)
+                n_windows = scored_windows(s, spec)
+            else:
+                for sb in score_store(predictor, s, w, chunk=chunk, progress=progress):
+                    score = sb.probs[:, spec.positive]
+                    n_windows += score.size
+                    span = np.full(int(sb.starts[-1] - sb.starts[0]) + 1, np.nan, dtype=np.float32)
+                    span[sb.starts - sb.starts[0]] = score
+                    if writer is not None:
+                        writer.write(int(sb.starts[0]), span)
+                    detections.write(merger.push(sb.starts, score, sb.segment))
+                detections.write(merger.flush())
         finally:
             detections.close()
         if writer is not None and out_path is not None:

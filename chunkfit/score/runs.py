@@ -200,9 +200,10 @@ def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[kera
             f"{path / RUN_FILE}: not a valid run.json ({err}); pass the .keras file instead"
         ) from None
     n_out = int(model.outputs[0].shape[-1])
+    per_sample = len(model.outputs[0].shape) == 3  # a dense picker: one event score per sample
     if classes is None:
-        classes = list(range(n_out))
-    if windows.window != shape[0] or len(classes) != n_out:
+        classes = [0, 1] if per_sample else list(range(n_out))
+    if windows.window != shape[0] or (len(classes) != n_out and not per_sample):
         raise ModelError(
             f"{path}: run.json describes windows of {windows.window} samples and {len(classes)} "
             "classes, but the "

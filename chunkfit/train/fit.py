@@ -24,6 +24,7 @@ from .engines import EngineEntry, engine_for_backend
 from .loop import Trainer
 from .malloc import cap_arenas
 from .models import DEFAULT_MODEL
+from .picker import pick_width_of
 from .remotefolder import RemotePeerFolder, RemoteRunFolder
 from .runfolder import PeerFolder, RunFolder
 from .tensorflow.cluster import CLUSTER_TIMEOUT
@@ -67,6 +68,7 @@ def fit(
     jit: str = "auto",
     jax_loop: str = "auto",
     augment: str = "none",
+    pick_width: int | None = None,
     optimizer: str | None = None,
     lr: float | None = None,
     loss: str | None = None,
@@ -103,7 +105,8 @@ def fit(
     then raises BelowTargetError when a figure misses its ``fail_under`` target
     ({"event_f1": 0.8}). ``jit``
     ("auto", "on", "off") is whether the train step runs under XLA; "auto" times both on this
-    machine first (chunkfit.train.tensorflow.autotune; the choice goes to run.json). ``jax_loop``
+    machine first (chunkfit.train.tensorflow.autotune; the choice goes to run.json). ``pick_width``
+    is the target width of a ``"picker"`` model (chunkfit.core.picks). ``jax_loop``
     ("auto", "dispatch", "scan") is how the JAX engine runs an element's batches
     (chunkfit.train.jax.loopchoice). ``augment`` ("none", or transforms like
     "noise=20,gain=0.1,flip,shift=8,mix=0.2") augments training batches inside the train step
@@ -133,6 +136,7 @@ def fit(
         compute_threads=compute_threads,
         jit=jit,
         jax_loop=jax_loop,
+        pick_width=pick_width,
         optimizer=optimizer,
         lr=lr,
         loss=loss,
@@ -158,6 +162,17 @@ def fit(
         )
     if tensorboard is not None:
         _require_tensorboard()
+    picker = pick_width_of(model, opts) is not None
+    if opts.pick_width is not None and not picker:
+        name = model if isinstance(model, str) else model.name
+        raise UsageError(
+            f"--pick-width applies to --model picker only (received --model {name}); drop it"
+        )
+    if picker and (opts.augment.on or opts.oversample or opts.windows.margin):
+        raise UsageError(
+            "--model picker learns per-sample targets, which --augment, --oversample and "
+            "--label-margin (made for window classes) do not move with the window; drop them"
+        )
     if out is None and resume != "auto":
         raise UsageError(f"resume={resume!r} needs a run folder: pass out=RUN")
     kind = None if isinstance(store, Store) else recording_kind(store)
@@ -170,11 +185,20 @@ def fit(
     cap_arenas()
     engine = engine_for_backend()
     distribution = _distribution(devices, engine, cluster_timeout)
+    if picker and distribution is not None:
+        raise UsageError(
+            "--model picker trains in one process on one device; drop --devices and TF_CONFIG"
+        )
     engine.check(opts)
     with contextlib.ExitStack() as stack:
         if not isinstance(store, Store):
             store = stack.enter_context(open_store(store))
         split = SplitPlan.of(store, opts)  # most mistakes are refused here, before TensorFlow loads
+        if picker and not store.has_events:
+            raise UsageError(
+                f"{store.path}: --model picker learns from event markers, and the store has none; "
+                "ingest its events (or use a classifier with --label)"
+            )
         identity = run_identity(opts, model, store)
         is_peer = (
             distribution is not None and distribution[0] is not None and not distribution[0].chief

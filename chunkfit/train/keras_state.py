@@ -31,7 +31,9 @@ _CALLBACK_ATTRS: dict[str, tuple[str, ...]] = {
 }
 
 
-def build(model: keras.Model, window: int, n_channels: int, n_classes: int) -> None:
+def build(
+    model: keras.Model, window: int, n_channels: int, n_classes: int, *, picker: bool = False
+) -> None:
     """Create now the variables Keras creates in the first training step (metric totals, optimizer
     slots).
 
@@ -47,7 +49,9 @@ def build(model: keras.Model, window: int, n_channels: int, n_classes: int) -> N
             "resuming was tested with Keras 3.15; use a Keras that has it, or pass --restart"
         )
     x = np.zeros((1, window, n_channels), dtype=np.float32)
-    y = np.zeros((1, n_classes), dtype=np.float32)
+    # a picker (or any model scoring each sample: a resumed one) has per-sample targets
+    per_sample = picker or len(getattr(model, "output_shape", ())) == 3
+    y = np.zeros((1, window, 1) if per_sample else (1, n_classes), dtype=np.float32)
     symbolic_build(data_batch=(x, y))
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.blocks import Block, prefetched, read_group, window_order
+from ..core.picks import with_targets
 from ..errors import ChunkfitError, RemoteError, StoreChangedError, WorkerLostError
 from .cursor import Cursor
 from .metrics import ordered
@@ -315,6 +316,8 @@ class Trainer(RunSetup):
         data = read_group(
             self.store, plan.labeller, group, order, repeat=repeat, rare=plan.balance.rare
         )
+        if self.pick_width is not None:
+            data = with_targets(data, self.store, self.pick_width)
         self._check_store()
         return self.engine.tensors(data, training=epoch is not None)
 

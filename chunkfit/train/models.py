@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IncompatibleError, ModelError
+from .inception import inception_time
+from .picker import picker
 
 if TYPE_CHECKING:
     import keras
@@ -71,7 +73,10 @@ def dilated_resnet(window: int, n_channels: int, n_classes: int, filters: int = 
 BUILTINS: dict[str, Callable[[int, int, int], keras.Model]] = {
     "baseline-cnn": baseline_cnn,
     "dilated-resnet": dilated_resnet,
+    "inception-time": inception_time,
+    "picker": picker,
 }
+
 # Built-ins whose training step costs fixed per-op overhead more than arithmetic on a CPU: they
 # train fastest with one compute thread (see chunkfit.train.tensorflow.threads).
 SMALL_BUILTINS = frozenset({"baseline-cnn"})
@@ -305,9 +310,11 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[:300]}" if text else type(err).__name__
 
 
-def check_model(model: keras.Model, window: int, n_channels: int, n_classes: int) -> None:
+def check_model(
+    model: keras.Model, window: int, n_channels: int, n_classes: int, *, picker: bool = False
+) -> None:
     """Refuse a model whose input does not take (window, channels) or whose output is not
-    classes."""
+    classes (a ``picker``: one event probability per sample, (window, 1))."""
     import numpy as np
 
     want_in = (window, n_channels)
@@ -328,6 +335,13 @@ def check_model(model: keras.Model, window: int, n_channels: int, n_classes: int
             f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         ) from None
     got = tuple(getattr(out, "shape", ()))
+    if picker:
+        if got[1:] != (window, 1):
+            raise IncompatibleError(
+                f"model {model.name!r} outputs shape {_fmt(got[1:])} per window, but a picker "
+                f"outputs one probability per sample, ({window}, 1)"
+            )
+        return
     if len(got) != 2 or got[1] != n_classes:
         raise IncompatibleError(
             f"model {model.name!r} outputs shape {_fmt(got[1:])} per window, but the labels have "
@@ -358,13 +372,15 @@ def compile_model(
     loss: str | None,
     steps_per_execution: int,
     classes: int = 2,
+    picker: bool = False,
 ) -> None:
     """Compile with chunkfit's defaults unless the model is compiled and nothing was asked to
     change.
 
     A compiled model keeps its optimizer, loss and metrics when ``optimizer``, ``lr`` and ``loss``
     are all None; otherwise it is recompiled (its optimizer state starts over). A model of
-    ``classes`` 2 is compiled with the event class's metrics first (chunkfit.train.metrics).
+    ``classes`` 2 is compiled with the event class's metrics first (chunkfit.train.metrics); a
+    ``picker`` with binary cross-entropy per sample and no metrics (its figures are its picks').
     """
     import keras
 
@@ -391,8 +407,8 @@ def compile_model(
             ) from None
         model.compile(
             optimizer=opt,
-            loss=loss or DEFAULT_LOSS,
-            metrics=compiled_metrics(classes),
+            loss=loss or ("binary_crossentropy" if picker else DEFAULT_LOSS),
+            metrics=[] if picker else compiled_metrics(classes),
             steps_per_execution=steps_per_execution,
         )
     elif model.steps_per_execution != steps_per_execution:

@@ -15,6 +15,7 @@ from ..store import Store
 from .budget import chunk_in_budget
 from .engines import Engine, EngineEntry, engine_for_backend
 from .normalize import normalizer_for
+from .picker import pick_width_of
 from .progress import TrainProgress
 from .record import RunLog
 from .rendezvous import meet
@@ -60,11 +61,18 @@ class RunSetup:
         )
         self.model_spec = identity["model"]
         resumed = folder.checkpoint if folder is not None else None
-        shapes = Shapes(opts.windows.window, store.n_channels, split.labeller.n_classes)
-        self.normalizer = normalizer_for(opts.normalize, store, split.split.train)
-        self.weights = class_weights(
-            opts.class_weight, split.labeller.classes, split.balance, opts.loss
+        # a picker's blocks carry a target column (chunkfit.core.picks.with_targets)
+        self.pick_width = pick_width_of(model, opts)
+        shapes = Shapes(
+            opts.windows.window,
+            store.n_channels,
+            split.labeller.n_classes,
+            targets=int(self.pick_width is not None),
         )
+        self.normalizer = normalizer_for(opts.normalize, store, split.split.train)
+        # a picker's loss is per sample: window classes weigh nothing there
+        rule = "none" if self.pick_width is not None else opts.class_weight
+        self.weights = class_weights(rule, split.labeller.classes, split.balance, opts.loss)
         if self.weights.notice is not None and progress is not None:
             progress(TrainProgress.notice(self.weights.notice, epochs=opts.epochs))
         self.entry = entry = engine if engine is not None else engine_for_backend()
@@ -111,7 +119,7 @@ class RunSetup:
         self._said_compile = False
         self.threshold: dict[str, Any] | None = None  # chosen at the end of the run
         self.thresholds = ThresholdScoring(
-            self.engine, entry, self.model, opts, store, self.plan, progress
+            self.engine, entry, self.model, opts, store, self.plan, progress, self.pick_width
         )
         self.log = RunLog(self._about(), opts.blocks.seed)
         self.checkpoints: Checkpointer | None = None

@@ -24,6 +24,12 @@ class Shapes:
     window: int
     channels: int
     classes: int
+    targets: int = 0  # a picker's per-sample target columns after the channels (core.picks)
+
+    @property
+    def columns(self) -> int:
+        """Columns of a block's samples: the channels, then any target columns."""
+        return self.channels + self.targets
 
 
 def batch_bytes(batch_size: int, window: int, n_channels: int, n_classes: int = 0) -> int:

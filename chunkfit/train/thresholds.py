@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import FitOptions
 from ..core.events import events_in
+from ..core.pickscore import choose_pick_threshold
 from ..core.plan import TrainPlan
 from ..core.threshold import choose_threshold
 from ..store import Store
@@ -42,7 +43,9 @@ class ThresholdScoring:
         store: Store,
         plan: TrainPlan,
         progress: Callable[[TrainProgress], None] | None,
+        pick_width: int | None = None,
     ) -> None:
+        self.pick_width = pick_width  # a picker's: its threshold is chosen on its picks
         self.entry = entry
         self.engine, self.model, self.opts, self.store, self.plan, self.progress = (
             engine,
@@ -73,6 +76,10 @@ class ThresholdScoring:
     def _choose(self) -> dict[str, Any] | None:
         _, predictor = self._scorer()
         plan = self.plan
+        if self.pick_width is not None:
+            return choose_pick_threshold(
+                predictor, self.store, self.opts.windows, plan.split.validation, self.pick_width
+            )
         return choose_threshold(
             predictor,
             self.store,

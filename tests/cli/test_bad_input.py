@@ -84,6 +84,12 @@ def store(*, events: bool = True, samples: int = 400) -> Maker:
     return make
 
 
+def labels_store(path: Path) -> None:
+    """A store of per-sample labels and no event markers."""
+    x = np.sin(np.arange(400) / 3).astype(np.float32)[:, None]
+    make_store(path, x, labels=(np.arange(400) % 40 < 4).astype(np.int64), rate=10.0)
+
+
 def empty_store(path: Path) -> None:
     make_store(
         path,
@@ -579,8 +585,43 @@ CASES = [
         "unknown-model-name",
         {"s.zarr": store()},
         ["train", "s.zarr", "--model", "resnet9000", "--out", "run"],
-        "unknown model 'resnet9000': use a built-in (baseline-cnn, dilated-resnet), a .keras file "
-        "or module:function",
+        "unknown model 'resnet9000': use a built-in (baseline-cnn, dilated-resnet, "
+        "inception-time, picker), a .keras file or module:function",
+    ),
+    Case(
+        "pick-width-without-picker",
+        {"s.zarr": store()},
+        ["train", "s.zarr", "--pick-width", "5", *WINDOW, "--out", "run"],
+        "--pick-width applies to --model picker only (received --model baseline-cnn); drop it",
+        code=2,
+    ),
+    Case(
+        "picker-with-augmentation",
+        {"s.zarr": store()},
+        ["train", "s.zarr", "--model", "picker", "--augment", "flip", *WINDOW, "--out", "run"],
+        "--model picker learns per-sample targets, which --augment, --oversample and "
+        "--label-margin (made for window classes) do not move with the window; drop them",
+        code=2,
+    ),
+    Case(
+        "picker-on-a-store-without-events",
+        {"s.zarr": labels_store},
+        [
+            "train",
+            "s.zarr",
+            "--model",
+            "picker",
+            "--label",
+            "majority",
+            "--validation",
+            "0",
+            *WINDOW,
+            "--out",
+            "run",
+        ],  # fmt: skip
+        "s.zarr: --model picker learns from event markers, and the store has none; ingest its "
+        "events (or use a classifier with --label)",
+        code=2,
     ),
     Case(
         "model-spec-without-module",

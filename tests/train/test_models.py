@@ -10,15 +10,28 @@ import pytest
 
 from chunkfit.errors import IncompatibleError, ModelError
 from chunkfit.train.models import BUILTINS, build_model, check_model, compile_model
+from chunkfit.train.picker import PICKERS
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("name", sorted(BUILTINS))
+@pytest.mark.parametrize("name", sorted(set(BUILTINS) - PICKERS))
 def test_builtin_takes_windows_and_returns_one_score_per_class(name: str) -> None:
     model = build_model(name, 104, 3, 4)
     check_model(model, 104, 3, 4)
     assert model.output_shape == (None, 4)
+
+
+@pytest.mark.parametrize("window", [104, 37])
+def test_picker_returns_one_score_per_sample_of_any_window(window: int) -> None:
+    model = build_model("picker", window, 3, 2)
+    check_model(model, window, 3, 2, picker=True)
+    assert model.output_shape == (None, window, 1)
+
+
+def test_classifier_is_refused_where_a_picker_is_expected() -> None:
+    with pytest.raises(IncompatibleError, match="a picker outputs one probability per sample"):
+        check_model(build_model("baseline-cnn", 50, 1, 2), 50, 1, 2, picker=True)
 
 
 def test_saved_model_file_loads(tmp_path: Path) -> None:

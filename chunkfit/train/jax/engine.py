@@ -112,6 +112,7 @@ class JaxEngine(SingleProcessEngine):
             normalizer=normalizer,
             class_weights=class_weights,
             augment=augmenter_for(opts.augment, opts.blocks.seed),
+            targets=shapes.targets,
         )
         self._ready = False
         self.loop: LoopChoice | None = None
@@ -138,7 +139,8 @@ class JaxEngine(SingleProcessEngine):
             if isinstance(model, str)
             else model
         )
-        check_model(built, shapes.window, shapes.channels, shapes.classes)
+        picker = shapes.targets > 0
+        check_model(built, shapes.window, shapes.channels, shapes.classes, picker=picker)
         steps = opts.steps_per_execution or element_steps(
             opts.batch_size, shapes.window, shapes.channels
         )
@@ -149,6 +151,7 @@ class JaxEngine(SingleProcessEngine):
             loss=opts.loss,
             steps_per_execution=1,
             classes=shapes.classes,
+            picker=picker,
         )
         return cls(built, opts, shapes, steps, normalizer, class_weights)
 
@@ -235,7 +238,8 @@ class JaxEngine(SingleProcessEngine):
         """Create the optimizer slots and metric totals before the first step (a resumed run puts
         its own back)."""
         if not self._ready:
-            build_state(self.model, self.shapes.window, self.shapes.channels, self.shapes.classes)
+            s = self.shapes
+            build_state(self.model, s.window, s.channels, s.classes, picker=s.targets > 0)
             if not self.model.optimizer.built:
                 self.model.optimizer.build(self.model.trainable_variables)
             self._ready = True

@@ -55,12 +55,17 @@ def batch_of(
     class_weights: tuple[float, ...] | None,
     augment: Augmenter | None = None,
     step: Any = None,
+    targets: int = 0,
 ) -> tuple[Any, ...]:
     """One batch as a train step takes it, ``(x, y[, sample_weight])`` (see the module
-    docstring); with ``augment``, augmented as train step ``step`` (chunkfit.train.augment)."""
+    docstring); with ``augment``, augmented as train step ``step`` (chunkfit.train.augment); with
+    ``targets`` (a picker's), the windows' last ``targets`` columns are ``y``."""
     import jax
     import jax.numpy as jnp
 
+    if targets:
+        windows = gather(samples, offsets, window)
+        return normalizer.apply(windows[..., :-targets]), windows[..., -targets:]
     x = normalizer.apply(gather(samples, offsets, window))
     if augment is not None:
         x, labels = augment(x, labels, step)
@@ -83,10 +88,13 @@ class Steps:
         normalizer: Normalizer,
         class_weights: tuple[float, ...] | None,
         augment: Augmenter | None = None,
+        targets: int = 0,
     ) -> None:
         import jax
 
-        batch = partial(batch_of, window=window, n_classes=n_classes, normalizer=normalizer)
+        batch = partial(
+            batch_of, window=window, n_classes=n_classes, normalizer=normalizer, targets=targets
+        )
         # The optimizer's step count, in the state a train step takes: augmentation's draws are
         # keyed by it (chunkfit.train.augment).
         counter = (

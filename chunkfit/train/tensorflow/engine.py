@@ -71,6 +71,7 @@ class TensorFlowEngine(SingleProcessEngine):
             fuse=opts.jit != "off",
             halves=halves,
             augment=self.augment,
+            targets=shapes.targets,
         )
 
     @classmethod
@@ -92,7 +93,7 @@ class TensorFlowEngine(SingleProcessEngine):
         class index; None: unweighted). ``say`` is told before threads are measured."""
         tuned = choose_threads(
             opts.compute_threads,
-            model,
+            None if shapes.targets else model,  # the probe trains classifiers
             deterministic=opts.deterministic,
             window=shapes.window,
             channels=shapes.channels,
@@ -143,7 +144,8 @@ class TensorFlowEngine(SingleProcessEngine):
             if isinstance(model, str)
             else model
         )
-        check_model(built, shapes.window, shapes.channels, shapes.classes)
+        picker = shapes.targets > 0
+        check_model(built, shapes.window, shapes.channels, shapes.classes, picker=picker)
         steps = opts.steps_per_execution or element_steps(
             opts.batch_size, shapes.window, shapes.channels
         )
@@ -154,6 +156,7 @@ class TensorFlowEngine(SingleProcessEngine):
             loss=opts.loss,
             steps_per_execution=steps,
             classes=shapes.classes,
+            picker=picker,
         )
         if choice.halves > 1 and not (threads["inter_op"] == choice.halves and splittable(built)):
             choice = dataclasses.replace(
@@ -213,6 +216,7 @@ class TensorFlowEngine(SingleProcessEngine):
                 batch_size=self.opts.batch_size,
                 n_classes=self.shapes.classes,
                 normalize=self.normalizer.apply,
+                targets=self.shapes.targets,
             ),
         )
 
@@ -281,8 +285,8 @@ class TensorFlowEngine(SingleProcessEngine):
         """Compile the train step (the loop calls this while the first group loads)."""
         window = self.shapes.window if self.gathered else None
         self.stepper.prepare(
-            train_element_spec(self.opts.batch_size, window, self.shapes.channels),
-            self.shapes.channels,
+            train_element_spec(self.opts.batch_size, window, self.shapes.columns),
+            self.shapes.columns,
         )
 
     def step_batches(self, n_windows: int) -> list[int]:

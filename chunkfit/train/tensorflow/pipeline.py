@@ -131,13 +131,18 @@ def batch_of(
     class_weights: Any = None,
     augment: Augmenter | None = None,
     step: Any = None,
+    targets: int = 0,
 ) -> tuple[Any, ...]:
     """One batch as a train step takes it, ``(x, y[, sample_weight])``: the ``windows``
     (standardised by ``normalize``, then with ``augment`` augmented as train step ``step``:
     chunkfit.train.augment), the one-hot ``labels`` and, with ``class_weights`` (a tensor,
-    one weight per class index), each window's weight."""
+    one weight per class index), each window's weight. With ``targets`` (a picker's), the windows'
+    last ``targets`` columns are ``y``, per sample, and the labels and weights are not used."""
     import tensorflow as tf
 
+    if targets:
+        x, y = windows[..., :-targets], windows[..., -targets:]
+        return (x if normalize is None else normalize(x)), y
     x = windows if normalize is None else normalize(windows)
     if augment is not None:
         x, labels = augment(x, labels, step)
@@ -197,6 +202,7 @@ def eval_dataset(
     batch_size: int,
     n_classes: int,
     normalize: Callable[[Any], Any] | None = None,
+    targets: int = 0,
 ) -> tf.data.Dataset:
     """The block's windows (float32 [b, window, channels], standardised by ``normalize``) and
     one-hot labels (float32 [b, classes]), a batch per element, for ``model.evaluate``. Batches have
@@ -209,7 +215,9 @@ def eval_dataset(
     def windows(offsets: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         offsets = tf.raw_ops.PlaceholderWithDefault(input=offsets, shape=[None])
         labels = tf.raw_ops.PlaceholderWithDefault(input=labels, shape=[None])
-        return batch_of(gather(offsets), labels, n_classes=n_classes, normalize=normalize)
+        return batch_of(
+            gather(offsets), labels, n_classes=n_classes, normalize=normalize, targets=targets
+        )
 
     parts = [((full, b), b), ((1, short), short)]
     ds = _sliced(

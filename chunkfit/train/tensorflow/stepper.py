@@ -70,6 +70,7 @@ class Stepper(keras.Model):
         fuse: bool = False,
         halves: int = 1,
         augment: Augmenter | None = None,
+        targets: int = 0,
     ) -> None:
         super().__init__(name="chunkfit_stepper")
         self.wrapped = model
@@ -89,7 +90,7 @@ class Stepper(keras.Model):
         self.built = True
         self.history = None  # fit returns it; the run's History lives with the wrapped model
         self._window = window
-        self._batch = partial(batch_of, n_classes=n_classes, normalize=normalize)
+        self._batch = partial(batch_of, n_classes=n_classes, normalize=normalize, targets=targets)
         self._n_classes = n_classes
         self._class_weights = class_weights
         self._augment = augment
