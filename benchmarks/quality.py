@@ -71,8 +71,11 @@ class Row:
 
 ROWS: tuple[Row, ...] = (
     Row("ecg-rpeaks", "chunkfit defaults"),
+    Row("ecg-rpeaks", "--model picker", ("--model", "picker")),
     Row("seismic", "chunkfit defaults"),
     Row("seismic", "--class-weight none", ("--class-weight", "none")),
+    Row("seismic", "--oversample 0.25", ("--oversample", "0.25", "--class-weight", "none")),
+    Row("seismic", "--model picker", ("--model", "picker")),
     Row("synth-rare", "old defaults", OLD, 0.5),
     Row("synth-rare", "chunkfit defaults"),
     Row("synth-rare-1.0", "old defaults", OLD, 0.5),
