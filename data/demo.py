@@ -106,6 +106,11 @@ def main() -> None:
         "--events-out",
         str(OUT / "detections.csv"),
     )
+    # one row per detected beat (its windows merged), timed by its peak
+    rows = (OUT / "detections.csv").read_text().splitlines()
+    print(f"{OUT / 'detections.csv'}: {len(rows) - 1:,} events, one row each; the first three:")
+    for line in rows[:4]:
+        print(f"  {line[:96]}")
 
 
 if __name__ == "__main__":
