@@ -8,10 +8,10 @@ from typing import Annotated
 import typer
 
 from .progress import bar, interactive
-from .root import app
+from .root import Command, app
 
 
-@app.command()
+@app.command(cls=Command)
 def bench(
     samples: Annotated[
         int, typer.Option(help="Signal length N of the synthetic problem")

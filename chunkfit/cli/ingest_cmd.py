@@ -10,14 +10,14 @@ import typer
 
 from .interrupt import outputs_kept
 from .progress import bar
-from .root import app
+from .root import Command, app
 
 
 def _split(value: str | None) -> tuple[str, ...] | None:
     return tuple(v.strip() for v in value.split(",") if v.strip()) if value else None
 
 
-@app.command()
+@app.command(cls=Command)
 @outputs_kept("store")
 def ingest(
     store: Annotated[
@@ -235,7 +235,7 @@ def format_info(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@app.command()
+@app.command(cls=Command)
 def info(
     store: Annotated[str, typer.Argument(help="A chunkfit store (.zarr directory or .h5 file)")],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
@@ -251,7 +251,7 @@ def info(
         typer.echo(format_info(data))
 
 
-@app.command()
+@app.command(cls=Command)
 def synth(
     store: Annotated[
         str, typer.Argument(help="New store for the original question's dummy problem")

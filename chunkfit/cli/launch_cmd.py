@@ -6,10 +6,12 @@ from typing import Annotated
 
 import typer
 
-from .root import app
+from .root import Command, app
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(
+    cls=Command, context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
 def launch(
     ctx: typer.Context,
     workers: Annotated[

@@ -3,10 +3,37 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
+
+
+def _as_flag(option: Any) -> Any:
+    """``--help`` shown as the flag it is: Typer renders the help option with the type label
+    ``<bool>`` unless the option has a metavar (Typer's own click, hence ``Any``)."""
+    if option is not None:
+        option.metavar = ""
+    return option
+
+
+class Group(TyperGroup):
+    """The app's group: its help shows ``--help`` as a flag."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _as_flag(super().get_help_option(ctx))
+
+
+class Command(TyperCommand):
+    """Every command's class (``@app.command(cls=Command)``): its help shows ``--help`` as a
+    flag."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _as_flag(super().get_help_option(ctx))
+
 
 app = typer.Typer(
+    cls=Group,
     name="chunkfit",
     help="Train Keras models on sensor signals far larger than memory.",
     no_args_is_help=True,
@@ -26,7 +53,10 @@ def _version(value: bool) -> None:
 @app.callback()
 def _options(
     anon: bool = typer.Option(
-        False, "--anon", help="Read s3:// stores and runs of public buckets without credentials"
+        False,
+        "--anon",
+        metavar="",
+        help="Read s3:// stores and runs of public buckets without credentials",
     ),
     backend: str = typer.Option(
         None,
@@ -39,6 +69,7 @@ def _options(
         "--version",
         callback=_version,
         is_eager=True,
+        metavar="",
         help="Print chunkfit's version and exit",
     ),
 ) -> None:

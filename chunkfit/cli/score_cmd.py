@@ -11,7 +11,7 @@ import typer
 
 from .interrupt import outputs_kept
 from .progress import bar
-from .root import app
+from .root import Command, app
 
 RUN_HELP = "A run folder (model.keras + run.json) or a .keras file"
 CHANNELS_HELP = (
@@ -124,7 +124,7 @@ def _format_picks(r: dict[str, Any]) -> str:
     )
 
 
-@app.command()
+@app.command(cls=Command)
 @outputs_kept(note="nothing was written (the plot comes last)")
 def evaluate(
     run: Annotated[str, typer.Argument(help=RUN_HELP)],
@@ -200,7 +200,7 @@ def evaluate(
         typer.echo(format_eval(result))
 
 
-@app.command()
+@app.command(cls=Command)
 @outputs_kept("out", "events_out")
 def predict(
     run: Annotated[str, typer.Argument(help=RUN_HELP)],

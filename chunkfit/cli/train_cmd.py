@@ -17,7 +17,7 @@ import typer
 from ..train.tensorflow.cluster import CLUSTER_TIMEOUT
 from .interrupt import keeps, kept_by_run
 from .progress import bar
-from .root import app
+from .root import Command, app
 
 if TYPE_CHECKING:
     from ..train.progress import TrainProgress
@@ -43,7 +43,7 @@ def _count_or_share(text: str | None) -> float | None:
     return int(value) if value >= 1 and value.is_integer() else value
 
 
-@app.command()
+@app.command(cls=Command)
 def train(
     store: Annotated[
         str | None,

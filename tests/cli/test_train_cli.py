@@ -408,6 +408,14 @@ def test_train_help_shows_flags_as_flags(train_help: str) -> None:
     ] == []
 
 
+@pytest.mark.parametrize("command", [(), ("train",), ("evaluate",), ("ingest",), ("launch",)])
+def test_every_help_shows_its_flags_as_flags(command: tuple[str, ...]) -> None:
+    # --help, and the global --anon and --version, were shown as "--help <bool>"
+    result = run_cli(*command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "--help" in result.stdout and "<bool>" not in result.stdout
+
+
 def test_train_help_usage_says_what_an_omitted_store_means(train_help: str) -> None:
     usage = " ".join(train_help.split("Train a Keras model")[0].split())
     assert "[STORE, else chunkfit.toml's store, else ./sensor.zarr]" in usage
