@@ -9,27 +9,28 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 
-def _as_flag(option: Any) -> Any:
-    """``--help`` shown as the flag it is: Typer renders the help option with the type label
-    ``<bool>`` unless the option has a metavar (Typer's own click, hence ``Any``)."""
-    if option is not None:
-        option.metavar = ""
-    return option
+def _as_flags(params: list[Any]) -> list[Any]:
+    """Flags (``--help``, ``--json``, ``--unsafe`` ...) shown as the flags they are: Typer renders
+    an option without a metavar with its type label, ``<bool>`` (Typer's own click, hence
+    ``Any``)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
 
 
 class Group(TyperGroup):
-    """The app's group: its help shows ``--help`` as a flag."""
+    """The app's group: its help shows flags as flags."""
 
-    def get_help_option(self, ctx: Any) -> Any:
-        return _as_flag(super().get_help_option(ctx))
+    def get_params(self, ctx: Any) -> Any:
+        return _as_flags(super().get_params(ctx))
 
 
 class Command(TyperCommand):
-    """Every command's class (``@app.command(cls=Command)``): its help shows ``--help`` as a
-    flag."""
+    """Every command's class (``@app.command(cls=Command)``): its help shows flags as flags."""
 
-    def get_help_option(self, ctx: Any) -> Any:
-        return _as_flag(super().get_help_option(ctx))
+    def get_params(self, ctx: Any) -> Any:
+        return _as_flags(super().get_params(ctx))
 
 
 app = typer.Typer(
