@@ -213,7 +213,8 @@ def measure(
     began = time.perf_counter()
     cli("train", str(store), "--window", str(data.window), "--validation", str(data.validation),
         "--epochs", str(epochs), "--chunk", "50000", "--seed", "0", "--out", str(run),
-        "--restart", *(("--model", model) if model else ()), *row.train)  # fmt: skip
+        "--restart", "--tolerance", str(data.tolerance_s),
+        *(("--model", model) if model else ()), *row.train)  # fmt: skip
     fixed = ("--threshold", str(row.threshold)) if row.threshold is not None else ()
     report = json.loads(cli("evaluate", str(run), str(store), "--json", *fixed))
     cli("predict", str(run), str(store), "--out", str(run / "scores.zarr"), "--events-out",
