@@ -64,3 +64,20 @@ def test_the_demos_training_prints_a_short_engine_line_and_epoch_line(
     )
     assert lines[command + 1].startswith("TensorFlow, train step ")
     assert lines[command + 2].startswith("epoch 1/1  loss ")
+
+
+def test_the_demo_shows_event_figures_and_one_row_per_detected_beat(
+    demo: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    result, root = demo
+    lines = result.stdout.splitlines()
+    # evaluate leads with the event-level figures
+    assert any(line.startswith("event P/R/F1 ") for line in lines), result.stdout
+    rows = (root / "demo-out" / "detections.csv").read_text().splitlines()
+    header = lines.index(
+        f"demo-out/detections.csv: {len(rows) - 1:,} events, one row each; the first three:"
+    )
+    assert lines[header + 1].strip() == rows[0] and rows[0].startswith("start_s,end_s,peak_s,")
+    # one row per beat: no two detections overlap
+    spans = [tuple(map(int, r.split(",")[5:7])) for r in rows[1:]]
+    assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:], strict=False))
