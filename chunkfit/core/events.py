@@ -102,7 +102,8 @@ def hours_of(store: Store, ranges: np.ndarray) -> float | None:
     """Hours of signal in ``ranges`` (None without a sample rate)."""
     if not store.sample_rate:
         return None
-    return float((ranges[:, 1] - ranges[:, 0]).sum()) / store.sample_rate / 3600
+    r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+    return float((r[:, 1] - r[:, 0]).sum()) / store.sample_rate / 3600
 
 
 def events_in(store: Store, ranges: np.ndarray) -> np.ndarray:

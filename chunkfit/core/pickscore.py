@@ -17,7 +17,7 @@ import numpy as np
 
 from ..config import WindowSpec
 from ..store import Store
-from .events import events_in
+from .events import event_figures, events_in, hours_of
 from .matching import EventMatch, match_events
 from .picks import peak_picks, stitch
 from .scoring import Predictor, score_store
@@ -58,13 +58,6 @@ def picks_of(traces: list[tuple[int, int, np.ndarray]], threshold: float, width:
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
-def hours_of(store: Store, ranges: np.ndarray) -> float | None:
-    r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
-    return (
-        float((r[:, 1] - r[:, 0]).sum()) / store.sample_rate / 3600 if store.sample_rate else None
-    )
-
-
 def choose_pick_threshold(
     predictor: Predictor, store: Store, windows: WindowSpec, ranges: np.ndarray, width: int
 ) -> dict[str, Any] | None:
@@ -91,11 +84,6 @@ def choose_pick_threshold(
         "precision": float(np.nan_to_num(m.precision)),
         "recall": float(np.nan_to_num(m.recall)),
         "f1": float(np.nan_to_num(m.f1)),
-        "events": int(markers.size),
-        "events_covered": m.found,
-        "false_alarms": m.false_alarms,
-        "false_alarms_per_hour": m.false_alarms / hours if hours else None,
-        "detections": m.n_detections,
+        **event_figures(m, store.sample_rate, hours, width, "peak"),
         "pick_width": width,
-        "tolerance": width,
     }

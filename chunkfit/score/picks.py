@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.detect import Detection, point_detections
-from ..core.events import events_in
+from ..core.events import events_in, hours_of
 from ..core.matching import match_events
 from ..core.picks import DEFAULT_PICK_WIDTH, peak_picks
-from ..core.pickscore import hours_of, pick_stride, pick_traces
+from ..core.pickscore import pick_stride, pick_traces
 from ..core.scoring import Predictor
 from ..store import Store
 from ..train.picker import PICKERS

@@ -3,6 +3,7 @@ finds the markers of an easy store."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -135,10 +136,15 @@ def test_picker_predicts_one_detection_per_pick_at_its_sample(
         tmp_path / "d.csv",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    rows = np.loadtxt(tmp_path / "d.csv", delimiter=",", skiprows=1, ndmin=2)
-    picks = rows[:, 3].astype(np.int64)
-    assert (rows[:, 1] - rows[:, 0] == 1).all() and (rows[:, 0] == picks).all()
+    with (tmp_path / "d.csv").open(newline="") as f:
+        table = list(csv.DictReader(f))
+    start, end, picks = (
+        np.array([int(r[k]) for r in table], dtype=np.int64)
+        for k in ("start_sample", "end_sample", "peak_sample")
+    )
+    peak_score = np.array([float(r["peak_score"]) for r in table])
+    assert (end - start == 1).all() and (start == picks).all()
     near = np.abs(picks[:, None] - bumps[1][None, :]).min(axis=1)
     assert len(picks) >= 30 and (near <= 21).mean() >= 0.9
     scores = np.asarray(zarr.open_group(str(tmp_path / "s.zarr"), mode="r")["scores"][:])
-    assert np.nanmax(scores[picks]) <= 1.0 and (scores[picks] >= rows[:, 2] - 1e-6).all()
+    assert np.nanmax(scores[picks]) <= 1.0 and (scores[picks] >= peak_score - 1e-6).all()
