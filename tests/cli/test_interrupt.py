@@ -243,7 +243,30 @@ def test_ingest_of_a_file_interrupted_mid_append_exits_130_keeping_the_store_as_
         # the append's journal is there and it has written a chunk past the committed ones
         return lambda: (store / JOURNAL).exists() and bool(_chunks(store) - before)
 
-    code, out, err = _interrupt(["ingest", str(store), str(large), "--append"], writing, tmp_path)
+    # The big file arrives through a pipe held open after its last row: the append writes what it
+    # read, then waits for more, so it is caught mid-append whatever the machine's speed.
+    fifo = tmp_path / "big.csv"
+    os.mkfifo(fifo)
+    ended = threading.Event()
+
+    def feed() -> None:
+        with fifo.open("wb") as f:
+            try:
+                f.write(large.read_bytes())
+                f.flush()
+            except BrokenPipeError:
+                return
+            ended.wait(timeout=600)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        code, out, err = _interrupt(
+            ["ingest", str(store), str(fifo), "--append"], writing, tmp_path
+        )
+    finally:
+        ended.set()
+        feeder.join()
     assert (code, out) == (130, ""), err
     assert err.splitlines() == [f"chunkfit: interrupted: {store} left unchanged"]
     assert not (store / JOURNAL).exists()  # rolled back by the interrupted process itself

@@ -177,7 +177,11 @@ def test_refused_keras_file_leaves_the_folder_as_it_was(
 
 @pytest.mark.parametrize("name", ["evaluate-unsafe", "train-unsafe"])
 def test_keras_file_with_a_lambda_loads_with_unsafe(loaded: dict[str, Loaded], name: str) -> None:
-    assert (loaded[name].result.returncode, loaded[name].result.stderr) == (0, "")
+    # nothing but the verdict's warnings (the tiny store's validation split holds few events)
+    errors = [
+        line for line in loaded[name].result.stderr.splitlines() if not line.startswith("warning: ")
+    ]
+    assert (loaded[name].result.returncode, errors) == (0, [])
 
 
 @pytest.mark.parametrize("name", ["evaluate-unsafe", "train-unsafe"])
