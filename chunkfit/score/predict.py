@@ -7,6 +7,7 @@ It is written block by block (bounded memory) under a temporary name and renamed
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import tempfile
@@ -144,21 +145,8 @@ def predict(
         check_outputs(out_path, ev_path, store, overwrite)
         locate_run(run, unsafe=unsafe)  # a wrong run or store is refused before TensorFlow loads
         locks.claim()
-        if isinstance(store, Store):
-            return _predict(
-                run,
-                store,
-                out_path,
-                ev_path,
-                threshold,
-                chunk,
-                batch_size,
-                unsafe,
-                channels,
-                progress,
-                rule,
-            )
-        with open_store(store) as s:
+        opened = contextlib.nullcontext(store) if isinstance(store, Store) else open_store(store)
+        with opened as s:
             return _predict(
                 run,
                 s,
