@@ -1,0 +1,1 @@
+"""Take a trained run to a device: LiteRT, ONNX and SavedModel files with the run's settings beside them."""
