@@ -1,1 +1,2 @@
-"""Take a trained run to a device: LiteRT, ONNX and SavedModel files with the run's settings beside them."""
+"""Take a trained run to a device: LiteRT, ONNX and SavedModel files, the run's settings beside
+them."""
