@@ -9,9 +9,9 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# torch by name: the CPU build pip finds beside its index, never the CUDA wheels of several GB
-	$(BIN)/python -m pip install --quiet 'torch==2.13.0'
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,formats,s3,docs,lint,export,torch,grain]'
+	# torch named with its version: the CPU build pip finds beside its index, never CUDA wheels of GBs
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,formats,s3,docs,lint,export,torch,grain]' \
+		'torch==2.13.0'
 	touch $(STAMP)
 
 demo: $(STAMP)
