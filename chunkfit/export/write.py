@@ -14,6 +14,7 @@ export).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -79,13 +80,17 @@ def export_run(
         refuse_url(out, "--out")
         check_out(tgt, out_path)
     _claim(out_path, tgt, overwrite)
-    locate_run(run, unsafe=unsafe)  # model.keras there, loadable in safe mode
+    files = locate_run(run, unsafe=unsafe)  # model.keras there, loadable in safe mode
+    training = _training_store(run_dir, store, files.meta) if tgt.quantize == "int8" else None
     use_tensorflow()
     model, spec = load_run(run, unsafe=unsafe)
     facts = run_facts(model, spec)
     calibration = None
-    if tgt.quantize == "int8":
-        calibration = _calibration(run_dir, store, spec, facts)
+    if training is not None:
+        with open_store(training) as s:
+            calibration = representative(
+                s, spec.meta, window=facts.window, stride=facts.stride, positive=facts.positive
+            )
     tmp = out_path.parent / f".{out_path.name}.chunkfit-tmp-{os.getpid()}"
     try:
         tmp.mkdir()
@@ -126,14 +131,15 @@ def export_run(
 
 def use_tensorflow() -> None:
     """Make Keras load on TensorFlow in this process, where every converter runs."""
-    if "keras" in sys.modules:
-        running = str(sys.modules["keras"].backend.backend())
-        if running != "tensorflow":
-            raise UsageError(
-                f"export converts on TensorFlow, and Keras already runs on {running} in this "
-                "process; export in a process started with KERAS_BACKEND=tensorflow"
-            )
-    os.environ["KERAS_BACKEND"] = "tensorflow"
+    if "keras" not in sys.modules:
+        os.environ["KERAS_BACKEND"] = "tensorflow"
+        return
+    running = str(sys.modules["keras"].backend.backend())
+    if running != "tensorflow":
+        raise UsageError(
+            f"export converts on TensorFlow, and Keras already runs on {running} in this "
+            "process; export in a process started with KERAS_BACKEND=tensorflow"
+        )
 
 
 def run_facts(model: keras.Model, spec: RunSpec) -> RunFacts:
@@ -197,26 +203,26 @@ def _claim(out: Path, tgt: Target, overwrite: bool) -> None:
         check_output_folder(out, "--out")
 
 
-def _calibration(
-    run_dir: Path, store: str | os.PathLike[str] | None, spec: RunSpec, facts: RunFacts
-) -> Representative:
-    """The int8 calibration windows from the run's training store."""
-    recorded = spec.meta.get("store", {}) if isinstance(spec.meta.get("store"), dict) else {}
+def _training_store(
+    run_dir: Path, store: str | os.PathLike[str] | None, meta: dict[str, Any]
+) -> str | os.PathLike[str]:
+    """The store int8 calibrates on: ``store``, else the one run.json names; refused when it is
+    missing or is not the store the run trained on."""
+    recorded = meta.get("store", {}) if isinstance(meta.get("store"), dict) else {}
     path = store if store is not None else recorded.get("path")
     if path is None or (store is None and not is_remote(path) and not Path(path).exists()):
         raise UsageError(
-            f"--quantize int8 calibrates on the run's training windows, and the store run.json "
+            "--quantize int8 calibrates on the run's training windows, and the store run.json "
             f"names ({path}) is not there; pass --store with the store {run_dir} trained on"
         )
     with open_store(path) as s:
-        if recorded.get("identity") is not None and s.identity != recorded["identity"]:
+        same = json.loads(json.dumps(s.identity)) == recorded.get("identity")
+        if recorded.get("identity") is not None and not same:
             raise IncompatibleError(
                 f"{path}: not the store the run trained on (its samples, channels, rate or "
                 "sources differ); pass --store with the training store"
             )
-        return representative(
-            s, spec.meta, window=facts.window, stride=facts.stride, positive=facts.positive
-        )
+    return path
 
 
 def _convert(
