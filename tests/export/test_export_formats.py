@@ -148,8 +148,7 @@ def test_overwrite_replaces_a_saved_model_folder_whole(
     out = tmp_path / "sm"
     out.mkdir()
     (out / "stale.txt").write_text("old")
-    result = export(run, "--format", "saved_model", "--out", out, "--overwrite")
-    assert result.returncode == 0, result.stderr
+    export_run(run, "saved_model", out=out, overwrite=True)
     assert not (out / "stale.txt").exists()
     assert json.loads((out / "chunkfit.json").read_text())["file"] == "sm"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sm"]
