@@ -73,6 +73,11 @@ def export_run(
     [default: the store run.json names]; "float16" halves LiteRT's weights.
     """
     tgt = target(fmt, quantize)
+    if store is not None and tgt.quantize != "int8":
+        raise UsageError(
+            "--store gives the windows --quantize int8 calibrates on; drop --store, or add "
+            "--quantize int8"
+        )
     check_extra(tgt.format)
     run_dir = _run_folder(run, out)
     out_path = Path(out) if out is not None else run_dir / tgt.default_name
@@ -80,8 +85,8 @@ def export_run(
         refuse_url(out, "--out")
         check_out(tgt, out_path)
     _claim(out_path, tgt, overwrite)
-    files = locate_run(run, unsafe=unsafe)  # model.keras there, loadable in safe mode
-    training = _training_store(run_dir, store, files.meta) if tgt.quantize == "int8" else None
+    training = _training_store(run_dir, store) if tgt.quantize == "int8" else None
+    locate_run(run, unsafe=unsafe)  # model.keras there, and safe to load
     use_tensorflow()
     model, spec = load_run(run, unsafe=unsafe)
     facts = run_facts(model, spec)
@@ -92,6 +97,7 @@ def export_run(
                 s, spec.meta, window=facts.window, stride=facts.stride, positive=facts.positive
             )
     tmp = out_path.parent / f".{out_path.name}.chunkfit-tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)  # left by a killed export of this process id
     try:
         tmp.mkdir()
         artifact = tmp if tgt.folder else tmp / out_path.name
@@ -150,6 +156,11 @@ def run_facts(model: keras.Model, spec: RunSpec) -> RunFacts:
     )
     rate = identity.get("sample_rate") if isinstance(identity, dict) else None
     w = spec.windows
+    per_sample = len(model.outputs[0].shape) == 3
+    # a picker gives one event score per sample, [batch, window, 1]: its index on the last axis
+    positive = (
+        min(spec.positive, int(model.outputs[0].shape[-1]) - 1) if per_sample else spec.positive
+    )
     return RunFacts(
         model=str(meta.get("model", "model.keras")),
         trained_on=str(meta.get("engine", "tensorflow")),
@@ -159,10 +170,10 @@ def run_facts(model: keras.Model, spec: RunSpec) -> RunFacts:
         n_channels=spec.n_channels,
         rate=float(rate) if isinstance(rate, (int, float)) else None,
         classes=list(spec.classes),
-        positive=spec.positive,
+        positive=positive,
         threshold=run_threshold(spec, None)[0],
         label=str(spec.config.get("windows", {}).get("label", w.label)),
-        output_kind="per-sample" if len(model.outputs[0].shape) == 3 else "window",
+        output_kind="per-sample" if per_sample else "window",
         run=meta,
     )
 
@@ -203,12 +214,15 @@ def _claim(out: Path, tgt: Target, overwrite: bool) -> None:
         check_output_folder(out, "--out")
 
 
-def _training_store(
-    run_dir: Path, store: str | os.PathLike[str] | None, meta: dict[str, Any]
-) -> str | os.PathLike[str]:
+def _training_store(run_dir: Path, store: str | os.PathLike[str] | None) -> str | os.PathLike[str]:
     """The store int8 calibrates on: ``store``, else the one run.json names; refused when it is
-    missing or is not the store the run trained on."""
-    recorded = meta.get("store", {}) if isinstance(meta.get("store"), dict) else {}
+    missing or is not the store the run trained on (checked before the model loads)."""
+    try:
+        meta = json.loads((run_dir / RUN_FILE).read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        raise RunError(f"{run_dir / RUN_FILE}: not a readable run.json ({err})") from None
+    stored = meta.get("store") if isinstance(meta, dict) else None
+    recorded = stored if isinstance(stored, dict) else {}
     path = store if store is not None else recorded.get("path")
     if path is None or (store is None and not is_remote(path) and not Path(path).exists()):
         raise UsageError(

@@ -77,6 +77,7 @@ def train(folder: Path, store: Path, name: str, *extra: str) -> Path:
         name,
         *extra,
         cwd=folder,
+        timeout=900,
     )
     assert result.returncode == 0, result.stderr
     return folder / name
@@ -85,7 +86,7 @@ def train(folder: Path, store: Path, name: str, *extra: str) -> Path:
 def export(run: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
     """``chunkfit export RUN ARGS`` in a subprocess (in the run's parent folder, where a
     module:function model's module lies)."""
-    return run_cli("export", run, *args, cwd=run.parent)
+    return run_cli("export", run, *args, cwd=run.parent, timeout=900)
 
 
 def starts(n: int = 48) -> np.ndarray:

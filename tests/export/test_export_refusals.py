@@ -76,6 +76,15 @@ def test_a_float16_c_array_is_refused(fake_run: Path) -> None:
     )
 
 
+def test_a_store_without_int8_is_refused(fake_run: Path) -> None:
+    result = export(fake_run, "--store", "s.zarr")
+    assert (result.returncode, error_line(result)) == (
+        2,
+        "chunkfit: error: --store gives the windows --quantize int8 calibrates on; drop --store, "
+        "or add --quantize int8",
+    )
+
+
 def test_an_out_named_for_another_format_is_refused(fake_run: Path) -> None:
     result = export(fake_run, "--format", "litert", "--out", "detector.onnx")
     assert (result.returncode, error_line(result)) == (
