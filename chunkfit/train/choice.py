@@ -83,6 +83,13 @@ class Choice:
             out["validation"] = self.validation
         return out
 
+    @property
+    def worth_a_line(self) -> bool:
+        """Whether the run says its choice on a line of its own: when measured (now or cached) or
+        in bfloat16; a rule's or a flag's choice is in run.json, and the engine in the compile
+        line."""
+        return self.windows_per_s is not None or self.precision != "float32"
+
     def line(self) -> str:
         """The run's one line on its engine and precision."""
         if self.engine_by == self.precision_by:
@@ -346,3 +353,26 @@ def _write_cache(key: str, entry: dict[str, Any]) -> None:
         os.replace(tmp, path)
     except OSError:  # a read-only home: the run goes on, measured again next time
         pass
+
+
+def measure_now(model: str, window: int = 104, channels: int = 1, batch_size: int = 128) -> Any:
+    """Measure both engines at both precisions for ``model`` now and cache it, for a later run of
+    the same shapes (two classes) to find: ``python -m chunkfit.train.choice MODEL...``."""
+    from ..config import FitOptions, WindowSpec
+    from .choiceprobe import measure
+
+    opts = FitOptions(windows=WindowSpec(window=window), batch_size=batch_size)
+    spec = _spec(model, opts, channels, 2)
+    keys = [f"{e}/{p}" for e in ("tensorflow", "jax") for p in ("float32", "bfloat16")]
+    t0 = time.perf_counter()
+    measured = measure(keys, spec, validate=True)
+    if measured is not None:
+        entry = {**measured, "seconds": round(time.perf_counter() - t0, 1)}
+        _write_cache(_cache_key(spec), {**entry, "when": time.strftime("%Y-%m-%d %H:%M")})
+        return {"model": model, "cpu": _cpu_name(), "bf16": bf16_flags(), **entry}
+    return {"model": model, "failed": True}
+
+
+if __name__ == "__main__":
+    for name in sys.argv[1:]:
+        print(json.dumps(measure_now(name)), flush=True)

@@ -31,7 +31,7 @@ from typing import Any
 BURST = 32  # batches per timed burst
 ROUNDS = 5  # bursts per candidate, at most
 SLOW_BURST = 2.0  # seconds: past it (a slow model's bursts), no more rounds than three
-TIMEOUT = 240.0  # seconds for the whole measurement (imports and compiles included)
+TIMEOUT = 300.0  # seconds for the whole measurement (imports and compiles included)
 
 
 class Child:

@@ -80,7 +80,7 @@ class RunSetup:
             progress(TrainProgress.notice(self.weights.notice, epochs=opts.epochs))
         self.entry = entry = engine if engine is not None else engine_for_backend()
         self.choice = choice
-        if choice is not None:
+        if choice is not None and choice.worth_a_line:
             self._notice(choice.line())
         # the model is built in the run's precision; model.keras is saved in float32 (loop)
         set_policy(choice.precision if choice is not None else "float32")
