@@ -31,6 +31,9 @@ from typing import Any
 BURST = 32  # batches per timed burst
 ROUNDS = 5  # bursts per candidate, at most
 SLOW_BURST = 2.0  # seconds: past it (a slow model's bursts), no more rounds than three
+OUTRUN = 10.0  # a burst this many times the fastest one's length drops its candidate
+MIN_PATIENCE = 20.0  # seconds: never dropped sooner
+READY = 150.0  # seconds for a bfloat16 candidate to compile and run its first burst
 TIMEOUT = 300.0  # seconds for the whole measurement (imports and compiles included)
 
 
@@ -77,6 +80,8 @@ class Child:
             return None
 
     def stop(self) -> None:
+        if self.proc.returncode is not None:
+            return
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
@@ -95,24 +100,49 @@ def measure(keys: list[str], spec: dict[str, Any], validate: bool) -> dict[str, 
     measurement ran past ``TIMEOUT``."""
     deadline = time.monotonic() + TIMEOUT
     children = [Child(key, spec) for key in keys]
+    windows = BURST * spec["batch_size"]
     try:
-        if any(child.ask(None, deadline) is None for child in children):
-            return None
         bursts: dict[str, list[float]] = {key: [] for key in keys}
+        dropped: set[str] = set()
+        # a bfloat16 candidate that has not compiled and run its first burst by READY is out
+        ready_by = time.monotonic() + READY
+        for child in children:
+            if child.ask(None, ready_by if child.key.endswith("bfloat16") else deadline) is None:
+                if not child.key.endswith("bfloat16") or time.monotonic() >= deadline:
+                    return None
+                dropped.add(child.key)
+                bursts[child.key].append(windows / READY)
+                child.stop()
         started = time.monotonic()
         for done in range(ROUNDS):
             if done >= 3 and time.monotonic() - started > SLOW_BURST * len(keys) * done:
                 break
             for child in children:
-                answer = child.ask("t", deadline)
+                if child.key in dropped:
+                    continue
+                # a candidate far slower than the fastest is out of the running: it is not waited
+                # for past OUTRUN times the fastest burst (its rate then at most what that gives)
+                fastest = min((windows / max(r) for r in bursts.values() if r), default=None)
+                patience = max(MIN_PATIENCE, OUTRUN * fastest) if fastest else TIMEOUT
+                asked = time.monotonic()
+                answer = child.ask("t", min(deadline, asked + patience))
+                if answer is None and fastest is not None and time.monotonic() < deadline:
+                    dropped.add(child.key)
+                    bursts[child.key].append(windows / (time.monotonic() - asked))
+                    child.stop()
+                    continue
                 if not answer or answer[0] <= 0:
                     return None
-                bursts[child.key].append(BURST * spec["batch_size"] / answer[0])
+                bursts[child.key].append(windows / answer[0])
         out: dict[str, Any] = {
             "windows_per_s": {k: round(statistics.median(v), 1) for k, v in bursts.items()}
         }
         if validate:
-            figures = {child.key: child.ask("v", deadline) for child in children}
+            figures = {
+                child.key: child.ask("v", deadline)
+                for child in children
+                if child.key not in dropped
+            }
             if any(f is None or len(f) != 2 for f in figures.values()):
                 return None
             out["validation"] = {k: [round(x, 5) for x in v or []] for k, v in figures.items()}
