@@ -182,7 +182,8 @@ def test_a_resumed_run_keeps_the_engine_it_started_with(tmp_path: Path) -> None:
         "from chunkfit.train.choice import choose\n"
         "c = choose('baseline-cnn', FitOptions(), channels=1, classes=2, run_windows=10**12,\n"
         "           resumed={'engine': 'jax', 'precision': 'bfloat16'})\n"
-        "print(c.line())\n"
+        "import sys\n"
+        "print(c.line(), [m for m in ('keras', 'tensorflow', 'jax') if m in sys.modules])\n"
     )
     env = {**cli_env(), "CHUNKFIT_CACHE_DIR": str(tmp_path), "KERAS_HOME": str(tmp_path)}
     env.pop("KERAS_BACKEND", None)
@@ -191,7 +192,7 @@ def test_a_resumed_run_keeps_the_engine_it_started_with(tmp_path: Path) -> None:
     )
     assert result.stdout.strip() == (
         "engine: jax (the engine the resumed run started with); precision: bfloat16 (the "
-        "precision the resumed run started with)"
+        "precision the resumed run started with) []"  # chosen before Keras loads
     ), result.stderr
     assert not (tmp_path / CACHE_FILE).exists()
 
