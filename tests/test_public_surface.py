@@ -110,6 +110,7 @@ COMMANDS: dict[str, list[str]] = {
         "--out",
         "--oversample",
         "--pick-width",
+        "--precision",
         "--restart",
         "--resume",
         "--seed",
