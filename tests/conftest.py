@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -64,6 +67,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(
         key=lambda item: rank.get(item.path.stem, len(rank))
     )  # stable: each module keeps its order
+
+
+# XLA's compiled programs, kept on disk for the whole test run (JAX's persistent compilation cache):
+# every process of the run that trains or scores on JAX (the JAX pytest of each module, its CLI
+# subprocesses, the other xdist worker's) loads a program another one compiled, as chunkfit's own
+# cache does for a user's runs, instead of each fresh process compiling it again. A hit is the
+# program compiled from the same computation and options, so no result changes. The size limit
+# turns on JAX's file lock (the filelock package) around every read and write of the cache: a
+# process never reads an entry another is still writing. Without filelock each process keeps its
+# own cache, as before.
+XLA_CACHE = "JAX_COMPILATION_CACHE_DIR"
+_made_xla_cache: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(XLA_CACHE) is not None:  # made by the pytest that started this one
+        return
+    if importlib.util.find_spec("filelock") is None:
+        return
+    folder = tempfile.mkdtemp(prefix="chunkfit-tests-xla-")
+    _made_xla_cache.append(folder)
+    os.environ[XLA_CACHE] = folder
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.1"  # chunkfit's threshold
+    os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(4 << 30)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _made_xla_cache:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
