@@ -43,10 +43,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 # collection order. The modules that took longest in a serial run on a 2-core machine go first, so
 # that no long module is handed out last and runs alone while the other workers sit idle.
 HEAVIEST_FIRST = (
+    "test_trainer",
     "test_workers",
     "test_resume",
     "test_jax_engine",
-    "test_trainer",
     "test_stepper",
     "test_bench",
     "test_s3_train",
@@ -62,11 +62,29 @@ HEAVIEST_FIRST = (
 )
 
 
+# Then, before the many light modules rather than after them (where one would run alone at the
+# end): the modules whose tests also run on JAX, each in a pytest of its own (backendparams.py), and
+# the modules of features that train or convert models whose weight is not yet measured (named by
+# how their names begin).
+HEAVY_FAMILIES = ("test_export", "test_feed", "test_engine_choice")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(HEAVIEST_FIRST)}
-    items.sort(
-        key=lambda item: rank.get(item.path.stem, len(rank))
-    )  # stable: each module keeps its order
+    on_jax = {
+        item.path
+        for item in items
+        if item.get_closest_marker("backends") or item.get_closest_marker("jax_only")
+    }
+
+    def rank(item: pytest.Item) -> int:
+        stem = item.path.stem
+        if stem in HEAVIEST_FIRST:
+            return HEAVIEST_FIRST.index(stem)
+        if item.path in on_jax or stem.startswith(HEAVY_FAMILIES):
+            return len(HEAVIEST_FIRST)
+        return len(HEAVIEST_FIRST) + 1
+
+    items.sort(key=rank)  # stable: each module keeps its order
 
 
 # XLA's compiled programs, kept on disk for the whole test run (JAX's persistent compilation cache):
