@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,10 +43,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 # collection order. The modules that took longest in a serial run on a 2-core machine go first, so
 # that no long module is handed out last and runs alone while the other workers sit idle.
 HEAVIEST_FIRST = (
+    "test_trainer",
     "test_workers",
     "test_resume",
     "test_jax_engine",
-    "test_trainer",
     "test_stepper",
     "test_bench",
     "test_s3_train",
@@ -59,11 +62,58 @@ HEAVIEST_FIRST = (
 )
 
 
+# Then, before the many light modules rather than after them (where one would run alone at the
+# end): the modules whose tests also run on JAX, each in a pytest of its own (backendparams.py), and
+# the modules of features that train or convert models whose weight is not yet measured (named by
+# how their names begin).
+HEAVY_FAMILIES = ("test_export", "test_feed", "test_engine_choice")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(HEAVIEST_FIRST)}
-    items.sort(
-        key=lambda item: rank.get(item.path.stem, len(rank))
-    )  # stable: each module keeps its order
+    on_jax = {
+        item.path
+        for item in items
+        if item.get_closest_marker("backends") or item.get_closest_marker("jax_only")
+    }
+
+    def rank(item: pytest.Item) -> int:
+        stem = item.path.stem
+        if stem in HEAVIEST_FIRST:
+            return HEAVIEST_FIRST.index(stem)
+        if item.path in on_jax or stem.startswith(HEAVY_FAMILIES):
+            return len(HEAVIEST_FIRST)
+        return len(HEAVIEST_FIRST) + 1
+
+    items.sort(key=rank)  # stable: each module keeps its order
+
+
+# XLA's compiled programs, kept on disk for the whole test run (JAX's persistent compilation cache):
+# every process of the run that trains or scores on JAX (the JAX pytest of each module, its CLI
+# subprocesses, the other xdist worker's) loads a program another one compiled, as chunkfit's own
+# cache does for a user's runs, instead of each fresh process compiling it again. A hit is the
+# program compiled from the same computation and options, so no result changes. The size limit
+# turns on JAX's file lock (the filelock package) around every read and write of the cache: a
+# process never reads an entry another is still writing. Without filelock each process keeps its
+# own cache, as before.
+XLA_CACHE = "JAX_COMPILATION_CACHE_DIR"
+_made_xla_cache: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(XLA_CACHE) is not None:  # made by the pytest that started this one
+        return
+    if importlib.util.find_spec("filelock") is None:
+        return
+    folder = tempfile.mkdtemp(prefix="chunkfit-tests-xla-")
+    _made_xla_cache.append(folder)
+    os.environ[XLA_CACHE] = folder
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.1"  # chunkfit's threshold
+    os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(4 << 30)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _made_xla_cache:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

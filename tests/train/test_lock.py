@@ -67,21 +67,16 @@ def train_over_a_stale_lock_file(
     return run_cli("train", store, *TRAIN, "--out", run, timeout=300), run
 
 
-def train_to_the_end(store: Path, base: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
-    run = base / "run"
-    return run_cli("train", store, *TRAIN, "--out", run, timeout=300), run
-
-
 @pytest.fixture(scope="module", autouse=True)
 def launched(
     store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Future[Any]]]:
     """The module's trainers that need no other process beside them, started with the module one
     after another in a thread: they train on one core while the tests below hold, kill and restart
-    their own trainers on the other (as many of those processes as of these)."""
+    their own trainers on the other (as many of those processes as of these). The first one's
+    finished run is also what the predict tests at the end of the module score."""
     jobs: dict[str, Callable[[Path], Any]] = {
-        **{f"stale-{pid}": partial(train_over_a_stale_lock_file, store, pid) for pid in STALE_PIDS},
-        "finished": partial(train_to_the_end, store),  # the predict tests at the end of the module
+        f"stale-{pid}": partial(train_over_a_stale_lock_file, store, pid) for pid in STALE_PIDS
     }
     with ThreadPoolExecutor(max_workers=1) as pool:
         yield {
@@ -226,7 +221,8 @@ def test_taking_and_releasing_a_lock_file_made_by_someone_else_leaves_it_as_it_w
 
 @pytest.fixture(scope="module")
 def finished_run(launched: dict[str, Future[Any]]) -> Path:
-    result, run = launched["finished"].result()
+    """A run trained to its end: the first one over a stale lock file."""
+    result, run = launched[f"stale-{STALE_PIDS[0]}"].result()
     assert result.returncode == 0, result.stderr
     return run  # type: ignore[no-any-return]
 

@@ -73,10 +73,31 @@ class Recorder(keras.callbacks.Callback):
         return [v for k, v in self.events if k == kind]
 
 
-@pytest.mark.backends
-def test_early_stopping_really_stops_the_run(tiny_store: Path) -> None:
+@pytest.fixture(scope="module")
+def early_stopped(tiny_store: Path) -> tuple[Any, list[tuple[int | None, int, str]], list[str]]:
+    """One fit of up to six epochs that EarlyStopping ends after two: its history, every group the
+    trainer loaded (epoch or None for validation, group, thread name), and the loader threads
+    still alive the moment the fit returned."""
+    from chunkfit.train.loop import Trainer
+
+    loads: list[tuple[int | None, int, str]] = []
+    load = Trainer._load
+
+    def recorded(self: Trainer, group: Any, epoch: int | None, k: int) -> Any:
+        loads.append((epoch, k, threading.current_thread().name))
+        return load(self, group, epoch, k)
+
     stop = keras.callbacks.EarlyStopping(monitor="loss", min_delta=10.0, patience=0)
-    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=6), callbacks=[stop])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Trainer, "_load", recorded)
+        history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=6), callbacks=[stop])
+    alive = [t.name for t in threading.enumerate() if t.name.startswith("chunkfit-prefetch")]
+    return history, loads, alive
+
+
+@pytest.mark.backends
+def test_early_stopping_really_stops_the_run(early_stopped: tuple[Any, Any, Any]) -> None:
+    history, _, _ = early_stopped
     assert history.epoch == [0, 1]
 
 
@@ -165,11 +186,17 @@ def test_step_batches_group_full_batches_then_the_short_one(
 
 
 @pytest.fixture(scope="module")
-def quick_run(tiny_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One quick fit (two epochs) into a run folder, which the tests below only read."""
+def quick_fit(tiny_store: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """One quick fit (two epochs, the default normalisation) into a run folder: the folder and the
+    History, which the tests below only read."""
     out = tmp_path_factory.mktemp("quick") / "run"
-    chunkfit.fit("baseline-cnn", tiny_store, **quick(), out=out)
-    return out
+    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(), out=out)
+    return out, history
+
+
+@pytest.fixture(scope="module")
+def quick_run(quick_fit: tuple[Path, Any]) -> Path:
+    return quick_fit[0]
 
 
 def test_csv_logger_in_the_run_folder_has_one_row_per_epoch(quick_run: Path) -> None:
@@ -388,7 +415,7 @@ def test_a_callback_stopping_inside_an_epoch_ends_the_run_after_validation(
 
 @pytest.mark.backends
 def test_the_next_epochs_first_group_is_read_while_the_epoch_validates_and_once(
-    tiny_store: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_store: Path, monkeypatch: pytest.MonkeyPatch, early_stopped: tuple[Any, Any, Any]
 ) -> None:
     from chunkfit.train.loop import Trainer
 
@@ -426,11 +453,9 @@ def test_the_next_epochs_first_group_is_read_while_the_epoch_validates_and_once(
     assert all(name.startswith("chunkfit-prefetch") for *_, name in loads)
 
     # A run that stops after an epoch leaves no loader thread behind with the group it read ahead.
-    loads.clear()
-    stop = keras.callbacks.EarlyStopping(monitor="loss", min_delta=10.0, patience=0)
-    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=6), callbacks=[stop])
-    assert history.epoch == [0, 1] and (2, 0) in [(e, k) for e, k, _ in loads]
-    assert not [t.name for t in threading.enumerate() if t.name.startswith("chunkfit-prefetch")]
+    stopped, stopped_loads, alive = early_stopped
+    assert stopped.epoch == [0, 1] and (2, 0) in [(e, k) for e, k, _ in stopped_loads]
+    assert not alive
 
 
 @pytest.fixture(scope="session")
@@ -628,28 +653,47 @@ def rescaled_copy(source: Path, target: Path, a: float, b: float) -> Path:
     return target
 
 
+@pytest.fixture(scope="module")
+def raw_store(tiny_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tiny_store`` in other units: every sample ``1000 x + 5000``."""
+    return rescaled_copy(tiny_store, tmp_path_factory.mktemp("raw") / "raw.zarr", 1000.0, 5000.0)
+
+
+@pytest.fixture(scope="module")
+def raw_fit(raw_store: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """``quick_fit`` on ``raw_store``: the run folder and the History, which the tests only
+    read."""
+    out = tmp_path_factory.mktemp("raw-run") / "run"
+    history = chunkfit.fit("baseline-cnn", raw_store, **quick(), out=out)
+    return out, history
+
+
 @pytest.mark.backends
-@pytest.mark.parametrize("mode", ["global", "window"])
-def test_a_signal_in_other_units_trains_to_the_same_validation_figures(
-    tiny_store: Path, tmp_path: Path, mode: str
+def test_a_signal_in_other_units_trains_to_the_same_global_validation_figures(
+    quick_fit: tuple[Path, Any], raw_fit: tuple[Path, Any]
 ) -> None:
-    raw = rescaled_copy(tiny_store, tmp_path / "raw.zarr", 1000.0, 5000.0)
-    plain = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=2), normalize=mode)
-    scaled = chunkfit.fit("baseline-cnn", raw, **quick(epochs=2), normalize=mode)
+    (_, plain), (_, scaled) = quick_fit, raw_fit  # both normalised globally, the default
+    for name in ("val_loss", "val_accuracy"):
+        assert scaled.history[name][-1] == pytest.approx(plain.history[name][-1], abs=0.01)
+
+
+@pytest.mark.backends
+def test_a_signal_in_other_units_trains_to_the_same_per_window_validation_figures(
+    tiny_store: Path, raw_store: Path
+) -> None:
+    plain = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=2), normalize="window")
+    scaled = chunkfit.fit("baseline-cnn", raw_store, **quick(epochs=2), normalize="window")
     for name in ("val_loss", "val_accuracy"):
         assert scaled.history[name][-1] == pytest.approx(plain.history[name][-1], abs=0.01)
 
 
 @pytest.mark.backends
 def test_the_saved_model_takes_raw_signal_and_scores_it_as_the_run_validated(
-    tiny_store: Path, tmp_path: Path
+    raw_store: Path, raw_fit: tuple[Path, Any]
 ) -> None:
-    raw = rescaled_copy(tiny_store, tmp_path / "raw.zarr", 1000.0, 5000.0)
-    chunkfit.fit("baseline-cnn", raw, **quick(epochs=2), out=tmp_path / "run")
-    run = json.loads((tmp_path / "run" / "run.json").read_text())
-    model = keras.saving.load_model(
-        tmp_path / "run" / "model.keras"
-    )  # Keras alone, no chunkfit code
+    raw, (out, _) = raw_store, raw_fit
+    run = json.loads((out / "run.json").read_text())
+    model = keras.saving.load_model(out / "model.keras")  # Keras alone, no chunkfit code
     with chunkfit.open_store(raw) as s:
         train = np.concatenate([s.read(lo, hi) for lo, hi in run["split"]["train_ranges"]]).astype(
             np.float64
@@ -685,11 +729,11 @@ def test_the_saved_model_takes_raw_signal_and_scores_it_as_the_run_validated(
 
 @pytest.mark.backends
 def test_each_epoch_logs_the_event_f1_and_false_alarms_at_the_threshold_it_chose(
-    tiny_store: Path, tmp_path: Path
+    tiny_store: Path, quick_fit: tuple[Path, Any]
 ) -> None:
-    history = chunkfit.fit("baseline-cnn", tiny_store, **quick(epochs=2), out=tmp_path / "run")
-    run = json.loads((tmp_path / "run" / "run.json").read_text())
-    model = keras.saving.load_model(tmp_path / "run" / "model.keras")
+    out, history = quick_fit
+    run = json.loads((out / "run.json").read_text())
+    model = keras.saving.load_model(out / "model.keras")
     with chunkfit.open_store(tiny_store) as s:
         ((a, b),) = run["split"]["validation_ranges"]
         x, events, rate = s.read(a, b), s.events_in(a, b) - a, s.sample_rate
@@ -713,7 +757,7 @@ def test_each_epoch_logs_the_event_f1_and_false_alarms_at_the_threshold_it_chose
         )
     else:
         assert last["val_false_alarms"] == false_alarms
-    header = (tmp_path / "run" / "history.csv").read_text().splitlines()[0].split(",")
+    header = (out / "history.csv").read_text().splitlines()[0].split(",")
     assert (
         header.index("val_f1")
         < header.index("val_threshold")

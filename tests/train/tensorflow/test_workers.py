@@ -17,6 +17,7 @@ import subprocess
 import time
 import zipfile
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -313,42 +314,56 @@ def test_a_killed_worker_stops_the_other_with_one_line_and_the_same_commands_res
     assert_same_run(two[0], out)
 
 
-def test_a_worker_killed_during_start_up_stops_the_other_after_the_cluster_timeout(
-    store: Path, tmp_path: Path, workers: list[Workers]
-) -> None:
-    out = tmp_path / "run"
+@dataclass
+class TimedOut:
+    """A chief whose worker 1 was killed before the cluster formed, as it was left."""
+
+    out: Path
+    ports: list[int]
+    returncode: int | None
+    stderr: str
+    files: list[str]  # what the run folder held once the chief had stopped
+
+
+@pytest.fixture(scope="module")
+def timed_out(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TimedOut]:
+    """Two workers with --cluster-timeout 3; worker 1 killed at once: it cannot have joined, it has
+    not yet imported chunkfit. The rerun test below then reruns in the same folder."""
+    out = tmp_path_factory.mktemp("timed-out") / "run"
     w = Workers(store, [out, out], extra=[["--cluster-timeout", "3"]] * 2)
-    workers.append(w)
-    # Killed at once: it cannot have joined, it has not yet imported chunkfit.
-    w.procs[1].send_signal(signal.SIGKILL)
-    w.procs[1].wait(timeout=30)
-    _, stderr = w.procs[0].communicate(timeout=TIMEOUT)
-    assert w.procs[0].returncode == -signal.SIGKILL  # 137 in a shell: the wait cannot be ended
-    line = error_line(stderr.decode())
-    assert line == (
-        f"chunkfit: error: worker 1 (127.0.0.1:{w.ports[1]}, TF_CONFIG task worker:1) did not "
+    try:
+        w.procs[1].send_signal(signal.SIGKILL)
+        w.procs[1].wait(timeout=30)
+        _, stderr = w.procs[0].communicate(timeout=TIMEOUT)
+        files = sorted(p.name for p in out.rglob("*"))
+        yield TimedOut(out, w.ports, w.procs[0].returncode, stderr.decode(), files)
+    finally:
+        w.kill()
+
+
+def test_a_worker_killed_during_start_up_stops_the_other_after_the_cluster_timeout(
+    timed_out: TimedOut,
+) -> None:
+    assert timed_out.returncode == -signal.SIGKILL  # 137 in a shell: the wait cannot be ended
+    ports = timed_out.ports
+    assert error_line(timed_out.stderr) == (
+        f"chunkfit: error: worker 1 (127.0.0.1:{ports[1]}, TF_CONFIG task worker:1) did not "
         "join the cluster within 3 s (--cluster-timeout), and nothing answers at its address; "
-        f"this worker, worker 0 (127.0.0.1:{w.ports[0]}), stopped waiting: start the same "
+        f"this worker, worker 0 (127.0.0.1:{ports[0]}), stopped waiting: start the same "
         "chunkfit train command on every worker, or give them longer with --cluster-timeout"
     )
     # Nothing written but the chief's lock (a dead process's, which the next run takes over).
-    assert sorted(p.name for p in out.rglob("*")) == [".chunkfit.lock"]
+    assert timed_out.files == [".chunkfit.lock"]
 
 
 def test_the_same_commands_rerun_after_a_cluster_timeout_train_the_whole_run(
     store: Path,
     two: tuple[Path, list[tuple[int, str, str]]],
-    tmp_path: Path,
+    timed_out: TimedOut,
     workers: list[Workers],
 ) -> None:
-    out = tmp_path / "run"
-    w = Workers(store, [out, out], extra=[["--cluster-timeout", "3"]] * 2)
-    workers.append(w)
-    w.procs[1].send_signal(signal.SIGKILL)  # lost before the cluster forms
-    w.procs[1].wait(timeout=30)
-    _, stderr = w.procs[0].communicate(timeout=TIMEOUT)
-    assert w.procs[0].returncode == -signal.SIGKILL
-    assert "did not join the cluster within 3 s" in error_line(stderr.decode())
+    out = timed_out.out
+    assert (timed_out.returncode, timed_out.files) == (-signal.SIGKILL, [".chunkfit.lock"])
     # The chief's stale lock is the only thing left: the rerun takes it over and starts afresh.
     again = Workers(store, [out, out])
     workers.append(again)
