@@ -146,7 +146,8 @@ def chunkfit_predictor(store: str, run: str, batch: int, variant: str | None) ->
     w = spec.windows
     predictor = make_predictor(model, w.window, spec.n_channels, batch)
     with open_store(store) as s:
-        predictor(s.read(0, CHUNK + WINDOW - 1), np.arange(CHUNK, dtype=np.int32))
+        warm = min(CHUNK, s.n_samples - WINDOW + 1)
+        predictor(s.read(0, warm + WINDOW - 1), np.arange(warm, dtype=np.int32))
         t0 = time.perf_counter()
         n = sum(sb.starts.size for sb in score_store(predictor, s, w, chunk=CHUNK))
     return {"windows": n, "seconds": time.perf_counter() - t0, "variant": variant}
