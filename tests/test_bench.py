@@ -66,7 +66,7 @@ def tiny(
         ",".join(STRATEGIES),
         "--plot",
         plot,
-        timeout=300,
+        timeout=1200,  # a guard: a loaded 2-core machine took over 5 minutes
     )
     assert result.returncode == 0, result.stderr
     return result, json.loads(result.stdout), plot
