@@ -473,6 +473,9 @@ class FitOptions(ConfigBase):
     oversample: float = 0.0
     augment: AugmentSpec = AugmentSpec()
     pick_width: int | None = None  # the dense picker's target width (chunkfit.core.picks)
+    # the arithmetic training runs in: auto (measured where the CPU has bfloat16 instructions),
+    # float32 or bfloat16 (Keras's mixed_bfloat16 policy; chunkfit.train.precision)
+    precision: str = "auto"
 
     _nested: ClassVar[dict[str, type[ConfigBase]]] = {
         "windows": WindowSpec,
@@ -524,6 +527,10 @@ class FitOptions(ConfigBase):
         if self.jax_loop not in ("auto", "dispatch", "scan"):
             raise UsageError(
                 f"--jax-loop must be auto, dispatch or scan (received {self.jax_loop!r})"
+            )
+        if self.precision not in ("auto", "float32", "bfloat16"):
+            raise UsageError(
+                f"--precision must be auto, float32 or bfloat16 (received {self.precision!r})"
             )
         if self.jax_loop == "scan" and self.deterministic:
             raise UsageError(

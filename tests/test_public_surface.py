@@ -100,6 +100,7 @@ COMMANDS: dict[str, list[str]] = {
         "--out",
         "--oversample",
         "--pick-width",
+        "--precision",
         "--restart",
         "--resume",
         "--seed",

@@ -287,6 +287,15 @@ def train(
             rich_help_panel="Speed",
         ),
     ] = "auto",
+    precision: Annotated[
+        str,
+        typer.Option(
+            help="Arithmetic of training: float32, bfloat16 (Keras's mixed_bfloat16; model.keras "
+            "stays float32), or auto (measured on CPUs with bfloat16 instructions for long runs, "
+            "float32 elsewhere)",
+            rich_help_panel="Speed",
+        ),
+    ] = "auto",
     out: Annotated[
         str | None,
         typer.Option(
@@ -399,6 +408,7 @@ def train(
         compute_threads=compute_threads,
         jit=jit,
         jax_loop=jax_loop,
+        precision=precision,
         pick_width=pick_width,
         optimizer=optimizer,
         lr=lr,

@@ -115,13 +115,10 @@ class RunMerger:
         if self._seen is not None and int(starts[0]) != self._seen + self.stride:
             self._in_run = False  # a hole in the starts: no run continues across it
         pos = np.flatnonzero(is_positive(scores, self.threshold))
-        groups = np.split(pos, np.flatnonzero(np.diff(pos) != 1) + 1) if pos.size else []
-        for g in groups:
-            k = int(g[np.argmax(scores[g])])
-            continues = bool(g[0] == 0 and self._in_run)
-            out += self._add(
-                int(starts[g[0]]), int(starts[g[-1]]), float(scores[k]), int(starts[k]), continues
-            )
+        heads, tails, best = _runs(pos, np.asarray(scores))
+        at, values = starts.tolist(), np.asarray(scores).tolist()
+        for h, t, k in zip(heads.tolist(), tails.tolist(), best.tolist(), strict=True):
+            out += self._add(at[h], at[t], values[k], at[k], h == 0 and self._in_run)
             self._in_run = True
         self._in_run = bool(pos.size and pos[-1] == starts.size - 1)
         self._seen = int(starts[-1])
@@ -168,6 +165,25 @@ class RunMerger:
     def flush(self) -> list[Detection]:
         """The event still open (the last block of the store or of a segment was scored)."""
         return self._close()
+
+
+def _runs(pos: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first, last, best) index of each row of consecutive indices in ``pos`` (sorted), ``best``
+    the first of the row's highest ``scores``: whole arrays, as a block may hold many rows.
+
+    Example: pos [2, 3, 4, 9], scores[2:5] = [0.6, 0.8, 0.8], scores[9] = 0.7 -> first [2, 9],
+    last [4, 9], best [3, 9].
+    """
+    if pos.size == 0:
+        return pos, pos, pos
+    cut = np.flatnonzero(np.diff(pos) != 1) + 1
+    first, last = np.r_[0, cut], np.r_[cut - 1, pos.size - 1]
+    values = scores[pos]
+    lengths = last - first + 1
+    top = np.flatnonzero(values == np.repeat(np.maximum.reduceat(values, first), lengths))
+    row = np.repeat(np.arange(first.size), lengths)[top]
+    best = top[np.r_[True, np.diff(row) != 0]]
+    return pos[first], pos[last], pos[best]
 
 
 def gap_samples(seconds: float, rate: float | None, flag: str) -> int:

@@ -31,6 +31,7 @@ from ..train.models import BUILTINS, check_model_file, factory_objects, load_mod
 from ..train.runfolder import MODEL_FILE, RUN_FILE
 from .channels import ChannelMap, ChannelsArg, channel_map, parse_channels
 from .order import refuse_store_as_run
+from .scorer import use_scoring_engine
 
 if TYPE_CHECKING:
     import keras
@@ -170,6 +171,7 @@ def _meta_parts(
 def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[keras.Model, RunSpec]:
     """The model and window settings of a run folder or ``.keras`` file."""
     files = locate_run(run, unsafe=unsafe)
+    use_scoring_engine()  # before Keras loads
     path = files.path
     config, classes, channels = files.config, files.classes, files.channels
     # Scoring needs no loss or optimizer: loaded uncompiled, a run with a custom loss loads too. A

@@ -24,7 +24,7 @@ def keras_backend() -> str:
     if "keras" in sys.modules:
         name = str(sys.modules["keras"].backend.backend())
     else:
-        name = os.environ.get("KERAS_BACKEND") or _configured() or "tensorflow"
+        name = os.environ.get("KERAS_BACKEND") or configured_backend() or "tensorflow"
     if name not in BACKENDS:
         raise UsageError(
             f"KERAS_BACKEND={name}: chunkfit trains and scores on tensorflow or jax; set "
@@ -53,7 +53,8 @@ def use_backend(name: str | None) -> None:
     os.environ["KERAS_BACKEND"] = name
 
 
-def _configured() -> str | None:
+def configured_backend() -> str | None:
+    """The backend named in Keras's keras.json (``$KERAS_HOME``, else ``~/.keras``), if any."""
     home = os.environ.get("KERAS_HOME") or str(Path("~/.keras").expanduser())
     try:
         return json.loads((Path(home) / "keras.json").read_text()).get("backend")

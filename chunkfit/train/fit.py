@@ -20,7 +20,9 @@ from ..errors import MissingExtraError, UsageError
 from ..ingest.formats import recording_kind
 from ..store import Store, open_store
 from ..store.urls import is_remote
-from .engines import EngineEntry, engine_for_backend
+from .backend import use_backend
+from .choice import Choice, backend_given, choose
+from .engines import ENGINES, EngineEntry, engine_for_backend
 from .loop import Trainer
 from .malloc import cap_arenas
 from .models import DEFAULT_MODEL
@@ -68,6 +70,7 @@ def fit(
     jit: str = "auto",
     jax_loop: str = "auto",
     augment: str = "none",
+    precision: str = "auto",
     pick_width: int | None = None,
     optimizer: str | None = None,
     lr: float | None = None,
@@ -110,7 +113,10 @@ def fit(
     ("auto", "dispatch", "scan") is how the JAX engine runs an element's batches
     (chunkfit.train.jax.loopchoice). ``augment`` ("none", or transforms like
     "noise=20,gain=0.1,flip,shift=8,mix=0.2") augments training batches inside the train step
-    (chunkfit.train.augment). ``tensorboard`` is a folder for Keras's TensorBoard callback:
+    (chunkfit.train.augment). ``precision`` ("auto", "float32", "bfloat16") is the arithmetic of
+    training, and without ``--backend``/``KERAS_BACKEND`` the engine is chosen for this machine
+    and model too (chunkfit.train.choice; a Keras already imported fixes it). ``tensorboard``
+    is a folder for Keras's TensorBoard callback:
     epoch summaries, and evaluation figures against the optimizer's step count, which runs on across
     blocks. ``devices`` ("all", or "cpu:N" logical CPU devices for trying it out) trains on several
     devices of this machine, and TF_CONFIG in the environment makes this process one worker of a
@@ -147,6 +153,7 @@ def fit(
         tolerance=tolerance,
         match=match,
         augment=augment,
+        precision=precision,
     )
     targets = dict(fail_under or {})
     if any(name not in TARGETS for name in targets):
@@ -183,13 +190,17 @@ def fit(
         )
     # before the run's threads allocate, so that memory stays flat (chunkfit.train.malloc)
     cap_arenas()
-    engine = engine_for_backend()
+    # Without --backend or KERAS_BACKEND, the engine is chosen once the run's size is known
+    # (chunkfit.train.choice); until then the checks are TensorFlow's, which trains distributed.
+    given = backend_given() is not None
+    engine = engine_for_backend() if given else ENGINES["tensorflow"]
     distribution = _distribution(devices, engine, cluster_timeout)
     if picker and distribution is not None:
         raise UsageError(
             "--model picker trains in one process on one device; drop --devices and TF_CONFIG"
         )
-    engine.check(opts)
+    if given:
+        engine.check(opts)
     with contextlib.ExitStack() as stack:
         if not isinstance(store, Store):
             store = stack.enter_context(open_store(store))
@@ -210,6 +221,10 @@ def fit(
             else None
         )
         try:
+            choice, engine = _choose_engine(
+                model, opts, split, store, folder, distributed=distribution is not None, given=given
+            )
+            identity["choice"] = {"engine": choice.engine, "precision": choice.precision}
             trainer = Trainer(
                 model,
                 store,
@@ -223,6 +238,7 @@ def fit(
                 distribution,
                 peer,
                 engine,
+                choice,
             )
             history = trainer.train(tensorboard)
         except BaseException:
@@ -242,6 +258,7 @@ def run_identity(opts: FitOptions, model: keras.Model | str, store: Store) -> di
     for speed in (
         "compute_threads",
         "steps_per_execution",
+        "precision",
         "jit",
         "jax_loop",
         "threshold_for",
@@ -255,6 +272,34 @@ def run_identity(opts: FitOptions, model: keras.Model | str, store: Store) -> di
         "model": model if isinstance(model, str) else model.name,
         "store": store.identity,
     }
+
+
+def _choose_engine(
+    model: keras.Model | str,
+    opts: FitOptions,
+    split: SplitPlan,
+    store: Store,
+    folder: RunFolder | None,
+    *,
+    distributed: bool,
+    given: bool,
+) -> tuple[Choice, EngineEntry]:
+    """The run's engine and precision (chunkfit.train.choice), Keras's backend set to it."""
+    made = folder.checkpoint.state["run"] if folder is not None and folder.checkpoint else None
+    choice = choose(
+        model,
+        opts,
+        channels=store.n_channels,
+        classes=split.labeller.n_classes,
+        run_windows=opts.epochs * split.balance.epoch_windows(),
+        resumed=made.get("choice") if made is not None else None,
+        distributed=distributed,
+    )
+    if not given:
+        use_backend(choice.engine)
+    engine = ENGINES[choice.engine]
+    engine.check(opts)
+    return choice, engine
 
 
 def _distribution(

@@ -31,6 +31,7 @@ from ..core.picks import with_targets
 from ..errors import ChunkfitError, RemoteError, StoreChangedError, WorkerLostError
 from .cursor import Cursor
 from .metrics import ordered
+from .precision import float32_model, set_policy
 from .progress import PhaseProgress, TrainProgress
 from .runfolder import HISTORY_FILE, WRITE_ERRORS
 from .runsetup import RunSetup
@@ -107,6 +108,9 @@ class Trainer(RunSetup):
         run_callbacks.on_train_end(logs)
         # The model that takes raw signal: the trained one behind the run's normalisation.
         exported = self.engine.exported()
+        if self.choice is not None and self.choice.precision != "float32":
+            exported = float32_model(exported)  # what scores the run is float32 (precision.py)
+            set_policy("float32")  # Keras's default again, for what the process builds next
         history.set_model(exported)
         self.threshold = self.thresholds.final()
         if folder is not None:

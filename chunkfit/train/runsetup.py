@@ -16,6 +16,7 @@ from .budget import chunk_in_budget
 from .engines import Engine, EngineEntry, engine_for_backend
 from .normalize import normalizer_for
 from .picker import pick_width_of
+from .precision import set_policy
 from .progress import TrainProgress
 from .record import RunLog
 from .rendezvous import meet
@@ -28,6 +29,7 @@ from .weights import class_weights
 if TYPE_CHECKING:
     import keras
 
+    from .choice import Choice
     from .tensorflow.pipeline import BlockTensors
 
 
@@ -51,6 +53,7 @@ class RunSetup:
         distribution: tuple[Any, str | None] | None = None,
         peer: PeerFolder | None = None,
         engine: EngineEntry | None = None,
+        choice: Choice | None = None,
     ) -> None:
         self.store, self.opts, self.user_callbacks, self.progress, self.folder = (
             store,
@@ -76,6 +79,11 @@ class RunSetup:
         if self.weights.notice is not None and progress is not None:
             progress(TrainProgress.notice(self.weights.notice, epochs=opts.epochs))
         self.entry = entry = engine if engine is not None else engine_for_backend()
+        self.choice = choice
+        if choice is not None:
+            self._notice(choice.line())
+        # the model is built in the run's precision; model.keras is saved in float32 (loop)
+        set_policy(choice.precision if choice is not None else "float32")
         self.engine: Engine
         if distribution is None:
             self.engine = entry.engine().start(
@@ -119,7 +127,15 @@ class RunSetup:
         self._said_compile = False
         self.threshold: dict[str, Any] | None = None  # chosen at the end of the run
         self.thresholds = ThresholdScoring(
-            self.engine, entry, self.model, opts, store, self.plan, progress, self.pick_width
+            self.engine,
+            entry,
+            self.model,
+            opts,
+            store,
+            self.plan,
+            progress,
+            self.pick_width,
+            float32=choice is not None and choice.precision != "float32",
         )
         self.log = RunLog(self._about(), opts.blocks.seed)
         self.checkpoints: Checkpointer | None = None
@@ -167,6 +183,8 @@ class RunSetup:
             },
             "augment": self.opts.augment.record(self.opts.blocks.seed),
             "engine": self.engine.name,
+            "precision": self.choice.precision if self.choice is not None else "float32",
+            **({"choice": self.choice.to_dict()} if self.choice is not None else {}),
             "threads": self.engine.threads_info(),
             **(
                 {"distribution": about}

@@ -17,6 +17,7 @@ from ..core.plan import TrainPlan
 from ..core.threshold import choose_threshold
 from ..store import Store
 from .engines import Engine, EngineEntry, Predictor
+from .precision import float32_model
 from .progress import TrainProgress
 from .verdict import verdict
 
@@ -44,7 +45,9 @@ class ThresholdScoring:
         plan: TrainPlan,
         progress: Callable[[TrainProgress], None] | None,
         pick_width: int | None = None,
+        float32: bool = False,
     ) -> None:
+        self.float32 = float32  # a bfloat16 run scores a float32 copy, as its model.keras will
         self.pick_width = pick_width  # a picker's: its threshold is chosen on its picks
         self.entry = entry
         self.engine, self.model, self.opts, self.store, self.plan, self.progress = (
@@ -65,12 +68,16 @@ class ThresholdScoring:
         the trained model's weights, so it scores them as they are now."""
         if self._scoring is None:
             exported = self.engine.exported()
+            if self.float32:
+                exported = float32_model(exported)
             self._scoring = (
                 exported,
                 self.entry.predictor(
                     exported, self.opts.windows.window, self.store.n_channels, SCORING_BATCH
                 ),
             )
+        elif self.float32:  # the copy holds the weights as they are now
+            self._scoring[0].set_weights(self.engine.exported().get_weights())
         return self._scoring
 
     def _choose(self) -> dict[str, Any] | None:
