@@ -319,7 +319,7 @@ def work_chunkfit(store: str, args: dict[str, Any]) -> dict[str, Any]:
         "compile": run.get("compile"),
         "threads": run.get("threads"),
         "engine": run.get("engine"),
-        "precision": run.get("precision"),
+        "choice": run.get("choice"),
     }
 
 
@@ -806,9 +806,16 @@ def chunkfit_notes(results: dict[str, list[dict[str, Any]]]) -> list[str]:
     lines: list[str] = []
     for name in ("chunkfit", "chunkfit-cached"):
         if name in results:
-            engines = [r.get("engine") for r in results[name]]
+            engines = [
+                (
+                    f"{c['engine']} ({c['engine_by']}), {c['precision']} ({c['precision_by']})"
+                    if (c := r.get("choice"))
+                    else str(r.get("engine"))
+                )
+                for r in results[name]
+            ]
             label = LABELS[name].split(" ")[0]
-            lines += [f"{label} trained on engine(s): {', '.join(map(str, engines))}."]
+            lines += [f"{label} trained on: {'; '.join(engines)}."]
     if "chunkfit" in results:
         picks = [(r.get("compile") or {}).get("jit") for r in results["chunkfit"]]
         lines += [
