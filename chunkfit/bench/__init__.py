@@ -12,6 +12,9 @@ per strategy:
 - ``timeseries``: keras.utils.timeseries_dataset_from_array;
 - ``jax``: Keras on the JAX backend (``KERAS_BACKEND=jax``), plain model.fit on materialised
   float32 windows: what a Keras user who switches backend gets (needs jax: the bench extra);
+- ``anchor-tensorflow`` / ``anchor-jax``: the tuned anchor (chunkfit.bench.anchor), model.fit on
+  materialised float32 windows with steps_per_execution 1, 32 and 256 and, on TensorFlow, XLA off
+  and on, each candidate in a process of its own and timed in steady state (a row each);
 - ``chunkfit``: chunkfit.fit with default settings, unweighted (``class_weight="none"``) as the
   others train;
 - ``chunkfit-jax``: the same on chunkfit's JAX engine (``KERAS_BACKEND=jax``);
@@ -24,24 +27,31 @@ per strategy:
 
 Every strategy runs under TensorFlow's default threads (every core), chunkfit's rule for a run too
 short to measure threads (chunkfit.train.tensorflow.threadtune).
-Each row has its ratio to the reference and to the best anchor: the fastest of ``jax`` and the
-ceilings that ran. ``jax`` is left out of the default strategies where jax is not installed.
+Each row has its ratio to the reference, to the tuned anchor (the fastest anchor candidate that
+ran) and to the ceiling (the fastest ceiling that ran), and its achieved GFLOP/s with their share
+of the CPU's float32 peak (chunkfit.bench.flops). The strategies on JAX are left out of the
+default strategies where jax is not installed.
 
-Training time excludes building the model and the inputs; peak RSS includes everything.
+Training time excludes building the model and the inputs (and an anchor candidate's warm-up); peak
+RSS includes everything.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from .._quiet import QUIET_LOG_LEVEL
 from ..errors import MissingExtraError, UsageError
+from .anchor import candidates
+from .flops import achieved, cpu_peak
 
 STRATEGIES = (
     "materialised",
@@ -50,6 +60,8 @@ STRATEGIES = (
     "train-on-batch",
     "timeseries",
     "jax",
+    "anchor-tensorflow",
+    "anchor-jax",
     "chunkfit",
     "chunkfit-jax",
     "ceiling",
@@ -58,9 +70,11 @@ STRATEGIES = (
     "ceiling-jax-scan",
 )
 REFERENCE = "materialised"
-ANCHORS = ("jax", "ceiling", "ceiling-xla", "ceiling-jax", "ceiling-jax-scan")
+TUNED = ("anchor-tensorflow", "anchor-jax")  # one row per candidate: chunkfit.bench.anchor
+CEILINGS = ("ceiling", "ceiling-xla", "ceiling-jax", "ceiling-jax-scan")
 ON_JAX = (
     "jax",
+    "anchor-jax",
     "chunkfit-jax",
     "ceiling-jax",
     "ceiling-jax-scan",
@@ -76,6 +90,8 @@ class BenchSpec:
     epochs: int = 1
     anomalies: int | None = None  # default: the question's 50,000 per 1,049,344 samples
     seed: int = 0
+    warmup_seconds: float = 1.0  # an anchor candidate's untimed start (at most an epoch's windows)
+    steady_seconds: float = 3.0  # and its timed steady state (at most an epoch's windows)
 
     def __post_init__(self) -> None:
         if self.window < MIN_WINDOW:
@@ -122,10 +138,9 @@ def bench(
     """
     from ..score.runs import check_output_folder
 
-    unknown = [s for s in strategies if s not in STRATEGIES]
-    if unknown:
-        raise UsageError(f"unknown strategy {unknown[0]!r} (strategies: {', '.join(STRATEGIES)})")
-    wanting = [s for s in strategies if s in ON_JAX]
+    for name in strategies:
+        jobs(name)  # refuses an unknown name before anything runs
+    wanting = [s for s in strategies if s.partition(":")[0] in ON_JAX]
     if wanting and not has_jax():
         raise MissingExtraError(
             f"strategy {wanting[0]} needs the jax package: pip install 'chunkfit[bench]', or leave "
@@ -137,38 +152,83 @@ def bench(
     for k, name in enumerate(strategies):
         if progress is not None:
             progress(k, len(strategies), name)
-        cmd = [
-            sys.executable,
-            "-m",
-            "chunkfit.bench.strategies",
-            name,
-            json.dumps(dataclasses.asdict(spec)),
-        ]
-        env = {
-            **os.environ,
-            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL),
-        }
-        if name in ON_JAX:
-            env["KERAS_BACKEND"] = "jax"
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-        if proc.returncode != 0:
-            raise RuntimeError(f"strategy {name} failed:\n{proc.stderr[-3000:]}")
-        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        rows += [_run(strategy, spec, key) for strategy, key in jobs(name)]
     ref = next((r for r in rows if r["strategy"] == REFERENCE), None)
-    anchors = [r for r in rows if r["strategy"] in ANCHORS]
-    best = max(anchors, key=lambda r: r["windows_per_s"]) if anchors else None
+    tuned = _fastest(r for r in rows if r["strategy"] in TUNED)
+    ceiling = _fastest(r for r in rows if r["strategy"] in CEILINGS)
+    peak = cpu_peak()
     for r in rows:
         r["ratio_to_reference"] = r["windows_per_s"] / ref["windows_per_s"] if ref else None
-        r["ratio_to_best_anchor"] = r["windows_per_s"] / best["windows_per_s"] if best else None
+        r["ratio_to_tuned_anchor"] = r["windows_per_s"] / tuned["windows_per_s"] if tuned else None
+        r["ratio_to_ceiling"] = r["windows_per_s"] / ceiling["windows_per_s"] if ceiling else None
+        r.update(achieved(r["windows_per_s"], r["flops_per_window"], peak))
     result = {
         "spec": dataclasses.asdict(spec),
         "cores": os.cpu_count(),
         "rows": rows,
-        "best_anchor": best["strategy"] if best else None,
+        "tuned_anchor": _label(tuned) if tuned else None,
+        "ceiling": ceiling["strategy"] if ceiling else None,
+        "flops_per_window": rows[0]["flops_per_window"] if rows else None,
+        "cpu_peak": peak.to_dict() if peak else None,
     }
     if plot_path is not None:
         plot(result, plot_path)
     return result
+
+
+def jobs(name: str) -> list[tuple[str, str | None]]:
+    """The subprocesses one ``--strategies`` entry runs: (strategy, anchor candidate or None).
+
+    An anchor runs every candidate of its backend; ``anchor-tensorflow:spe32-xla`` only that one.
+    """
+    strategy, _, key = name.partition(":")
+    if strategy not in STRATEGIES:
+        raise UsageError(f"unknown strategy {name!r} (strategies: {', '.join(STRATEGIES)})")
+    if strategy not in TUNED:
+        if key:
+            raise UsageError(f"strategy {strategy} has no candidates (received {name!r})")
+        return [(strategy, None)]
+    keys = [c.key for c in candidates(strategy.removeprefix("anchor-"))]
+    if key and key not in keys:
+        raise UsageError(f"unknown candidate {key!r} of {strategy} (candidates: {', '.join(keys)})")
+    return [(strategy, k) for k in ([key] if key else keys)]
+
+
+def _run(name: str, spec: BenchSpec, key: str | None = None) -> dict[str, Any]:
+    """One strategy (one anchor candidate) in a subprocess of its own; its JSON row."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "chunkfit.bench.strategies",
+        name,
+        json.dumps(dataclasses.asdict(spec)),
+        *([key] if key is not None else []),
+    ]
+    env = {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", QUIET_LOG_LEVEL),
+    }
+    if name in ON_JAX:
+        env["KERAS_BACKEND"] = "jax"
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"strategy {name} failed:\n{proc.stderr[-3000:]}")
+    row: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return row
+
+
+def _fastest(rows: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    timed = [r for r in rows if math.isfinite(r["windows_per_s"])]
+    return max(timed, key=lambda r: r["windows_per_s"]) if timed else None
+
+
+def _label(row: dict[str, Any]) -> str:
+    """A row's name in the table: the strategy, and an anchor candidate's settings."""
+    return f"{row['strategy']} {row['candidate']}" if row.get("candidate") else row["strategy"]
+
+
+def _times(x: float | None) -> str:
+    return "" if x is None else f"{x:.2f}x"
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -178,24 +238,33 @@ def format_table(result: dict[str, Any]) -> str:
         "epoch(s), "
         f"{result['cores']} cores; reference = model.fit on the materialised float64 array"
     )
-    best = result.get("best_anchor")
-    if best is not None:
-        head += f"; best anchor = {best}, the fastest of {', '.join(ANCHORS)} that ran"
+    if result.get("tuned_anchor") is not None:
+        head += f"; tuned anchor = {result['tuned_anchor']}, the fastest anchor candidate"
+    if result.get("ceiling") is not None:
+        head += f"; ceiling = {result['ceiling']}, the fastest ceiling that ran"
     columns = (
-        "| strategy | seconds | windows/s | vs reference | vs best anchor | CPU cores busy | peak "
-        "RSS MB | final loss |"
+        "| strategy | seconds | windows/s | vs reference | vs tuned anchor | vs ceiling | GFLOP/s "
+        "| of peak | CPU cores busy | peak RSS MB | final loss |"
     )
-    lines = [head, "", columns, "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [head, "", columns, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
-        ratio = "" if r["ratio_to_reference"] is None else f"{r['ratio_to_reference']:.2f}x"
-        anchor = (
-            "" if r.get("ratio_to_best_anchor") is None else f"{r['ratio_to_best_anchor']:.2f}x"
-        )
         loss = "n/a" if r["final_loss"] is None else f"{r['final_loss']:.4f}"
+        share = "" if r["peak_share"] is None else f"{100 * r['peak_share']:.1f}%"
+        busy = "" if r["cpu_utilisation"] is None else f"{r['cpu_utilisation']:.2f}"
         lines.append(
-            f"| {r['strategy']} | {r['seconds']:.1f} | {r['windows_per_s']:,.0f} | {ratio} | "
-            f"{anchor} | {r['cpu_utilisation']:.2f} | {r['peak_rss_bytes'] / 1e6:,.0f} | {loss} |"
+            f"| {_label(r)} | {r['seconds']:.1f} | {r['windows_per_s']:,.0f} | "
+            f"{_times(r['ratio_to_reference'])} | {_times(r['ratio_to_tuned_anchor'])} | "
+            f"{_times(r['ratio_to_ceiling'])} | {r['gflop_per_s']:.1f} | {share} | {busy} | "
+            f"{r['peak_rss_bytes'] / 1e6:,.0f} | {loss} |"
         )
+    peak, flops = result.get("cpu_peak"), result.get("flops_per_window")
+    if flops is not None:
+        lines += [
+            "",
+            f"FLOPs per training window: {flops:,} (multiply-adds x 2, x 3 for forward and "
+            "backward; chunkfit.bench.flops)."
+            + (f" CPU float32 peak: {peak['formula']}." if peak else ""),
+        ]
     return "\n".join(lines)
 
 
@@ -218,11 +287,15 @@ def plot(result: dict[str, Any], path: str | Path) -> None:
     import matplotlib.pyplot as plt
 
     rows = result["rows"]
-    names = [r["strategy"] for r in rows]
+    names = [_label(r) for r in rows]
     speed = [r["windows_per_s"] for r in rows]
     fig, ax = plt.subplots(figsize=(8, 0.55 * len(rows) + 1.5))
     colors = [
-        "tab:orange" if n == "chunkfit" else "tab:gray" if n in ANCHORS else "tab:blue"
+        "tab:orange"
+        if n.startswith("chunkfit")
+        else "tab:gray"
+        if n.startswith(TUNED + CEILINGS)
+        else "tab:blue"
         for n in names
     ]
     ax.barh(names[::-1], speed[::-1], color=colors[::-1])

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..train.record import peak_rss_bytes
-from . import ON_JAX, STRATEGIES, BenchSpec
+from . import ON_JAX, STRATEGIES, TUNED, BenchSpec
 
 
 def _problem(spec: BenchSpec) -> tuple[np.ndarray, np.ndarray]:
@@ -55,9 +55,12 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
-    """Train with one strategy in this process; returns the measured figures."""
+def run_strategy(name: str, spec: BenchSpec, key: str | None = None) -> dict[str, Any]:
+    """Train with one strategy in this process (one candidate ``key`` of a tuned anchor's);
+    returns the measured figures."""
     import keras
+
+    from .flops import count_flops
 
     build0 = time.perf_counter()
     x, y = _problem(spec)
@@ -65,6 +68,9 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
     n = spec.n_windows
     onehot = np.eye(2, dtype=np.float32)[y]
     model = _model(spec)
+    flops = count_flops(model).per_training_window
+    if name in TUNED:
+        return {**_tuned(name, spec, key, x, onehot), "flops_per_window": flops}
     trained = n * spec.epochs
     loss: float | None = None
     store_dir = None
@@ -148,6 +154,7 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
     peak = peak_rss_bytes()
     return {
         "strategy": name,
+        "candidate": None,
         "backend": keras.backend.backend(),
         "seconds": seconds,
         "windows": trained,
@@ -156,6 +163,46 @@ def run_strategy(name: str, spec: BenchSpec) -> dict[str, Any]:
         "peak_rss_bytes": peak,
         "final_loss": None if loss is None or not math.isfinite(loss) else float(loss),
         "setup_seconds": t0 - build0,
+        "flops_per_window": flops,
+    }
+
+
+def _tuned(
+    name: str, spec: BenchSpec, key: str | None, x: np.ndarray, onehot: np.ndarray
+) -> dict[str, Any]:
+    """One candidate of the tuned anchor (chunkfit.bench.anchor) on materialised float32 windows,
+    timed in steady state."""
+    import keras
+
+    from .anchor import anchor_model, candidate, materialise, measure
+
+    backend = name.removeprefix("anchor-")
+    assert keras.backend.backend() == backend, (keras.backend.backend(), backend)
+    if key is None:
+        raise UsageError(f"strategy {name} runs one candidate per process: name it")
+    setup0 = time.perf_counter()
+    xs = materialise(x, spec.window)
+    row = measure(
+        lambda c: anchor_model("baseline-cnn", spec.window, c, spec.seed),
+        xs,
+        onehot,
+        candidate(key),
+        batch_size=spec.batch_size,
+        warmup=spec.warmup_seconds,
+        steady=spec.steady_seconds,
+    )
+    loss = row["final_loss"]
+    return {
+        "strategy": name,
+        "candidate": key,
+        "backend": backend,
+        "seconds": row["seconds"],
+        "windows": row["windows"],
+        "windows_per_s": row["windows_per_s"],
+        "cpu_utilisation": row["cpu_utilisation"],
+        "peak_rss_bytes": row["peak_rss_bytes"],
+        "final_loss": None if loss is None or not math.isfinite(loss) else float(loss),
+        "setup_seconds": time.perf_counter() - setup0 - row["seconds"],
     }
 
 
@@ -269,13 +316,13 @@ class _WindowBatches:
 def _worker_main(argv: list[str]) -> None:
     from ..train.tensorflow.threads import start_tensorflow
 
-    name, raw = argv
+    name, raw, *key = argv
     # chunkfit starts TensorFlow itself, with the threads it picks for this machine and model; the
     # others keep TensorFlow's defaults, as their users would (Keras on JAX runs without
     # TensorFlow).
     if name not in (*ON_JAX, "chunkfit"):
         start_tensorflow(None)
-    print(json.dumps(run_strategy(name, BenchSpec(**json.loads(raw)))))
+    print(json.dumps(run_strategy(name, BenchSpec(**json.loads(raw)), *key)))
 
 
 if __name__ == "__main__":

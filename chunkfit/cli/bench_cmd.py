@@ -21,7 +21,12 @@ def bench(
     epochs: Annotated[int, typer.Option(help="Epochs per strategy")] = 1,
     strategies: Annotated[
         str | None,
-        typer.Option(help="Comma-separated subset [default: all; jax where jax is installed]"),
+        typer.Option(
+            help=(
+                "Comma-separated subset; NAME:CANDIDATE runs one anchor candidate, e.g. "
+                "anchor-tensorflow:spe32-xla [default: all; those on JAX where jax is installed]"
+            )
+        ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     plot: Annotated[
@@ -29,9 +34,10 @@ def bench(
     ] = None,
 ) -> None:
     """The original question's comparison on this machine: materialised fit, PyDataset,
-    train_on_batch, timeseries_dataset_from_array, Keras on JAX, chunkfit and the compute ceilings
-    (with and without XLA), each in its own subprocess (seconds, windows/s, ratios to the reference
-    and to the best anchor, CPU use, peak RSS, final loss)."""
+    train_on_batch, timeseries_dataset_from_array, Keras on JAX, the tuned anchor (model.fit with
+    steps_per_execution 1/32/256, XLA off/on), chunkfit and the compute ceilings, each in its own
+    subprocess (seconds, windows/s, ratios to the reference, the tuned anchor and the ceiling,
+    GFLOP/s and share of the CPU's peak, CPU use, peak RSS, final loss)."""
     from ..bench import BenchSpec, default_strategies, format_table
     from ..bench import bench as run_bench
 
