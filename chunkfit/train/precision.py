@@ -12,6 +12,7 @@ on how it was trained.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,10 +40,17 @@ def bf16_flags() -> list[str]:
 
 
 def set_policy(precision: str) -> None:
-    """Make ``precision`` Keras's global dtype policy: layers built from now on compute in it."""
+    """Make ``precision`` Keras's global dtype policy: layers built from now on compute in it.
+
+    float32 is Keras's default: with Keras not yet imported there is nothing to set, and importing
+    it here would load TensorFlow before the engine has chosen its threads (which must come first).
+    """
+    if precision == "float32" and "keras" not in sys.modules:
+        return
     import keras
 
-    keras.config.set_dtype_policy(POLICY[precision])
+    if keras.config.dtype_policy().name != POLICY[precision]:
+        keras.config.set_dtype_policy(POLICY[precision])
 
 
 def within_tolerance(float32: list[float], bfloat16: list[float]) -> bool:
