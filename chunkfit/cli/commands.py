@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import (
     bench_cmd,  # noqa: F401
+    export_cmd,  # noqa: F401
     ingest_cmd,  # noqa: F401
     launch_cmd,  # noqa: F401
     score_cmd,  # noqa: F401
