@@ -18,11 +18,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .._quiet import Silenced
 from ..errors import MissingExtraError, ModelError
 from .runs import RunFiles, RunSpec, run_spec
 
@@ -84,24 +86,28 @@ def _litert(path: Path, sidecar: dict[str, Any], batch_size: int) -> Runtime:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
         raise _missing(path, "LiteRT's interpreter (ai-edge-litert)", "a LiteRT model") from None
-    try:
-        if sidecar.get("format") == "c-array" or path.suffix.lower() != ".tflite":
-            it = Interpreter(model_content=c_array_bytes(path), num_threads=_threads())
-        else:
-            it = Interpreter(model_path=str(path), num_threads=_threads())
-    except ValueError as err:
-        raise ModelError(f"{path}: LiteRT cannot read it ({err}); export it again") from None
-    inp, out = it.get_input_details()[0], it.get_output_details()[0]
-    sig = [int(d) for d in inp["shape_signature"]]
-    rt = Runtime()
-    rt.window, rt.n_channels = sig[1], sig[2]
-    rt.batch = None if sig[0] == -1 else sig[0]
-    rt.in_dtype = np.dtype(inp["dtype"])
-    rt.in_quant, rt.out_quant = _quant(*inp["quantization"]), _quant(*out["quantization"])
-    rt.out_shape = tuple(int(d) for d in out["shape_signature"][1:])
-    if rt.batch is None:
-        it.resize_tensor_input(inp["index"], [batch_size, rt.window, rt.n_channels], strict=True)
-    it.allocate_tensors()
+    # LiteRT prints its delegate's INFO line on stderr from C++; hidden as TensorFlow's notices are.
+    quiet = Silenced() if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") != "0" else nullcontext()
+    with quiet:
+        try:
+            if sidecar.get("format") == "c-array" or path.suffix.lower() != ".tflite":
+                it = Interpreter(model_content=c_array_bytes(path), num_threads=_threads())
+            else:
+                it = Interpreter(model_path=str(path), num_threads=_threads())
+        except ValueError as err:
+            raise ModelError(f"{path}: LiteRT cannot read it ({err}); export it again") from None
+        inp, out = it.get_input_details()[0], it.get_output_details()[0]
+        sig = [int(d) for d in inp["shape_signature"]]
+        rt = Runtime()
+        rt.window, rt.n_channels = sig[1], sig[2]
+        rt.batch = None if sig[0] == -1 else sig[0]
+        rt.in_dtype = np.dtype(inp["dtype"])
+        rt.in_quant, rt.out_quant = _quant(*inp["quantization"]), _quant(*out["quantization"])
+        rt.out_shape = tuple(int(d) for d in out["shape_signature"][1:])
+        if rt.batch is None:
+            shape = [batch_size, rt.window, rt.n_channels]
+            it.resize_tensor_input(inp["index"], shape, strict=True)
+        it.allocate_tensors()
 
     def run(x: np.ndarray) -> np.ndarray:
         it.set_tensor(inp["index"], x)
