@@ -15,6 +15,7 @@ them needs the model's normalisation: it is inside the exported graph (raw signa
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable
@@ -58,17 +59,18 @@ def c_array_bytes(path: Path) -> bytes:
     return bytes(int(h, 16) for h in found)
 
 
+@dataclasses.dataclass(frozen=True)
 class Runtime:
     """One exported model opened in its runtime: shapes, dtypes, quantisation, and ``run``."""
 
+    run: Run
     window: int
     n_channels: int
-    out_shape: tuple[int, ...]  # per window: (classes,) or (window, k)
+    out_shape: tuple[int, ...]  # per window: (classes,), or (window, k) for a dense picker
     batch: int | None  # the fixed batch size of the model's input, None where it is free
-    in_dtype: np.dtype[Any]
-    in_quant: tuple[float, int] | None  # (scale, zero point) of an integer input
-    out_quant: tuple[float, int] | None
-    run: Run
+    in_dtype: np.dtype[Any] = np.dtype(np.float32)
+    in_quant: tuple[float, int] | None = None  # (scale, zero point) of an integer input
+    out_quant: tuple[float, int] | None = None
 
 
 def _quant(scale: Any, zero: Any) -> tuple[float, int] | None:
@@ -77,7 +79,7 @@ def _quant(scale: Any, zero: Any) -> tuple[float, int] | None:
     return float(scale), int(zero or 0)
 
 
-def _side_quant(side: dict[str, Any]) -> tuple[float, int] | None:
+def _side_quant(side: Any) -> tuple[float, int] | None:
     return _quant(side.get("scale"), side.get("zero_point")) if isinstance(side, dict) else None
 
 
@@ -97,16 +99,9 @@ def _litert(path: Path, sidecar: dict[str, Any], batch_size: int) -> Runtime:
         except ValueError as err:
             raise ModelError(f"{path}: LiteRT cannot read it ({err}); export it again") from None
         inp, out = it.get_input_details()[0], it.get_output_details()[0]
-        sig = [int(d) for d in inp["shape_signature"]]
-        rt = Runtime()
-        rt.window, rt.n_channels = sig[1], sig[2]
-        rt.batch = None if sig[0] == -1 else sig[0]
-        rt.in_dtype = np.dtype(inp["dtype"])
-        rt.in_quant, rt.out_quant = _quant(*inp["quantization"]), _quant(*out["quantization"])
-        rt.out_shape = tuple(int(d) for d in out["shape_signature"][1:])
-        if rt.batch is None:
-            shape = [batch_size, rt.window, rt.n_channels]
-            it.resize_tensor_input(inp["index"], shape, strict=True)
+        batch, window, n_channels = (int(d) for d in inp["shape_signature"])
+        if batch == -1:  # free: one resize to the scoring batch
+            it.resize_tensor_input(inp["index"], [batch_size, window, n_channels], strict=True)
         it.allocate_tensors()
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -114,8 +109,19 @@ def _litert(path: Path, sidecar: dict[str, Any], batch_size: int) -> Runtime:
         it.invoke()
         return np.array(it.get_tensor(out["index"]))
 
-    rt.run = run
-    return rt
+    return Runtime(
+        run,
+        window,
+        n_channels,
+        tuple(int(d) for d in out["shape_signature"][1:]),
+        None if batch == -1 else batch,
+        np.dtype(inp["dtype"]),
+        _quant(*inp["quantization"]),
+        _quant(*out["quantization"]),
+    )
+
+
+INTEGER_TYPES = {"tensor(int8)": np.int8, "tensor(uint8)": np.uint8}
 
 
 def _onnx(path: Path, sidecar: dict[str, Any], batch_size: int) -> Runtime:
@@ -130,34 +136,29 @@ def _onnx(path: Path, sidecar: dict[str, Any], batch_size: int) -> Runtime:
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime raises its own Fail/InvalidGraph, not a base class
         raise ModelError(f"{path}: ONNX Runtime cannot read it ({err}); export it again") from None
-    if len(session.get_inputs()) != 1:
-        names = [i.name for i in session.get_inputs()]
+    inputs, out = session.get_inputs(), session.get_outputs()[0]
+    if len(inputs) != 1:
         raise ModelError(
-            f"{path}: the ONNX model takes {len(names)} inputs ({', '.join(names)}), and an "
-            "exported detector takes one, the window; export it again"
+            f"{path}: the ONNX model takes {len(inputs)} inputs "
+            f"({', '.join(i.name for i in inputs)}), and an exported detector takes one, the "
+            "window; export it again"
         )
-    side = sidecar.get("input")
-    name = side.get("name") if isinstance(side, dict) else None
-    inp = next((i for i in session.get_inputs() if i.name == name), session.get_inputs()[0])
-    out = session.get_outputs()[0]
-    rt = Runtime()
-    rt.window, rt.n_channels = int(inp.shape[1]), int(inp.shape[2])
-    rt.batch = inp.shape[0] if isinstance(inp.shape[0], int) else None
-    kind = str(inp.type)
-    rt.in_dtype = np.dtype(
-        {"tensor(int8)": np.int8, "tensor(uint8)": np.uint8}.get(kind, np.float32)
-    )
-    integer = rt.in_dtype != np.float32
-    rt.in_quant = _side_quant(sidecar.get("input", {})) if integer else None
-    out_integer = str(out.type) in ("tensor(int8)", "tensor(uint8)")
-    rt.out_quant = _side_quant(sidecar.get("output", {})) if out_integer else None
-    rt.out_shape = tuple(d if isinstance(d, int) else -1 for d in out.shape[1:])
+    inp = inputs[0]
+    in_type, out_type = INTEGER_TYPES.get(str(inp.type)), INTEGER_TYPES.get(str(out.type))
 
     def run(x: np.ndarray) -> np.ndarray:
         return np.asarray(session.run([out.name], {inp.name: x})[0])
 
-    rt.run = run
-    return rt
+    return Runtime(
+        run,
+        int(inp.shape[1]),
+        int(inp.shape[2]),
+        tuple(d if isinstance(d, int) else -1 for d in out.shape[1:]),
+        inp.shape[0] if isinstance(inp.shape[0], int) else None,
+        np.dtype(in_type or np.float32),
+        _side_quant(sidecar.get("input")) if in_type is not None else None,
+        _side_quant(sidecar.get("output")) if out_type is not None else None,
+    )
 
 
 def _saved_model(path: Path, sidecar: dict[str, Any], batch_size: int) -> Runtime:
@@ -171,19 +172,18 @@ def _saved_model(path: Path, sidecar: dict[str, Any], batch_size: int) -> Runtim
     if signature is None:
         raise ModelError(f"{path}: the SavedModel has no serving_default signature")
     (name, spec), *_ = signature.structured_input_signature[1].items()
-    outputs = signature.structured_outputs
-    out_name = next(iter(outputs))
-    rt = Runtime()
-    rt.window, rt.n_channels = int(spec.shape[1]), int(spec.shape[2])
-    rt.batch = spec.shape[0]
-    rt.in_dtype, rt.in_quant, rt.out_quant = np.dtype(np.float32), None, None
-    rt.out_shape = tuple(-1 if d is None else int(d) for d in outputs[out_name].shape[1:])
+    out_name, out_spec = next(iter(signature.structured_outputs.items()))
 
     def run(x: np.ndarray) -> np.ndarray:
         return np.asarray(signature(**{name: tf.constant(x)})[out_name])
 
-    rt.run = run
-    return rt
+    return Runtime(
+        run,
+        int(spec.shape[1]),
+        int(spec.shape[2]),
+        tuple(-1 if d is None else int(d) for d in out_spec.shape[1:]),
+        spec.shape[0],
+    )
 
 
 OPENERS = {"litert": _litert, "c-array": _litert, "onnx": _onnx, "saved_model": _saved_model}
