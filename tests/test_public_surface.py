@@ -32,6 +32,16 @@ COMMANDS: dict[str, list[str]] = {
         "run",
         "store",
     ],
+    "export": [
+        "--format",
+        "--json",
+        "--out",
+        "--overwrite",
+        "--quantize",
+        "--store",
+        "--unsafe",
+        "run",
+    ],
     "info": ["--json", "store"],
     "ingest": [
         "--annotations",

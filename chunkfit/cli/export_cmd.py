@@ -87,9 +87,9 @@ def export(
     """Write a run's model for a device: LiteRT, ONNX, a SavedModel or a C array, with the run's
     window, stride, channels, rate, classes and threshold in a JSON file beside it.
 
-    The model takes raw signal (its normalisation is inside) of one window, [batch, window,
-    channels], and gives the class scores. It is converted on TensorFlow, whichever engine trained
-    it.
+    The model takes raw signal (its normalisation is inside), one window per batch row (batch,
+    window, channels), and gives the class scores. It is converted on TensorFlow, whichever engine
+    trained it.
     """
     from ..export import export_run, read_sidecar
 

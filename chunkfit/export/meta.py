@@ -5,13 +5,14 @@ A JSON sidecar: ``PATH.json`` beside a file artifact (``model.tflite.json``, ``m
 ``model-int8.c.json``), ``chunkfit.json`` inside a SavedModel folder. Its keys (``SIDECAR_KEYS``)
 are a contract: ``chunkfit predict`` and ``evaluate`` read them to score with an exported file, and
 ``run`` holds the run's run.json verbatim so window, stride, label rule and classes are rebuilt
-exactly as from the run folder.
+exactly as from the run folder (its NaN figures, if any, as null: the sidecar is strict JSON).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ class RunFacts:
     n_channels: int
     rate: float | None
     classes: list[int]
-    positive: int
+    positive: int  # the event score's index on the output's last axis
     threshold: float
     label: str
     output_kind: str  # "window" or "per-sample"
@@ -125,7 +126,19 @@ def sidecar(
 
 
 def write_sidecar(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
+    """Strict JSON, for any parser on the device side: a NaN or infinity (a figure run.json could
+    not compute) is written as null."""
+    path.write_text(json.dumps(_finite(data), indent=2, allow_nan=False) + "\n")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def read_sidecar(path: Path) -> dict[str, Any]:

@@ -14,6 +14,7 @@ export).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -72,6 +73,11 @@ def export_run(
     [default: the store run.json names]; "float16" halves LiteRT's weights.
     """
     tgt = target(fmt, quantize)
+    if store is not None and tgt.quantize != "int8":
+        raise UsageError(
+            "--store gives the windows --quantize int8 calibrates on; drop --store, or add "
+            "--quantize int8"
+        )
     check_extra(tgt.format)
     run_dir = _run_folder(run, out)
     out_path = Path(out) if out is not None else run_dir / tgt.default_name
@@ -79,14 +85,19 @@ def export_run(
         refuse_url(out, "--out")
         check_out(tgt, out_path)
     _claim(out_path, tgt, overwrite)
-    locate_run(run, unsafe=unsafe)  # model.keras there, loadable in safe mode
+    training = _training_store(run_dir, store) if tgt.quantize == "int8" else None
+    locate_run(run, unsafe=unsafe)  # model.keras there, and safe to load
     use_tensorflow()
     model, spec = load_run(run, unsafe=unsafe)
     facts = run_facts(model, spec)
     calibration = None
-    if tgt.quantize == "int8":
-        calibration = _calibration(run_dir, store, spec, facts)
+    if training is not None:
+        with open_store(training) as s:
+            calibration = representative(
+                s, spec.meta, window=facts.window, stride=facts.stride, positive=facts.positive
+            )
     tmp = out_path.parent / f".{out_path.name}.chunkfit-tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)  # left by a killed export of this process id
     try:
         tmp.mkdir()
         artifact = tmp if tgt.folder else tmp / out_path.name
@@ -126,14 +137,15 @@ def export_run(
 
 def use_tensorflow() -> None:
     """Make Keras load on TensorFlow in this process, where every converter runs."""
-    if "keras" in sys.modules:
-        running = str(sys.modules["keras"].backend.backend())
-        if running != "tensorflow":
-            raise UsageError(
-                f"export converts on TensorFlow, and Keras already runs on {running} in this "
-                "process; export in a process started with KERAS_BACKEND=tensorflow"
-            )
-    os.environ["KERAS_BACKEND"] = "tensorflow"
+    if "keras" not in sys.modules:
+        os.environ["KERAS_BACKEND"] = "tensorflow"
+        return
+    running = str(sys.modules["keras"].backend.backend())
+    if running != "tensorflow":
+        raise UsageError(
+            f"export converts on TensorFlow, and Keras already runs on {running} in this "
+            "process; export in a process started with KERAS_BACKEND=tensorflow"
+        )
 
 
 def run_facts(model: keras.Model, spec: RunSpec) -> RunFacts:
@@ -144,6 +156,11 @@ def run_facts(model: keras.Model, spec: RunSpec) -> RunFacts:
     )
     rate = identity.get("sample_rate") if isinstance(identity, dict) else None
     w = spec.windows
+    per_sample = len(model.outputs[0].shape) == 3
+    # a picker gives one event score per sample, [batch, window, 1]: its index on the last axis
+    positive = (
+        min(spec.positive, int(model.outputs[0].shape[-1]) - 1) if per_sample else spec.positive
+    )
     return RunFacts(
         model=str(meta.get("model", "model.keras")),
         trained_on=str(meta.get("engine", "tensorflow")),
@@ -153,10 +170,10 @@ def run_facts(model: keras.Model, spec: RunSpec) -> RunFacts:
         n_channels=spec.n_channels,
         rate=float(rate) if isinstance(rate, (int, float)) else None,
         classes=list(spec.classes),
-        positive=spec.positive,
+        positive=positive,
         threshold=run_threshold(spec, None)[0],
         label=str(spec.config.get("windows", {}).get("label", w.label)),
-        output_kind="per-sample" if len(model.outputs[0].shape) == 3 else "window",
+        output_kind="per-sample" if per_sample else "window",
         run=meta,
     )
 
@@ -197,26 +214,29 @@ def _claim(out: Path, tgt: Target, overwrite: bool) -> None:
         check_output_folder(out, "--out")
 
 
-def _calibration(
-    run_dir: Path, store: str | os.PathLike[str] | None, spec: RunSpec, facts: RunFacts
-) -> Representative:
-    """The int8 calibration windows from the run's training store."""
-    recorded = spec.meta.get("store", {}) if isinstance(spec.meta.get("store"), dict) else {}
+def _training_store(run_dir: Path, store: str | os.PathLike[str] | None) -> str | os.PathLike[str]:
+    """The store int8 calibrates on: ``store``, else the one run.json names; refused when it is
+    missing or is not the store the run trained on (checked before the model loads)."""
+    try:
+        meta = json.loads((run_dir / RUN_FILE).read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        raise RunError(f"{run_dir / RUN_FILE}: not a readable run.json ({err})") from None
+    stored = meta.get("store") if isinstance(meta, dict) else None
+    recorded = stored if isinstance(stored, dict) else {}
     path = store if store is not None else recorded.get("path")
     if path is None or (store is None and not is_remote(path) and not Path(path).exists()):
         raise UsageError(
-            f"--quantize int8 calibrates on the run's training windows, and the store run.json "
+            "--quantize int8 calibrates on the run's training windows, and the store run.json "
             f"names ({path}) is not there; pass --store with the store {run_dir} trained on"
         )
     with open_store(path) as s:
-        if recorded.get("identity") is not None and s.identity != recorded["identity"]:
+        same = json.loads(json.dumps(s.identity)) == recorded.get("identity")
+        if recorded.get("identity") is not None and not same:
             raise IncompatibleError(
                 f"{path}: not the store the run trained on (its samples, channels, rate or "
                 "sources differ); pass --store with the training store"
             )
-        return representative(
-            s, spec.meta, window=facts.window, stride=facts.stride, positive=facts.positive
-        )
+    return path
 
 
 def _convert(
