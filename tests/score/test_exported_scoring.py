@@ -166,6 +166,21 @@ def test_picker_export_scores_like_the_picker_run(
     assert got.report.exported == "picker.tflite (LiteRT float32)"
 
 
+def test_follow_with_an_export_scores_as_predict_does(exports: Exports, tmp_path: Path) -> None:
+    from chunkfit.config import FollowOptions
+
+    report = chunkfit.follow(
+        exports.files["litert"],
+        exports.scored,
+        tmp_path / "scores.zarr",
+        events_out=tmp_path / "events.csv",
+        options=FollowOptions(idle=0.2),
+    )
+    scores = np.asarray(zarr.open_group(str(tmp_path / "scores.zarr"))["scores"][:])
+    assert largest_difference(scores, exports.keras.scores) <= 1e-5
+    assert report.exported == "model.tflite (LiteRT float32)"
+
+
 def test_predict_says_first_what_scores(exports: Exports, tmp_path: Path) -> None:
     result = run_cli(
         "predict", exports.files["int8"], exports.scored, "--events-out", tmp_path / "ev.csv"
