@@ -120,6 +120,7 @@ def evaluate(
         cmap = check_store(spec, s, channels)
         ranges, scored = scored_ranges(spec, s, split)
         threshold, source = run_threshold(spec, threshold)
+        source = scorer.threshold_source(threshold, source)
         labeller = RunLabeller(s, spec)
         w = spec.windows
         width = scorer.width

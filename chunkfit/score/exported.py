@@ -214,6 +214,11 @@ class ExportedPredictor:
         self.runtime = runtime
         self.batch_size = runtime.batch if runtime.batch is not None else batch_size
         self.per_sample = len(runtime.out_shape) == 2  # a dense picker: [window, k] per window
+        self.ceiling = (  # the highest score an integer output can give (255/256 for int8)
+            float(dequantize(np.asarray(np.iinfo(np.int8).max), runtime.out_quant))
+            if runtime.out_quant is not None
+            else None
+        )
 
     def __call__(self, samples: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """float32 [len(offsets), outputs]: the outputs for the windows

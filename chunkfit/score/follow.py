@@ -312,6 +312,7 @@ def _follow(
             )
         cmap = check_store(spec, s, channels)
         thresh, source = run_threshold(spec, given)
+        source = scorer.threshold_source(thresh, source)
         w = spec.windows
         if out_path is not None:
             writer = ScoreWriter(

@@ -9,6 +9,7 @@ pick width.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 
 from ..core.scoring import Predictor
@@ -23,6 +24,18 @@ class Scorer:
     predictor: Predictor
     width: int | None  # the pick width of a dense picker, None for a classifier
     exported: str | None = None  # "model.tflite (LiteRT int8)" for an exported model
+    ceiling: float | None = None  # the highest score an integer output can give
+
+    def threshold_source(self, threshold: float, source: str) -> str:
+        """Where the threshold came from, and whether this model's scores can reach it: an int8
+        output scaled by 1/256 stops at 255/256, under a threshold the float run may have chosen."""
+        if self.ceiling is None or threshold <= self.ceiling:
+            return source
+        below = math.floor(self.ceiling * 1e4) / 1e4
+        return (
+            f"{source}; above {self.ceiling:.6g}, the highest score this quantised model gives, so "
+            f"nothing fires: pass --threshold {below:g} or lower"
+        )
 
 
 def load_scorer(run: str | os.PathLike[str], *, unsafe: bool, batch_size: int) -> Scorer:
@@ -32,7 +45,8 @@ def load_scorer(run: str | os.PathLike[str], *, unsafe: bool, batch_size: int) -
         from .exported import load_exported
 
         spec, exported, line = load_exported(files, batch_size)
-        return Scorer(spec, exported, pick_width(spec, exported.per_sample), line)
+        width = pick_width(spec, exported.per_sample)
+        return Scorer(spec, exported, width, line, exported.ceiling)
     model, spec = load_run(run, unsafe=unsafe)
     predictor = make_predictor(model, spec.windows.window, spec.n_channels, batch_size)
     return Scorer(spec, predictor, run_pick_width(model, spec))

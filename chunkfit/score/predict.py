@@ -228,6 +228,7 @@ def _predict(
         spec = scorer.spec
         cmap = check_store(spec, s, channels)
         threshold, source = run_threshold(spec, given)
+        source = scorer.threshold_source(threshold, source)
         w = spec.windows
         if out_path is not None:
             writer = ScoreWriter(out_path, s.n_samples, score_attrs(run, spec, threshold, s))

@@ -141,6 +141,17 @@ def test_int8_export_scores_within_the_quantisation_bound(exports: Exports, tmp_
     assert got.report.exported == "model-int8.tflite (LiteRT int8)"
 
 
+def test_int8_threshold_above_its_highest_score_is_named(exports: Exports, tmp_path: Path) -> None:
+    report = chunkfit.predict(
+        exports.files["int8"], exports.scored, events_out=tmp_path / "ev.csv", threshold=0.999
+    )
+    assert report.detections == 0
+    assert report.threshold_source == (
+        "--threshold; above 0.996094, the highest score this quantised model gives, so nothing "
+        "fires: pass --threshold 0.996 or lower"
+    )
+
+
 def test_int8_export_evaluates_on_the_runs_validation_split(exports: Exports) -> None:
     got = chunkfit.evaluate(exports.files["int8"], exports.store, plot=None)
     assert got["exported"] == "model-int8.tflite (LiteRT int8)"
