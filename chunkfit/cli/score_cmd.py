@@ -13,7 +13,10 @@ from .interrupt import outputs_kept
 from .progress import bar
 from .root import Command, app
 
-RUN_HELP = "A run folder (model.keras + run.json) or a .keras file"
+RUN_HELP = (
+    "A run folder (model.keras + run.json), a .keras file, or a model chunkfit export wrote "
+    "(.tflite, .onnx, a SavedModel folder), scored in its own runtime"
+)
 CHANNELS_HELP = (
     "Map the store's channels to the run's: RUN=STORE pairs, or the store's channels in the run's "
     "order, comma separated [default: the run's own names; one channel on each side maps by itself]"
@@ -51,7 +54,8 @@ def format_eval(r: dict[str, Any]) -> str:
     if r.get("picker"):
         return _format_picks(r)
     c = r["confusion"]
-    lines = [f"channels     {r['channels']}"] if r.get("channels") else []
+    lines = [f"exported     {r['exported']}"] if r.get("exported") else []
+    lines += [f"channels     {r['channels']}"] if r.get("channels") else []
     lines += [
         f"scoring      {r['scored']}",
         f"run          {r['run']}",
@@ -104,7 +108,8 @@ def _format_picks(r: dict[str, Any]) -> str:
     """The evaluate table of a dense picker: its picks against the markers."""
     fa = r["false_alarms_per_hour"]
     return "\n".join(
-        [
+        ([f"exported     {r['exported']}"] if r.get("exported") else [])
+        + [
             f"scoring      {r['scored']}",
             f"run          {r['run']}",
             f"model        picker, loaded {r['model_loaded']}",
@@ -171,11 +176,14 @@ def evaluate(
 ) -> None:
     """Event precision, recall, F1 and false alarms, then the window figures, block by block."""
     from ..score.evaluate import evaluate as run_evaluate
+    from ..score.sidecar import exported_kind
     from ..store.urls import is_remote
 
     run_path = Path(run)
     plot_path: str | None = plot or str(
-        (run_path if run_path.is_dir() else run_path.parent) / "eval.png"
+        run_path.parent / f"{run_path.name}.eval.png"
+        if exported_kind(run_path) is not None  # beside it: a SavedModel folder stays as exported
+        else (run_path if run_path.is_dir() else run_path.parent) / "eval.png"
     )
     if is_remote(run) and plot is None:
         plot_path = None  # an s3:// run folder is not written by evaluate: plot with --plot FILE
@@ -304,6 +312,8 @@ def predict(
             merge_gap=merge_gap,
             min_duration=min_duration,
         )
+    if report.exported is not None:
+        typer.echo(f"exported {report.exported}")
     if report.channels is not None:
         typer.echo(f"channels {report.channels}")
     typer.echo(f"threshold {report.threshold:.4g} ({report.threshold_source})")
@@ -350,6 +360,8 @@ def _follow(
         min_duration=rule[1],
     )
     why = "Ctrl-C" if report.ended == "interrupted" else f"the store idle for {options.idle:g} s"
+    if report.exported is not None:
+        typer.echo(f"exported {report.exported}")
     if report.channels is not None:
         typer.echo(f"channels {report.channels}")
     typer.echo(f"threshold {report.threshold:.4g} ({report.threshold_source})")

@@ -26,8 +26,9 @@ from ..core.scoring import ScoredBlock, score_store
 from ..errors import UsageError
 from ..store import Store, open_store
 from .channels import ChannelsArg, mapped
+from .loading import load_scorer
 from .order import check_run_then_store
-from .picks import evaluate_picks, run_pick_width
+from .picks import evaluate_picks
 from .runs import (
     SPLITS,
     RunLabeller,
@@ -35,12 +36,10 @@ from .runs import (
     check_output_folder,
     check_settings,
     check_store,
-    load_run,
     locate_run,
     run_threshold,
     scored_ranges,
 )
-from .scorer import make_predictor
 
 
 class _Sketch:
@@ -116,17 +115,21 @@ def evaluate(
     try:
         s.check_chunks()
         check_channels(run, s, channels, unsafe=unsafe)  # before TensorFlow loads
-        model, spec = load_run(run, unsafe=unsafe)
+        scorer = load_scorer(run, unsafe=unsafe, batch_size=batch_size)
+        spec = scorer.spec
         cmap = check_store(spec, s, channels)
         ranges, scored = scored_ranges(spec, s, split)
         threshold, source = run_threshold(spec, threshold)
+        source = scorer.threshold_source(threshold, source)
         labeller = RunLabeller(s, spec)
         w = spec.windows
-        width = run_pick_width(model, spec)
+        width = scorer.width
+        predictor = mapped(scorer.predictor, cmap)
+        exported = {"exported": scorer.exported} if scorer.exported is not None else {}
         if width is not None:  # a dense picker: its picks against the markers
-            predictor = mapped(make_predictor(model, w.window, spec.n_channels, batch_size), cmap)
             picks = evaluate_picks(predictor, s, spec, ranges, threshold, width)
             return {
+                **exported,
                 "picker": True,
                 **picks,
                 "threshold": threshold,
@@ -159,7 +162,6 @@ def evaluate(
             else None
         )
         sketch = _Sketch(s, w.window, ranges)
-        predictor = mapped(make_predictor(model, w.window, spec.n_channels, batch_size), cmap)
         for sb in score_store(
             predictor, s, w, chunk=chunk, labeller=labeller, ranges=ranges, progress=progress
         ):
@@ -174,7 +176,7 @@ def evaluate(
                 events.update(sb.starts, sb.segment, score)
             sketch.update(sb, score)
         hours = hours_of(s, ranges)
-        out: dict[str, Any] = {"scored": scored}
+        out: dict[str, Any] = {**exported, "scored": scored}
         if cmap.line is not None:
             out["channels"] = cmap.line
         out["threshold"] = threshold

@@ -42,19 +42,17 @@ from ..errors import (
 from ..store import Store
 from ..store.layout import suffix_backend
 from .channels import ChannelsArg, mapped
+from .loading import load_scorer
 from .outputs import LiveDetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
-from .picks import run_pick_width
 from .predict import EventRule, PredictReport
 from .runs import (
     RunSpec,
     check_settings,
     check_store,
-    load_run,
     locate_run,
     run_threshold,
     score_attrs,
 )
-from .scorer import make_predictor
 
 # Windows scored per read: bounds memory when following starts on a store that is already long.
 READ_WINDOWS = 65_536
@@ -305,14 +303,16 @@ def _follow(
     writer: ScoreWriter | None = None
     try:
         s = watch.store
-        model, spec = load_run(run, unsafe=unsafe)
-        if run_pick_width(model, spec) is not None:
+        scorer = load_scorer(run, unsafe=unsafe, batch_size=batch_size)
+        spec = scorer.spec
+        if scorer.width is not None:
             raise UsageError(
                 f"{run}: predict --follow does not score dense picker runs yet; run predict on "
                 "the store"
             )
         cmap = check_store(spec, s, channels)
         thresh, source = run_threshold(spec, given)
+        source = scorer.threshold_source(thresh, source)
         w = spec.windows
         if out_path is not None:
             writer = ScoreWriter(
@@ -322,7 +322,7 @@ def _follow(
             ev_path.unlink()  # --overwrite: the old detections must not pass for new ones
         follower = _Follower(
             spec,
-            mapped(make_predictor(model, w.window, spec.n_channels, batch_size), cmap),
+            mapped(scorer.predictor, cmap),
             rule.merger(w.window, w.stride, thresh, s.sample_rate, event_span(w.label, w.window)),
             writer,
         )
@@ -341,6 +341,7 @@ def _follow(
             thresh,
             source,
             cmap.line,
+            scorer.exported,
             ended=ended,
             samples=follower.samples,
         )

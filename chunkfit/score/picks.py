@@ -30,7 +30,12 @@ if TYPE_CHECKING:
 def run_pick_width(model: keras.Model, spec: RunSpec) -> int | None:
     """The pick width of a picker run (run.json's, else the default); None for a classifier. A
     model that outputs a score per sample is a picker, whatever its run.json says."""
-    per_sample = len(getattr(model, "output_shape", ())) == 3
+    return pick_width(spec, len(getattr(model, "output_shape", ())) == 3)
+
+
+def pick_width(spec: RunSpec, per_sample: bool) -> int | None:
+    """The pick width of a picker run (``per_sample``: its model scores every sample); None for a
+    classifier."""
     if spec.meta.get("model") not in PICKERS and not per_sample:
         return None
     width = spec.config.get("pick_width")

@@ -30,18 +30,17 @@ from ..store.remote import ROOT, Remote, upload_tree
 from ..store.s3errors import guarded
 from ..store.urls import is_remote
 from .channels import ChannelsArg, mapped
+from .loading import load_scorer
 from .outputs import DetectionCsv, OutputLocks, ScoreWriter, check_outputs, write_failure
-from .picks import predicted_picks, run_pick_width, scored_windows
+from .picks import predicted_picks, scored_windows
 from .runs import (
     check_channels,
     check_settings,
     check_store,
-    load_run,
     locate_run,
     run_threshold,
     score_attrs,
 )
-from .scorer import make_predictor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +52,7 @@ class PredictReport:
     threshold: float = 0.5
     threshold_source: str = ""
     channels: str | None = None  # how the store's channels were mapped to the run's, if they were
+    exported: str | None = None  # what scored, for an exported model: "model.tflite (LiteRT int8)"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -224,9 +224,11 @@ def _predict(
     try:
         s.check_chunks()
         check_channels(run, s, channels, unsafe=unsafe)  # before TensorFlow loads
-        model, spec = load_run(run, unsafe=unsafe)
+        scorer = load_scorer(run, unsafe=unsafe, batch_size=batch_size)
+        spec = scorer.spec
         cmap = check_store(spec, s, channels)
         threshold, source = run_threshold(spec, given)
+        source = scorer.threshold_source(threshold, source)
         w = spec.windows
         if out_path is not None:
             writer = ScoreWriter(out_path, s.n_samples, score_attrs(run, spec, threshold, s))
@@ -236,8 +238,8 @@ def _predict(
         detections = DetectionCsv(tmp_events, Timeline.of(s))
         n_windows = 0
         try:
-            predictor = mapped(make_predictor(model, w.window, spec.n_channels, batch_size), cmap)
-            width = run_pick_width(model, spec)
+            predictor = mapped(scorer.predictor, cmap)
+            width = scorer.width
             if width is not None:  # a dense picker: a score per sample, a detection per pick
                 for lo, trace, found in predicted_picks(
                     predictor, s, spec, threshold, width, chunk=chunk
@@ -271,6 +273,7 @@ def _predict(
             threshold,
             source,
             cmap.line,
+            scorer.exported,
         )
     except BaseException as err:
         if writer is not None:

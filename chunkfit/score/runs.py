@@ -1,7 +1,8 @@
 """A trained run as evaluate and predict see it: its model, window settings, classes and labels.
 
 A run is a run folder (model.keras + run.json, whose window, stride, label rule and classes are
-reused) or a bare ``.keras`` file (window and channels from its input shape, stride 1).
+reused), a bare ``.keras`` file (window and channels from its input shape, stride 1), or a model
+``chunkfit export`` wrote, whose sidecar carries the run's run.json (chunkfit.score.sidecar).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ..train.runfolder import MODEL_FILE, RUN_FILE
 from .channels import ChannelMap, ChannelsArg, channel_map, parse_channels
 from .order import refuse_store_as_run
 from .scorer import use_scoring_engine
+from .sidecar import exported_kind, read_sidecar, run_meta, sidecar_path
 
 if TYPE_CHECKING:
     import keras
@@ -71,6 +73,7 @@ class RunFiles:
     channels: list[str] | None
     model_spec: str | None = None  # what run.json says the run trained (--model)
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+    sidecar: dict[str, Any] | None = None  # an exported model's metadata (chunkfit export)
 
 
 def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles:
@@ -84,7 +87,12 @@ def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles
         run = fetch_run(str(run))
     path = Path(run)
     refuse_store_as_run(path)
-    if path.is_dir():
+    sidecar = None
+    if exported_kind(path) is not None:
+        sidecar = read_sidecar(path)
+        model_path, meta = path, run_meta(sidecar)
+        config, classes, channels, model_spec = _meta_parts(meta, sidecar_path(path))
+    elif path.is_dir():
         model_path, meta_path = path / MODEL_FILE, path / RUN_FILE
         if not model_path.is_file():
             raise RunError(
@@ -99,14 +107,17 @@ def locate_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> RunFiles
         model_path, config, classes, channels, model_spec, meta = path, {}, None, None, None, {}
     else:
         raise RunError(f"{path}: no such run folder or .keras file")
-    check_model_file(model_path, unsafe=unsafe)
+    if sidecar is None:
+        check_model_file(model_path, unsafe=unsafe)
     windows = config.get("windows", {})
     if not isinstance(windows, dict):
         raise RunError(
             f"{path / RUN_FILE}: not a valid run.json (config.windows is not an object); pass the "
             ".keras file instead"
         )
-    return RunFiles(path, model_path, dict(windows), config, classes, channels, model_spec, meta)
+    return RunFiles(
+        path, model_path, dict(windows), config, classes, channels, model_spec, meta, sidecar
+    )
 
 
 @functools.cache
@@ -169,11 +180,15 @@ def _meta_parts(
 
 
 def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[keras.Model, RunSpec]:
-    """The model and window settings of a run folder or ``.keras`` file."""
+    """The model and window settings of a run folder or ``.keras`` file (an exported model is
+    scored in its own runtime: chunkfit.score.exported)."""
     files = locate_run(run, unsafe=unsafe)
+    if files.sidecar is not None:
+        raise UsageError(
+            f"{files.path}: an exported model, and this takes the run folder or .keras file it "
+            "was exported from"
+        )
     use_scoring_engine()  # before Keras loads
-    path = files.path
-    config, classes, channels = files.config, files.classes, files.channels
     # Scoring needs no loss or optimizer: loaded uncompiled, a run with a custom loss loads too. A
     # module:function model's custom layers and functions come from its module, imported as train
     # did.
@@ -191,6 +206,16 @@ def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[kera
         )
     model = load_model_file(files.model, unsafe=unsafe, compile=False, custom_objects=custom)
     shape = tuple(model.inputs[0].shape[1:]) if getattr(model, "inputs", None) else ()
+    out = tuple(model.outputs[0].shape)
+    return model, run_spec(files, shape, int(out[-1]), len(out) == 3, loaded)
+
+
+def run_spec(
+    files: RunFiles, shape: tuple[Any, ...], n_out: int, per_sample: bool, loaded: str
+) -> RunSpec:
+    """The RunSpec of a run whose model takes windows shaped ``shape`` (window, channels) and gives
+    ``n_out`` outputs (per sample, for a dense picker), checked against its run.json."""
+    path, classes = files.path, files.classes
     if len(shape) != 2 or shape[0] is None or shape[1] is None:
         raise ModelError(f"{path}: the model's input shape {shape} is not (window, channels)")
     wcfg = dict(files.windows)
@@ -201,8 +226,6 @@ def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[kera
         raise RunError(
             f"{path / RUN_FILE}: not a valid run.json ({err}); pass the .keras file instead"
         ) from None
-    n_out = int(model.outputs[0].shape[-1])
-    per_sample = len(model.outputs[0].shape) == 3  # a dense picker: one event score per sample
     if classes is None:
         classes = [0, 1] if per_sample else list(range(n_out))
     if windows.window != shape[0] or (len(classes) != n_out and not per_sample):
@@ -212,8 +235,8 @@ def load_run(run: str | os.PathLike[str], *, unsafe: bool = False) -> tuple[kera
             f"model takes {shape[0]} samples and gives {n_out} outputs; the run folder is "
             "inconsistent"
         )
-    return model, RunSpec(
-        str(path), windows, classes, channels, int(shape[1]), config, loaded, files.meta
+    return RunSpec(
+        str(path), windows, classes, files.channels, int(shape[1]), files.config, loaded, files.meta
     )
 
 
