@@ -62,8 +62,8 @@ class WindowDataset(IterableDataset):  # type: ignore[type-arg]
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]:
         if os.getpid() != self._pid:  # a forked worker: its own store handles
-            self.feed = Feed.__new__(Feed)
-            self.feed.__setstate__(self._parent_state)
+            state, self.feed = self.feed.__getstate__(), Feed.__new__(Feed)
+            self.feed.__setstate__(state)
             self._pid = os.getpid()
         shard, shards = self.shard()
         epoch, b = self.epoch, self.batch_size
@@ -74,10 +74,6 @@ class WindowDataset(IterableDataset):  # type: ignore[type-arg]
             wt = None if w is None else torch.from_numpy(w)
             for lo in range(0, x.shape[0], b):
                 yield xt[lo : lo + b], yt[lo : lo + b], None if wt is None else wt[lo : lo + b]
-
-    @property
-    def _parent_state(self) -> dict[str, object]:
-        return self.feed.__getstate__()
 
     def __setstate__(self, state: dict[str, object]) -> None:
         # unpickled in a spawned worker: the feed opened its store there already
