@@ -83,11 +83,15 @@ class Blocks:
 
     # -- state ------------------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
-        """Where the iterator is, as a small JSON-able dict: the groups yielded so far are done."""
+        """Where the iterator is, as a small JSON-able dict: the groups yielded so far are done
+        (after an epoch's last group: the next epoch, at position 0)."""
+        epoch, position = self._epoch, self._position
+        if position >= len(self.feed.groups(epoch)):
+            epoch, position = epoch + 1, 0
         return {
             "seed": self.feed.opts.blocks.seed,
-            "epoch": self._epoch,
-            "position": self._position,
+            "epoch": epoch,
+            "position": position,
             "split": self.feed.split_name,
             "blocks": len(self.feed.plan.train_blocks),
             "mix": self.feed.plan.mix,

@@ -7,7 +7,7 @@ samples inside the graph (``tf.gather`` of offsets + range), standardised, and t
 one-hot and weighted there, on tf.data's threads. No (windows x window) array is made in Python.
 
 Each pass over the dataset is the next epoch, so ``model.fit(ds, epochs=E)`` trains E epochs of
-chunkfit's order from the first ``epoch``.
+chunkfit's order from the first ``epoch``; its length (``cardinality``) is the batches of one epoch.
 """
 
 from __future__ import annotations
@@ -63,8 +63,10 @@ def tf_dataset(feed: Feed, *, batch_size: int, epoch: int = 0) -> tf.data.Datase
 
     ds = tf.data.Dataset.from_generator(groups, output_signature=spec)
     # one group read ahead of the one being batched, and a few batches ahead of the step
-    ds = ds.prefetch(1).flat_map(batches).prefetch(4)
-    return ds
+    ds = ds.prefetch(1).flat_map(batches)
+    # every epoch has as many batches: Keras then knows an epoch's steps before the first ends
+    n_batches = sum(-(-feed.group_windows(g) // b) for g in feed.groups(epoch))
+    return ds.apply(tf.data.experimental.assert_cardinality(n_batches)).prefetch(4)
 
 
 def _normalizer(feed: Feed) -> Any:

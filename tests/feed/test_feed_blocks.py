@@ -108,3 +108,10 @@ def test_global_normalisation_uses_the_training_split(store: Path) -> None:
     train = sorted(s for s, _ in tail_split(0.2)[0])
     samples = np.unique(np.concatenate([np.arange(s, s + WINDOW) for s in train]))
     assert it.normalization["mean"][0] == pytest.approx(samples.mean(), rel=1e-6)
+
+
+def test_the_state_after_an_epoch_s_last_block_is_the_next_epoch_s_start(store: Path) -> None:
+    it = chunkfit.blocks(store, chunk=1000, epochs=2, **RAW)
+    for _ in range(len(it) // 2):
+        next(it)
+    assert (it.get_state()["epoch"], it.get_state()["position"]) == (1, 0)
