@@ -12,7 +12,7 @@ chunkfit's metrics, validation 0.1), windows per second of training and peak RSS
   block of 200,000 windows;
 - dataset: ``model.fit`` on ``chunkfit.dataset(kind="tf")`` (windows gathered in the input graph);
 - dataset-spe: the same with ``compile(steps_per_execution=16)``, Keras's own knob for small
-  models;
+  models; dataset-xla: also with ``jit_compile=True`` (Keras leaves XLA off on CPU-only machines);
 - chunkfit: chunkfit's own loop, ``chunkfit.fit`` (its defaults: ``--jit auto``, threads measured).
 
 Every strategy trains two epochs in a process of its own and is timed on its second (tracing and
@@ -38,12 +38,13 @@ from typing import Any
 OUT = Path("bench-out")
 WINDOW, BATCH, CHUNK, EPOCHS = 104, 128, 200_000, 2
 MILLION = 1_049_344
-STRATEGIES = ("reference", "blocks", "dataset", "dataset-spe", "chunkfit")
+STRATEGIES = ("reference", "blocks", "dataset", "dataset-spe", "dataset-xla", "chunkfit")
 LABELS = {
     "reference": "model.fit on the materialised float32 windows",
     "blocks": "model.fit per block of chunkfit.blocks",
     "dataset": "model.fit on chunkfit.dataset (tf.data)",
     "dataset-spe": "the same, compile(steps_per_execution=16)",
+    "dataset-xla": "the same, compile(steps_per_execution=16, jit_compile=True)",
     "chunkfit": "chunkfit's own loop (chunkfit.fit)",
 }
 
@@ -62,7 +63,7 @@ def synth_store(samples: int) -> Path:
 # -- workers: each runs in its own process and prints one JSON line --------------------------------
 
 
-def compiled_model(steps_per_execution: int = 1) -> Any:
+def compiled_model(steps_per_execution: int = 1, jit_compile: bool | str = "auto") -> Any:
     import keras
 
     from chunkfit.train.metrics import compiled_metrics
@@ -75,6 +76,7 @@ def compiled_model(steps_per_execution: int = 1) -> Any:
         loss="categorical_crossentropy",
         metrics=compiled_metrics(2),
         steps_per_execution=steps_per_execution,
+        jit_compile=jit_compile,
     )
     return model
 
@@ -131,11 +133,13 @@ def work_blocks(store: str) -> dict[str, Any]:
     return {"windows": windows, "seconds": seconds}
 
 
-def work_dataset(store: str, steps_per_execution: int = 1) -> dict[str, Any]:
+def work_dataset(
+    store: str, steps_per_execution: int = 1, jit_compile: bool | str = "auto"
+) -> dict[str, Any]:
     import chunkfit
 
     ds = chunkfit.dataset(store, window=WINDOW, chunk=CHUNK, batch_size=BATCH)
-    model, clock = compiled_model(steps_per_execution), epoch_clock()
+    model, clock = compiled_model(steps_per_execution, jit_compile), epoch_clock()
     model.fit(ds, epochs=EPOCHS, shuffle=False, verbose=0, callbacks=[clock])
     return {"windows": training_windows(store), "seconds": clock.seconds[-1]}
 
@@ -164,6 +168,7 @@ WORKERS = {
     "blocks": work_blocks,
     "dataset": work_dataset,
     "dataset-spe": lambda store: work_dataset(store, 16),
+    "dataset-xla": lambda store: work_dataset(store, 16, True),
     "chunkfit": work_chunkfit,
 }
 
