@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -115,3 +118,17 @@ def test_the_state_after_an_epoch_s_last_block_is_the_next_epoch_s_start(store: 
     for _ in range(len(it) // 2):
         next(it)
     assert (it.get_state()["epoch"], it.get_state()["position"]) == (1, 0)
+
+
+def test_blocks_load_no_framework(store: Path) -> None:
+    code = (
+        "import sys, chunkfit\n"
+        f"next(iter(chunkfit.blocks({str(store)!r}, window=16, chunk=100)))\n"
+        "print(sorted(m for m in ('tensorflow', 'keras', 'torch', 'grain', 'jax') "
+        "if m in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert result.stdout.strip() == "[]"
