@@ -40,6 +40,8 @@ _LAZY: dict[str, str] = {
     "fit": ".train.fit",
     "TrainProgress": ".train.progress",
     "build_model": ".train.models",
+    "blocks": ".feed.api",
+    "dataset": ".feed.api",
 }
 
 __all__ = [

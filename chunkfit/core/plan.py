@@ -11,7 +11,7 @@ from ..config import FitOptions, is_event_rule
 from ..errors import WindowError
 from ..store import Store
 from .balance import Balance, block_sizes
-from .blocks import Block, block_order, groups, plan_blocks
+from .blocks import Block, BlockData, block_order, groups, plan_blocks, read_group, window_order
 from .labels import Labeller, class_counts
 from .windows import Split, plan_split
 
@@ -94,6 +94,19 @@ class TrainPlan(SplitPlan):
         """Epoch ``epoch``'s groups of training blocks, in the order they train."""
         order = block_order(len(self.train_blocks), self.seed, epoch, self.shuffle)
         return [[self.train_blocks[i] for i in g] for g in groups(order, self.mix)]
+
+    def read(
+        self, store: Store, group: list[Block], epoch: int | None, k: int, shuffle: bool = True
+    ) -> BlockData:
+        """Group ``k`` of epoch ``epoch`` read from ``store``: its windows this epoch (the label
+        margin's left out, the rarest class's repeats in: chunkfit.core.balance) in
+        ``window_order(seed, epoch, k)``; with ``epoch`` None (validation), each window once, in
+        order. What ``chunkfit train`` trains and what ``chunkfit.blocks`` yields, alike."""
+        order, repeat = None, 1
+        if epoch is not None:
+            order = window_order(self.group_windows(group), self.seed, epoch, k, shuffle)
+            repeat = self.balance.repeat
+        return read_group(store, self.labeller, group, order, repeat=repeat, rare=self.balance.rare)
 
     def val_groups(self) -> list[list[Block]]:
         """The validation blocks in store order, ``mix`` at a time."""

@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.blocks import Block, prefetched, read_group, window_order
+from ..core.blocks import Block, prefetched
 from ..core.picks import with_targets
 from ..errors import ChunkfitError, RemoteError, StoreChangedError, WorkerLostError
 from .cursor import Cursor
@@ -309,17 +309,9 @@ class Trainer(RunSetup):
 
         The store is checked for changes before and after the read (a few ``stat`` calls).
         """
-        spec, plan = self.opts.blocks, self.plan
-        order, repeat = None, 1
-        if epoch is not None:  # the group's windows this epoch (chunkfit.core.balance), shuffled
-            order = window_order(
-                plan.group_windows(group), spec.seed, epoch, k, spec.shuffle_windows
-            )
-            repeat = plan.balance.repeat
         self._check_store()
-        data = read_group(
-            self.store, plan.labeller, group, order, repeat=repeat, rare=plan.balance.rare
-        )
+        # the group's windows this epoch (chunkfit.core.balance), shuffled
+        data = self.plan.read(self.store, group, epoch, k, self.opts.blocks.shuffle_windows)
         if self.pick_width is not None:
             data = with_targets(data, self.store, self.pick_width)
         self._check_store()
