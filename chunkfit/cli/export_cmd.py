@@ -37,6 +37,8 @@ def _describe(report: Any) -> str:
             f"int8     calibrated on {n:,} windows of the run's training split ({events:,} with "
             "an event)"
         )
+    if report.threshold_note is not None:
+        lines.append(f"note     {report.threshold_note}")
     return "\n".join(lines)
 
 

@@ -32,6 +32,8 @@ from .formats import Target, check_extra, check_out, target
 from .meta import RunFacts, TensorInfo, sidecar, write_sidecar
 from .quantize import Representative, representative
 
+_INT_MAX = {"int8": 127, "uint8": 255, "int16": 32767}  # an integer output's highest value
+
 if TYPE_CHECKING:
     import keras
 
@@ -50,6 +52,7 @@ class ExportReport:
     input: TensorInfo
     output: TensorInfo
     calibration: Representative | None = None
+    threshold_note: str | None = None  # the run's threshold lowered to one the output can reach
 
     @property
     def converted_on(self) -> str:
@@ -102,6 +105,7 @@ def export_run(
         tmp.mkdir()
         artifact = tmp if tgt.folder else tmp / out_path.name
         inputs, output = _convert(model, tgt, artifact, calibration)
+        facts, threshold_note = reachable_threshold(facts, output)
         meta = sidecar(
             facts,
             fmt=tgt.format,
@@ -132,7 +136,26 @@ def export_run(
         inputs,
         output,
         calibration,
+        threshold_note,
     )
+
+
+def reachable_threshold(facts: RunFacts, output: TensorInfo) -> tuple[RunFacts, str | None]:
+    """The run's threshold, or, where an integer output cannot reach it, the highest one it can:
+    an int8 score stops at scale x (127 - zero point) (255/256 for a softmax), and a run whose float
+    model chose 0.999 would otherwise never fire on the device. The written threshold lies halfway
+    between the two highest scores, so windows at the top score fire; the note says so."""
+    if output.scale is None or output.zero_point is None or output.dtype not in _INT_MAX:
+        return facts, None
+    top = output.scale * (_INT_MAX[output.dtype] - output.zero_point)
+    if facts.threshold <= top:
+        return facts, None
+    written = top - output.scale / 2
+    note = (
+        f"the run's threshold {facts.threshold:.6g} is above {top:.6g}, the highest score the "
+        f"{output.dtype} output gives: written as {written:.6g} (windows at the top score fire)"
+    )
+    return dataclasses.replace(facts, threshold=written), note
 
 
 def use_tensorflow() -> None:

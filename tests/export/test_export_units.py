@@ -12,7 +12,8 @@ from chunkfit.config import WindowSpec
 from chunkfit.export.carray import c_name, c_source
 from chunkfit.export.failures import layer_of
 from chunkfit.export.formats import target
-from chunkfit.export.write import run_facts
+from chunkfit.export.meta import RunFacts, TensorInfo
+from chunkfit.export.write import reachable_threshold, run_facts
 from chunkfit.score.runs import RunSpec
 
 
@@ -73,3 +74,33 @@ def test_a_picker_s_event_score_is_the_only_output_channel() -> None:
     spec = RunSpec("run", WindowSpec(window=32), [0, 1], ["x"], 1, {}, "", {"model": "picker"})
     facts = run_facts(model, spec)
     assert (facts.output_kind, facts.positive, facts.model) == ("per-sample", 0, "picker")
+
+
+def _facts(threshold: float) -> RunFacts:
+    return RunFacts(
+        model="baseline-cnn",
+        trained_on="tensorflow",
+        window=16,
+        stride=1,
+        channels=["x"],
+        n_channels=1,
+        rate=None,
+        classes=[0, 1],
+        positive=1,
+        threshold=threshold,
+        label="any",
+        output_kind="window",
+        run={},
+    )
+
+
+def test_an_int8_output_gets_the_highest_threshold_it_can_reach() -> None:
+    out = TensorInfo("scores", (None, 2), "int8", scale=1 / 256, zero_point=-128)
+    top = 255 / 256  # a softmax's int8 output stops there
+    facts, note = reachable_threshold(_facts(0.99998), out)
+    assert top - 1 / 256 < facts.threshold < top  # windows at the top score fire, one below not
+    assert note is not None and "0.99998" in note
+    kept, none = reachable_threshold(_facts(0.9), out)
+    assert kept.threshold == 0.9 and none is None
+    float_out = TensorInfo("scores", (None, 2), "float32")
+    assert reachable_threshold(_facts(0.99998), float_out) == (_facts(0.99998), None)
