@@ -53,19 +53,27 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
 
     def __init__(self) -> None:
         self.setup: list[Callable[[ModuleType], None]] = []
+        self._looking = False
 
     def find_spec(
         self, name: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> Any:
-        if name != "tensorflow":
+        # A look-up alone (importlib.util.find_spec: is TensorFlow installed?) imports nothing, so
+        # the finder stays in place until the module is really executed.
+        if name != "tensorflow" or self._looking:
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        self._looking = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._looking = False
         if spec is None or spec.loader is None:
             return spec
         run = spec.loader.exec_module
 
         def exec_module(module: ModuleType) -> None:
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
             with Silenced():
                 run(module)
                 for setup in self.setup:
