@@ -33,9 +33,10 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     _register()
     from ..errors import ChunkfitError, Interrupted
-    from .interrupt import redeliver_swallowed, remember
+    from .interrupt import interrupted, redeliver_swallowed, remember, watch
 
     remember(argv)
+    watch()
     redeliver_swallowed()
     try:
         # Out of standalone mode typer returns the code of a ``typer.Exit`` (and the 130 it makes
@@ -60,6 +61,9 @@ def main(argv: list[str] | None = None) -> None:
         print("chunkfit: aborted", file=sys.stderr)
         sys.exit(1)
     except Exception as err:
+        if interrupted():  # Ctrl-C that native code turned into another error
+            print("chunkfit: interrupted", file=sys.stderr)
+            sys.exit(130)
         if isinstance(err, _click_exception()):
             # Bad flags are a user's mistake too: one line, exit 2, no usage block.
             message = " ".join(err.format_message().split())  # type: ignore[attr-defined]

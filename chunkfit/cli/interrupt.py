@@ -20,6 +20,28 @@ from ..errors import Interrupted
 F = TypeVar("F", bound=Callable[..., Any])
 
 _args: list[str] = []  # the command line, for the command that resumes an interrupted run
+_sigint: list[bool] = []  # one entry once Ctrl-C has been pressed in this process
+
+
+def watch() -> None:
+    """Note every Ctrl-C before it raises ``KeyboardInterrupt`` as Python's own handler does.
+
+    A ``KeyboardInterrupt`` raised while native code calls back into Python (TensorFlow's
+    ``map_fn`` flattening its arguments, an import inside it) can come out as a ``SystemError`` or
+    a bare ``TypeError``; with the Ctrl-C noted, such an error is still told as the interruption.
+    """
+    import signal
+
+    def handler(signum: int, frame: Any) -> None:
+        _sigint.append(True)
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, handler)
+
+
+def interrupted() -> bool:
+    """Whether Ctrl-C has been pressed since ``watch``."""
+    return bool(_sigint)
 
 
 def remember(argv: list[str] | None) -> None:
@@ -39,6 +61,12 @@ def keeps(describe: Callable[[], str]) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
+        raise Interrupted(describe()) from None
+    except Interrupted:
+        raise
+    except Exception:
+        if not interrupted():
+            raise
         raise Interrupted(describe()) from None
 
 

@@ -12,7 +12,8 @@ import re
 import signal
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -221,6 +222,29 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return small, large
 
 
+@contextmanager
+def _held_open(fifo: Path, source: Path) -> Iterator[None]:
+    """Write ``source`` into the named pipe ``fifo`` and hold it open until the block ends."""
+    ended = threading.Event()
+
+    def feed() -> None:
+        with fifo.open("wb") as f:
+            try:
+                f.write(source.read_bytes())
+                f.flush()
+            except BrokenPipeError:
+                return
+            ended.wait(timeout=600)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        yield
+    finally:
+        ended.set()
+        feeder.join()
+
+
 def _chunks(folder: Path) -> set[str]:
     """The chunk indices along time of a zarr store's signal (empty while it has none)."""
     try:
@@ -247,26 +271,10 @@ def test_ingest_of_a_file_interrupted_mid_append_exits_130_keeping_the_store_as_
     # read, then waits for more, so it is caught mid-append whatever the machine's speed.
     fifo = tmp_path / "big.csv"
     os.mkfifo(fifo)
-    ended = threading.Event()
-
-    def feed() -> None:
-        with fifo.open("wb") as f:
-            try:
-                f.write(large.read_bytes())
-                f.flush()
-            except BrokenPipeError:
-                return
-            ended.wait(timeout=600)
-
-    feeder = threading.Thread(target=feed)
-    feeder.start()
-    try:
+    with _held_open(fifo, large):
         code, out, err = _interrupt(
             ["ingest", str(store), str(fifo), "--append"], writing, tmp_path
         )
-    finally:
-        ended.set()
-        feeder.join()
     assert (code, out) == (130, ""), err
     assert err.splitlines() == [f"chunkfit: interrupted: {store} left unchanged"]
     assert not (store / JOURNAL).exists()  # rolled back by the interrupted process itself
@@ -287,9 +295,15 @@ def test_ingest_of_a_file_into_a_new_store_interrupted_exits_130_leaving_no_stor
         # the store's first chunk is on disk, in the temporary that becomes the store when complete
         return lambda: bool(_chunks(tmp_path / f".{store.name}{TMP_MARK}{proc.pid}"))
 
-    code, out, err = _interrupt(
-        ["ingest", str(store), str(large), "--rate", "100"], writing, tmp_path
-    )
+    # Through a pipe held open after its last row, as above: however fast the machine, the
+    # ingest is still running when its first chunk is seen.
+    fifo = tmp_path.parent / f"{tmp_path.name}-big.csv"
+    os.mkfifo(fifo)
+    with _held_open(fifo, large):
+        code, out, err = _interrupt(
+            ["ingest", str(store), str(fifo), "--rate", "100"], writing, tmp_path
+        )
+    fifo.unlink()
     assert (code, out) == (130, ""), err
     assert err.splitlines() == [f"chunkfit: interrupted: {store} not written"]
     assert list(tmp_path.iterdir()) == []  # no store, no temporary
