@@ -146,6 +146,23 @@ def run_cli(
     )
 
 
+def run_without(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``chunkfit ARGS`` in a subprocess where ``module`` cannot be imported, as if not installed
+    (``sys.modules[module] = None``)."""
+    blocked = (
+        f"import sys; sys.modules[{module!r}] = None; from chunkfit.cli import main; main({args!r})"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", blocked],
+        check=False,
+        cwd=cwd,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def error_line(result: subprocess.CompletedProcess[str]) -> str:
     """The single stderr line of a failed command; fails the test when there is anything else."""
     assert result.returncode != 0, f"expected a failure, got success: {result.stdout}"

@@ -27,41 +27,28 @@ KINDS: dict[str, tuple[str, str] | None] = {
 }
 
 
-def _feed(
-    store: Store | str | os.PathLike[str],
-    *,
-    window: int,
-    stride: int,
-    chunk: int,
-    split: str,
-    seed: int,
-    mix: int,
-    validation: float,
-    validation_segments: float | None,
-    label: str,
-    label_margin: int,
-    normalize: str,
-    class_weight: str,
-    oversample: float,
-    shuffle: bool,
-    labels: str,
-) -> Feed:
-    opts = fit_options(
-        window=window,
-        stride=stride,
-        chunk=chunk,
-        seed=seed,
-        mix=mix,
-        validation=validation,
-        validation_segments=validation_segments,
-        label=label,
-        label_margin=label_margin,
-        normalize=normalize,
-        class_weight=class_weight,
-        oversample=oversample,
-        shuffle=shuffle,
-    )
-    return Feed(store, opts, split=split, labels=labels)
+# the settings of chunkfit.fit that choose and label windows (chunkfit.feed.source.fit_options)
+CHOOSING = (
+    "window",
+    "stride",
+    "chunk",
+    "seed",
+    "mix",
+    "validation",
+    "validation_segments",
+    "label",
+    "label_margin",
+    "normalize",
+    "class_weight",
+    "oversample",
+    "shuffle",
+)
+
+
+def _feed(store: Store | str | os.PathLike[str], given: dict[str, Any]) -> Feed:
+    """The feed of the settings in ``given``, the ``locals()`` of ``blocks`` or ``dataset``."""
+    opts = fit_options(**{k: given[k] for k in CHOOSING})
+    return Feed(store, opts, split=given["split"], labels=given["labels"])
 
 
 def blocks(
@@ -98,24 +85,7 @@ def blocks(
     position. ``for x, y, w in chunkfit.blocks(...): model.fit(x, y, sample_weight=w)`` trains each
     training window once per epoch.
     """
-    feed = _feed(
-        store,
-        window=window,
-        stride=stride,
-        chunk=chunk,
-        split=split,
-        seed=seed,
-        mix=mix,
-        validation=validation,
-        validation_segments=validation_segments,
-        label=label,
-        label_margin=label_margin,
-        normalize=normalize,
-        class_weight=class_weight,
-        oversample=oversample,
-        shuffle=shuffle,
-        labels=labels,
-    )
+    feed = _feed(store, locals())
     return Blocks(feed, epoch=epoch, epochs=epochs, prefetch=prefetch)
 
 
@@ -166,24 +136,7 @@ def dataset(
     needs = KINDS[kind]
     if needs is not None:
         _require(*needs)
-    feed = _feed(
-        store,
-        window=window,
-        stride=stride,
-        chunk=chunk,
-        split=split,
-        seed=seed,
-        mix=mix,
-        validation=validation,
-        validation_segments=validation_segments,
-        label=label,
-        label_margin=label_margin,
-        normalize=normalize,
-        class_weight=class_weight,
-        oversample=oversample,
-        shuffle=shuffle,
-        labels=labels,
-    )
+    feed = _feed(store, locals())
     if kind == "tf":
         from .tfdata import tf_dataset
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from .backend import configured_backend
 from .precision import bf16_flags, within_tolerance
+from .probing import cpu_name, read_cache, write_cache
 from .steps import cache_dir
 
 if TYPE_CHECKING:
@@ -304,7 +305,7 @@ def _cache_key(spec: dict[str, Any]) -> str:
     if model.endswith(".keras"):
         model = "keras:" + hashlib.sha256(Path(model).read_bytes()).hexdigest()[:16]
     libraries = ",".join(f"{n} {_version(n)}" for n in ("keras", "tensorflow", "jax", "jaxlib"))
-    machine = f"{_cpu_name()}|{os.cpu_count()}|{platform.machine()}|{libraries}"
+    machine = f"{cpu_name()}|{os.cpu_count()}|{platform.machine()}|{libraries}"
     shapes = f"{spec['window']}x{spec['channels']}->{spec['classes']}|batch {spec['batch_size']}"
     return f"{machine}|{model}|{shapes}"
 
@@ -319,40 +320,17 @@ def _version(name: str) -> str:
     return "-"
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown cpu"
-
-
 def cache_path() -> Path:
     """The file of this machine's engine measurements (chunkfit.train.steps.cache_dir)."""
     return cache_dir() / CACHE_FILE
 
 
 def _read_cache() -> dict[str, Any]:
-    try:
-        data = json.loads(cache_path().read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_cache(cache_path())
 
 
 def _write_cache(key: str, entry: dict[str, Any]) -> None:
-    path = cache_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = _read_cache()
-        data[key] = entry
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, path)
-    except OSError:  # a read-only home: the run goes on, measured again next time
-        pass
+    write_cache(cache_path(), key, entry)
 
 
 def measure_now(model: str, window: int = 104, channels: int = 1, batch_size: int = 128) -> Any:
@@ -369,7 +347,7 @@ def measure_now(model: str, window: int = 104, channels: int = 1, batch_size: in
     if measured is not None:
         entry = {**measured, "seconds": round(time.perf_counter() - t0, 1)}
         _write_cache(_cache_key(spec), {**entry, "when": time.strftime("%Y-%m-%d %H:%M")})
-        return {"model": model, "cpu": _cpu_name(), "bf16": bf16_flags(), **entry}
+        return {"model": model, "cpu": cpu_name(), "bf16": bf16_flags(), **entry}
     return {"model": model, "failed": True}
 
 

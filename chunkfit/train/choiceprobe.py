@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import statistics
 import subprocess
 import sys
 import time
 from typing import Any
+
+from .probing import read_line
 
 BURST = 32  # batches per timed burst
 ROUNDS = 5  # bursts per candidate, at most
@@ -58,22 +59,15 @@ class Child:
         """Send ``request`` (None: wait for "ready"); the numbers of its answer, or None on failure
         or timeout."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        out = self.proc.stdout.fileno()
         try:
             if request is not None:
                 self.proc.stdin.write(request.encode() + b"\n")
                 self.proc.stdin.flush()
-            while b"\n" not in self.buffer:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([out], [], [], left)[0]:
-                    return None
-                chunk = os.read(out, 4096)
-                if not chunk:
-                    return None
-                self.buffer += chunk
         except OSError:
             return None
-        line, self.buffer = self.buffer.split(b"\n", 1)
+        line, self.buffer = read_line(self.proc.stdout.fileno(), self.buffer, deadline)
+        if line is None:
+            return None
         try:
             return [float(v) for v in line.split()]
         except ValueError:

@@ -8,29 +8,10 @@ if it were not installed). The recording formats have their own test
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
-from support import cli_env, error_line, make_store, siblings
-
-
-def run_without(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``chunkfit ARGS`` in a subprocess where ``module`` cannot be imported."""
-    blocked = (
-        f"import sys; sys.modules[{module!r}] = None; from chunkfit.cli import main; main({args!r})"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", blocked],
-        check=False,
-        cwd=cwd,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
+from support import error_line, make_store, run_without, siblings
 
 S3_LINE = "s3:// paths need the obstore package; install it with pip install 'chunkfit[s3]'"
 

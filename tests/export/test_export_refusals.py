@@ -5,13 +5,11 @@ and a model the format cannot hold (nothing left at ``--out``)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from export_support import UNCONVERTIBLE, export, tiny_store, train
-from support import cli_env, error_line, tree
+from support import error_line, run_without, tree
 
 
 @pytest.fixture
@@ -116,22 +114,6 @@ def test_int8_without_the_training_store_is_refused_before_loading(fake_run: Pat
     )
 
 
-def _without(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``chunkfit ARGS`` where ``module`` cannot be imported, as if not installed."""
-    code = (
-        f"import sys; sys.modules[{module!r}] = None; from chunkfit.cli import main; main({args!r})"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        check=False,
-        cwd=cwd,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 @pytest.mark.parametrize(
     ("fmt", "module", "package"),
     [("onnx", "tf2onnx", "tf2onnx"), ("litert", "ai_edge_litert", "ai-edge-litert")],
@@ -139,7 +121,7 @@ def _without(module: str, args: list[str], cwd: Path) -> subprocess.CompletedPro
 def test_a_format_without_the_export_extra_names_it(
     fake_run: Path, fmt: str, module: str, package: str
 ) -> None:
-    result = _without(module, ["export", str(fake_run), "--format", fmt], fake_run.parent)
+    result = run_without(module, ["export", str(fake_run), "--format", fmt], fake_run.parent)
     assert (result.returncode, error_line(result)) == (
         2,
         f"chunkfit: error: --format {fmt} needs the {package} package; install it with pip "

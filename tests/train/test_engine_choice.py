@@ -122,24 +122,15 @@ def test_backend_flag_decides_the_engine_without_measuring(store: Path, tmp_path
     assert not (tmp_path / "cache" / CACHE_FILE).exists()
 
 
-def test_keras_backend_decides_the_engine_without_measuring(store: Path, tmp_path: Path) -> None:
-    result = train(
-        store,
-        tmp_path / "run",
-        "--precision",
-        "float32",
-        cache=tmp_path / "cache",
-        measure=True,
-        backend="tensorflow",
-    )
-    assert lines_of(result) == []
-    assert choice_of(tmp_path / "run")["engine_by"] == "--backend or KERAS_BACKEND"
-    assert not (tmp_path / "cache" / CACHE_FILE).exists()
-
-
-def test_an_install_without_jax_takes_tensorflow_without_measuring(
-    store: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    ("backend", "without", "why"),
+    [("tensorflow", None, "--backend or KERAS_BACKEND"), (None, "jax", "jax is not installed")],
+    ids=["keras-backend-given", "no-jax-installed"],
+)
+def test_the_engine_decided_without_measuring(
+    store: Path, tmp_path: Path, backend: str | None, without: str | None, why: str
 ) -> None:
+    """KERAS_BACKEND given, or an install without jax: TensorFlow, nothing measured or cached."""
     result = train(
         store,
         tmp_path / "run",
@@ -147,10 +138,12 @@ def test_an_install_without_jax_takes_tensorflow_without_measuring(
         "float32",
         cache=tmp_path / "cache",
         measure=True,
-        without="jax",
+        backend=backend,
+        without=without,
     )
     assert lines_of(result) == []
-    assert choice_of(tmp_path / "run")["engine_by"] == "jax is not installed"
+    assert choice_of(tmp_path / "run")["engine"] == "tensorflow"
+    assert choice_of(tmp_path / "run")["engine_by"] == why
     assert not (tmp_path / "cache" / CACHE_FILE).exists()
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import select
 import signal
 import statistics
 import sys
 import time
 import warnings
+
+from ..probing import read_line
 
 PROBE_BATCHES = 32  # batches per timed burst
 ROUNDS = 4  # bursts per candidate and compile mode, at most
@@ -126,17 +127,11 @@ class ProbeChild:
         try:
             if request != "ready":
                 os.write(self.requests, request.encode() + b"\n")
-            while b"\n" not in self.buffer:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([self.answers], [], [], left)[0]:
-                    return None
-                chunk = os.read(self.answers, 4096)
-                if not chunk:
-                    return None
-                self.buffer += chunk
         except OSError:
             return None
-        line, self.buffer = self.buffer.split(b"\n", 1)
+        line, self.buffer = read_line(self.answers, self.buffer, deadline)
+        if line is None:
+            return None
         try:
             return float(line)
         except ValueError:

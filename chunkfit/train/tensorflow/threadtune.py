@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..probing import cpu_name, read_cache, write_cache
 from ..steps import cache_dir
 from .threadprobe import (
     ProbeChild,
@@ -140,7 +141,7 @@ def probe_key(model: str, window: int, channels: int, classes: int, batch_size: 
     else:
         return None
     machine = (
-        f"{_cpu_name()}|{os.cpu_count()}|{platform.machine()}|tensorflow {_tensorflow_version()}"
+        f"{cpu_name()}|{os.cpu_count()}|{platform.machine()}|tensorflow {_tensorflow_version()}"
     )
     return f"{machine}|{what}|{window}x{channels}->{classes}|batch {batch_size}"
 
@@ -155,16 +156,6 @@ def _tensorflow_version() -> str:
         except PackageNotFoundError:
             continue
     return "unknown"
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown cpu"
 
 
 def choose_threads(
@@ -303,24 +294,11 @@ def _fastest(speeds: dict[str, float]) -> str:
 
 
 def _read_cache() -> dict[str, Any]:
-    try:
-        data = json.loads(cache_path().read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_cache(cache_path())
 
 
 def _write_cache(key: str, entry: dict[str, Any]) -> None:
-    path = cache_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = _read_cache()
-        data[key] = entry
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, path)
-    except OSError:  # a read-only home: the run goes on, measured again next time
-        pass
+    write_cache(cache_path(), key, entry)
 
 
 if __name__ == "__main__":  # measure and cache now (benchmarks/train.py: a later run's cache)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from support import cli_env, error_line, siblings
+from support import error_line, run_without, siblings
 
 HINT = "(or chunkfit[formats] for every format)"
 
@@ -58,19 +56,7 @@ def test_a_format_without_its_library_names_the_extra_to_install(
 ) -> None:
     content = _mseed_record() if case.module == "mseed" else case.content
     (tmp_path / case.file).write_bytes(content)
-    blocked = (
-        f"import sys; sys.modules[{case.library!r}] = None; from chunkfit.cli import main; "
-        f"main(['ingest', 'out.zarr', {case.file!r}])"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", blocked],
-        check=False,
-        cwd=tmp_path,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_without(case.library, ["ingest", "out.zarr", case.file], tmp_path)
     line = error_line(result)
     assert (result.returncode, line) == (
         2,
