@@ -15,7 +15,7 @@ from .root import Command, app
 
 RUN_HELP = (
     "A run folder (model.keras + run.json), a .keras file, or a model chunkfit export wrote "
-    "(.tflite, .onnx, a SavedModel folder), scored in its own runtime"
+    "(.tflite, .onnx, a SavedModel folder, a C array .c), scored in its own runtime"
 )
 CHANNELS_HELP = (
     "Map the store's channels to the run's: RUN=STORE pairs, or the store's channels in the run's "

@@ -9,11 +9,9 @@ import importlib.util
 from pathlib import Path
 
 from ..errors import MissingExtraError, UsageError
+from ..score.sidecar import FORMATS, SAVED_MODEL_SIDECAR
 
-FORMATS = ("litert", "onnx", "saved_model", "c-array")
 QUANTIZE = ("int8", "float16")
-
-SAVED_MODEL_SIDECAR = "chunkfit.json"  # inside a SavedModel folder
 EXTRA_HINT = "install it with pip install 'chunkfit[export]'"
 
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import RunError
+from ..score.sidecar import SIDECAR_VERSION
 
-SIDECAR_VERSION = 1
 SIDECAR_KEYS = (
     "chunkfit_export",
     "format",

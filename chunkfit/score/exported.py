@@ -71,6 +71,7 @@ class Runtime:
     in_dtype: np.dtype[Any] = np.dtype(np.float32)
     in_quant: tuple[float, int] | None = None  # (scale, zero point) of an integer input
     out_quant: tuple[float, int] | None = None
+    out_dtype: np.dtype[Any] = np.dtype(np.float32)
 
 
 def _quant(scale: Any, zero: Any) -> tuple[float, int] | None:
@@ -118,6 +119,7 @@ def _litert(path: Path, sidecar: dict[str, Any], batch_size: int) -> Runtime:
         np.dtype(inp["dtype"]),
         _quant(*inp["quantization"]),
         _quant(*out["quantization"]),
+        np.dtype(out["dtype"]),
     )
 
 
@@ -158,6 +160,7 @@ def _onnx(path: Path, sidecar: dict[str, Any], batch_size: int) -> Runtime:
         np.dtype(in_type or np.float32),
         _side_quant(sidecar.get("input")) if in_type is not None else None,
         _side_quant(sidecar.get("output")) if out_type is not None else None,
+        np.dtype(out_type or np.float32),
     )
 
 
@@ -214,9 +217,10 @@ class ExportedPredictor:
         self.runtime = runtime
         self.batch_size = runtime.batch if runtime.batch is not None else batch_size
         self.per_sample = len(runtime.out_shape) == 2  # a dense picker: [window, k] per window
+        integer = np.issubdtype(runtime.out_dtype, np.integer)
         self.ceiling = (  # the highest score an integer output can give (255/256 for int8)
-            float(dequantize(np.asarray(np.iinfo(np.int8).max), runtime.out_quant))
-            if runtime.out_quant is not None
+            float(dequantize(np.asarray(np.iinfo(runtime.out_dtype).max), runtime.out_quant))
+            if runtime.out_quant is not None and integer
             else None
         )
 

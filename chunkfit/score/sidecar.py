@@ -15,8 +15,9 @@ from typing import Any
 
 from ..errors import UsageError
 
+# The sidecar's contract, shared with chunkfit.export, which writes it.
 SIDECAR_VERSION = 1
-SAVED_MODEL_SIDECAR = "chunkfit.json"
+SAVED_MODEL_SIDECAR = "chunkfit.json"  # inside a SavedModel folder
 
 # What each file suffix holds; a folder with saved_model.pb is a SavedModel.
 SUFFIXES = {
@@ -26,7 +27,7 @@ SUFFIXES = {
     ".c": "c-array",
     ".h": "c-array",
 }
-FORMATS = ("litert", "onnx", "saved_model", "c-array")
+FORMATS = ("litert", "onnx", "saved_model", "c-array")  # what chunkfit export writes
 
 
 def exported_kind(path: Path) -> str | None:
