@@ -1,6 +1,7 @@
 """The run's model as a TensorFlow SavedModel folder, through Keras's own
 ``model.export(format="tf_saved_model")``: one ``serve`` endpoint and the ``serving_default``
-signature, taking the raw window as ``signal`` and giving the scores as ``output_0``."""
+signature, taking the raw window as ``signal`` and giving the scores as ``output_0``. The folder is
+loaded back and one window of zeros run through its signature before it is kept."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def write_saved_model(model: keras.Model, path: Path) -> tuple[TensorInfo, Tenso
         with Silenced(2):
             model.export(str(path), format="tf_saved_model", verbose=False, input_signature=[spec])
             signature = tf.saved_model.load(str(path)).signatures[SIGNATURE]
+            signature(**{INPUT_NAME: tf.zeros([1, window, channels], tf.float32)})
     except Exception as err:  # noqa: BLE001 - tracing raises many types for a model it cannot hold
         raise conversion_failure(err, "saved_model") from None
     _, kwargs = signature.structured_input_signature

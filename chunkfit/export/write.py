@@ -8,25 +8,30 @@ the JAX backend).
 
 Nothing half-written is left at ``--out``: the artifact and its sidecar are written into a
 temporary sibling and renamed into place at the end, the sidecar last (a sidecar means a complete
-export).
+export). ``--overwrite`` replaces only an earlier export: never the run folder, nor a folder that
+is not a SavedModel.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import json
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._fs import refuse_url
-from ..errors import IncompatibleError, RunError, StoreExistsError, UsageError
+from ..errors import DiskFullError, IncompatibleError, RunError, StoreExistsError, UsageError
 from ..score.runs import RunSpec, check_output_folder, load_run, locate_run, run_threshold
+from ..score.sidecar import SAVED_MODEL_SIDECAR
 from ..store import open_store
 from ..store.urls import is_remote
-from ..train.runfolder import RUN_FILE
+from ..train.runfolder import DISK_FULL, RUN_FILE
 from .carray import c_name, c_source
 from .formats import Target, check_extra, check_out, target
 from .meta import RunFacts, TensorInfo, sidecar, write_sidecar
@@ -82,26 +87,24 @@ def export_run(
             "--quantize int8"
         )
     check_extra(tgt.format)
-    run_dir = _run_folder(run, out)
+    run_dir = _run_folder(run, out, unsafe)
     out_path = Path(out) if out is not None else run_dir / tgt.default_name
     if out is not None:
         refuse_url(out, "--out")
         check_out(tgt, out_path)
-    _claim(out_path, tgt, overwrite)
+    if out_path.name in ("", ".."):  # "." or "..": named, so a sibling can be made and renamed
+        out_path = out_path.resolve()
+    _claim(out_path, tgt, overwrite, run_dir)
     training = _training_store(run_dir, store) if tgt.quantize == "int8" else None
     locate_run(run, unsafe=unsafe)  # model.keras there, and safe to load
     use_tensorflow()
     model, spec = load_run(run, unsafe=unsafe)
     facts = run_facts(model, spec)
-    calibration = None
-    if training is not None:
-        with open_store(training) as s:
-            calibration = representative(
-                s, spec.meta, window=facts.window, stride=facts.stride, positive=facts.positive
-            )
+    calibration = calibrate(training, spec, facts) if training is not None else None
     tmp = out_path.parent / f".{out_path.name}.chunkfit-tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)  # left by a killed export of this process id
-    try:
+    with disk_full(out_path), contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, tmp, ignore_errors=True)
         tmp.mkdir()
         artifact = tmp if tgt.folder else tmp / out_path.name
         inputs, output = _convert(model, tgt, artifact, calibration)
@@ -118,8 +121,6 @@ def export_run(
             _as_c_array(artifact, meta)
         write_sidecar(tgt.sidecar(artifact), meta)
         _publish(tmp, artifact, out_path, tgt)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     size = (
         sum(p.stat().st_size for p in out_path.rglob("*") if p.is_file())
         if tgt.folder
@@ -138,6 +139,30 @@ def export_run(
         calibration,
         threshold_note,
     )
+
+
+def calibrate(training: str | os.PathLike[str], spec: RunSpec, facts: RunFacts) -> Representative:
+    """The int8 calibration windows of the run, from its training store. Event windows are found
+    by the run's event class (``spec.positive``), not ``facts.positive``: a picker's event score
+    is index 0 of its output, and class 0 is the quiet one."""
+    with open_store(training) as s:
+        return representative(
+            s, spec.meta, window=facts.window, stride=facts.stride, positive=spec.positive
+        )
+
+
+@contextlib.contextmanager
+def disk_full(out: Path) -> Iterator[None]:
+    """A full disk or a file-size limit met while writing the export, as one line."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in DISK_FULL:
+            raise
+        reason = err.strerror or errno.errorcode.get(err.errno or 0, str(err))
+        raise DiskFullError(
+            f"{out}: disk full ({reason}); nothing was written; free some space and export again"
+        ) from None
 
 
 def reachable_threshold(facts: RunFacts, output: TensorInfo) -> tuple[RunFacts, str | None]:
@@ -201,14 +226,14 @@ def run_facts(model: keras.Model, spec: RunSpec) -> RunFacts:
     )
 
 
-def _run_folder(run: str | os.PathLike[str], out: object) -> Path:
+def _run_folder(run: str | os.PathLike[str], out: object, unsafe: bool) -> Path:
     """The run folder ``run`` names (a local copy for ``s3://``), refused when it is not one."""
     if is_remote(run):
         if out is None:
             raise UsageError(
                 f"{run}: an s3:// run folder is not written by export; pass --out PATH"
             )
-        return locate_run(run).path
+        return locate_run(run, unsafe=unsafe).path
     path = Path(run)
     if path.is_file() and path.suffix == ".keras":
         raise UsageError(
@@ -222,10 +247,19 @@ def _run_folder(run: str | os.PathLike[str], out: object) -> Path:
     return path
 
 
-def _claim(out: Path, tgt: Target, overwrite: bool) -> None:
-    """Refuse an ``--out`` that exists (without ``overwrite``) or cannot be written."""
+def _claim(out: Path, tgt: Target, overwrite: bool, run_dir: Path) -> None:
+    """Refuse an ``--out`` that exists (without ``overwrite``), that ``overwrite`` must not
+    replace (the run folder, a folder holding it, a folder that is no SavedModel export), or that
+    cannot be written."""
+    real, run_real = out.resolve(), run_dir.resolve()
+    if real == run_real or real in run_real.parents:
+        raise UsageError(f"{out}: is the run folder or holds it; pick another --out")
     if out.exists() and not overwrite:
         raise StoreExistsError(f"{out}: already exists; pass --overwrite to replace it")
+    if tgt.folder and out.is_dir() and not is_saved_model(out):
+        raise StoreExistsError(
+            f"{out}: a folder that is not a SavedModel export; pick another --out"
+        )
     if out.is_dir() and not tgt.folder:
         raise RunError(f"{out}: is a directory; --out takes a file name for {tgt.format}")
     if out.exists() and tgt.folder and not out.is_dir():
@@ -294,13 +328,25 @@ def _as_c_array(artifact: Path, meta: dict[str, Any]) -> None:
     flatbuffer.unlink()
 
 
+def is_saved_model(folder: Path) -> bool:
+    """Whether ``folder`` is a SavedModel export (what ``--overwrite`` may replace)."""
+    return (folder / "saved_model.pb").is_file() or (folder / SAVED_MODEL_SIDECAR).is_file()
+
+
 def _publish(tmp: Path, artifact: Path, out: Path, tgt: Target) -> None:
-    """The finished export renamed into place: the artifact, then its sidecar."""
+    """The finished export renamed into place: the artifact, then its sidecar. An earlier
+    SavedModel folder is moved aside first and moved back if the new one cannot take its place."""
     if tgt.folder:
         old = tmp.with_name(tmp.name + "-old")
+        shutil.rmtree(old, ignore_errors=True)  # left by a killed export: the rename needs it gone
         if out.exists():
             out.rename(old)
-        tmp.rename(out)
+        try:
+            tmp.rename(out)
+        except OSError:
+            if old.exists() and not out.exists():
+                old.rename(out)
+            raise
         shutil.rmtree(old, ignore_errors=True)
         return
     side = tgt.sidecar(out)

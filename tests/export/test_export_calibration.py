@@ -12,7 +12,11 @@ from hypothesis import strategies as st
 from support import make_store
 
 import chunkfit
+from chunkfit.config import WindowSpec
+from chunkfit.export.meta import RunFacts
 from chunkfit.export.quantize import representative, split_starts
+from chunkfit.export.write import calibrate
+from chunkfit.score.runs import RunSpec
 
 WINDOW = 8
 
@@ -83,3 +87,26 @@ def test_a_split_shorter_than_the_set_gives_every_window(tmp_path: Path) -> None
     store = _store(tmp_path)
     rep = representative(store, _meta([[0, 50]]), window=WINDOW, stride=1, positive=1)
     assert rep.windows[:, 0, 0].tolist() == list(range(0, 50 - WINDOW + 1))
+
+
+def test_a_picker_run_calibrates_on_its_event_class_not_its_output_index(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    meta = _meta([[0, 1_000], [2_000, 3_000]])
+    spec = RunSpec("run", WindowSpec(window=WINDOW), [0, 1], ["c0"], 1, meta["config"], "", meta)
+    picker = RunFacts(  # a picker's event score is index 0 of its [b, window, 1] output
+        model="picker",
+        trained_on="tensorflow",
+        window=WINDOW,
+        stride=1,
+        channels=["c0"],
+        n_channels=1,
+        rate=None,
+        classes=[0, 1],
+        positive=0,
+        threshold=0.5,
+        label="any-event",
+        output_kind="per-sample",
+        run=meta,
+    )
+    rep = calibrate(store.path, spec, picker)
+    assert rep.events == 16  # the event windows of the split, as for a window model

@@ -5,6 +5,7 @@ same scores as Keras's ``model.predict`` on the same windows, and the metadata r
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import json
 from concurrent.futures import ThreadPoolExecutor
@@ -22,8 +23,10 @@ from export_support import (
     tiny_store,
     train,
 )
+from support import tree
 
-from chunkfit.export import SIDECAR_KEYS, export_run
+from chunkfit.errors import DiskFullError
+from chunkfit.export import SIDECAR_KEYS, export_run, write
 
 FLOAT_FORMATS = {"litert": "model.tflite", "onnx": "model.onnx", "saved_model": "saved_model"}
 MODELS = ("baseline-cnn", "export_formats_factory:build")
@@ -147,8 +150,26 @@ def test_overwrite_replaces_a_saved_model_folder_whole(
     run = exported["runs"]["baseline-cnn"]
     out = tmp_path / "sm"
     out.mkdir()
+    (out / "chunkfit.json").write_text("{}")  # an earlier export's: --overwrite may replace it
     (out / "stale.txt").write_text("old")
     export_run(run, "saved_model", out=out, overwrite=True)
     assert not (out / "stale.txt").exists()
     assert json.loads((out / "chunkfit.json").read_text())["file"] == "sm"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sm"]
+
+
+def test_a_full_disk_while_writing_the_sidecar_leaves_nothing(
+    exported: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(path: Path, data: dict[str, Any]) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(write, "write_sidecar", full)
+    out = tmp_path / "d.tflite"
+    with pytest.raises(DiskFullError) as caught:
+        export_run(exported["runs"]["baseline-cnn"], "litert", out=out)
+    assert str(caught.value) == (
+        f"{out}: disk full (No space left on device); nothing was written; free some space and "
+        "export again"
+    )
+    assert tree(tmp_path) == {}

@@ -155,3 +155,43 @@ def test_a_layer_onnx_cannot_hold_is_named_and_nothing_is_left(
         "equivalent; rewrite that layer with built-in Keras layers, or use --format saved_model",
     )
     assert tree(tmp_path) == {}
+
+
+def _model_in(run: Path) -> Path:
+    (run / "model.keras").write_bytes(b"the trained model")
+    return run
+
+
+def test_overwrite_never_replaces_the_run_folder(fake_run: Path) -> None:
+    before = tree(_model_in(fake_run))
+    result = export(fake_run, "--format", "saved_model", "--out", fake_run, "--overwrite")
+    assert (result.returncode, error_line(result)) == (
+        2,
+        f"chunkfit: error: {fake_run}: is the run folder or holds it; pick another --out",
+    )
+    assert tree(fake_run) == before
+
+
+def test_overwrite_never_replaces_the_folder_holding_the_run(fake_run: Path) -> None:
+    before = tree(_model_in(fake_run).parent)
+    result = export(fake_run, "--format", "saved_model", "--out", ".", "--overwrite")
+    assert (result.returncode, error_line(result)) == (
+        2,
+        f"chunkfit: error: {fake_run.parent.resolve()}: is the run folder or holds it; pick "
+        "another --out",
+    )
+    assert tree(fake_run.parent) == before
+
+
+def test_overwrite_never_replaces_a_folder_that_is_not_a_saved_model(
+    fake_run: Path, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.txt").write_text("mine")
+    result = export(fake_run, "--format", "saved_model", "--out", notes, "--overwrite")
+    assert (result.returncode, error_line(result)) == (
+        1,
+        f"chunkfit: error: {notes}: a folder that is not a SavedModel export; pick another --out",
+    )
+    assert tree(notes) == {"todo.txt": b"mine"}

@@ -1,19 +1,27 @@
 """The pure parts of export: names and paths per format, the C source, the layer named in a
-converter's op path, and the sidecar's facts of a per-sample (picker) model."""
+converter's op path, the sidecar's facts of a per-sample (picker) model, a SavedModel folder put in
+place, a full disk's one line, and an s3:// run located as asked."""
 
 from __future__ import annotations
 
+import errno
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
+from support import tree
 
 from chunkfit.config import WindowSpec
+from chunkfit.errors import DiskFullError
+from chunkfit.export import write
 from chunkfit.export.carray import c_name, c_source
 from chunkfit.export.failures import layer_of
 from chunkfit.export.formats import target
 from chunkfit.export.meta import RunFacts, TensorInfo
-from chunkfit.export.write import reachable_threshold, run_facts
+from chunkfit.export.write import _publish, disk_full, reachable_threshold, run_facts
+from chunkfit.score.exported import ExportedPredictor, Runtime
 from chunkfit.score.runs import RunSpec
 
 
@@ -104,3 +112,65 @@ def test_an_int8_output_gets_the_highest_threshold_it_can_reach() -> None:
     assert kept.threshold == 0.9 and none is None
     float_out = TensorInfo("scores", (None, 2), "float32")
     assert reachable_threshold(_facts(0.99998), float_out) == (_facts(0.99998), None)
+
+
+SAVED_MODEL = target("saved_model", None)
+
+
+def _export_folder(path: Path, text: str) -> Path:
+    path.mkdir()
+    (path / "chunkfit.json").write_text(text)
+    return path
+
+
+def test_a_stale_aside_folder_does_not_stop_a_saved_model_replacing_the_last(
+    tmp_path: Path,
+) -> None:
+    out = _export_folder(tmp_path / "sm", "old")
+    tmp = _export_folder(tmp_path / ".sm.chunkfit-tmp-7", "new")
+    _export_folder(tmp_path / ".sm.chunkfit-tmp-7-old", "left by a killed export")
+    _publish(tmp, tmp, out, SAVED_MODEL)
+    assert tree(tmp_path) == {"sm": None, "sm/chunkfit.json": b"new"}
+
+
+def test_a_saved_model_that_cannot_take_the_last_one_s_place_puts_it_back(
+    tmp_path: Path,
+) -> None:
+    out = _export_folder(tmp_path / "sm", "old")
+    gone = tmp_path / ".sm.chunkfit-tmp-7"  # the new folder is not there: its rename fails
+    with pytest.raises(FileNotFoundError):
+        _publish(gone, gone, out, SAVED_MODEL)
+    assert tree(tmp_path) == {"sm": None, "sm/chunkfit.json": b"old"}
+
+
+def test_a_full_disk_while_writing_is_one_line() -> None:
+    with pytest.raises(DiskFullError) as caught, disk_full(Path("d.tflite")):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    assert str(caught.value) == (
+        "d.tflite: disk full (No space left on device); nothing was written; free some space "
+        "and export again"
+    )
+
+
+def test_another_write_error_keeps_its_traceback() -> None:
+    with pytest.raises(PermissionError), disk_full(Path("d.tflite")):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+
+def test_an_s3_run_is_located_with_unsafe(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    asked: list[bool] = []
+
+    def locate(run: str, *, unsafe: bool = False) -> SimpleNamespace:
+        asked.append(unsafe)
+        return SimpleNamespace(path=tmp_path)
+
+    monkeypatch.setattr(write, "locate_run", locate)
+    assert write._run_folder("s3://bucket/run", "d.tflite", True) == tmp_path
+    assert asked == [True]
+
+
+def test_a_uint8_output_s_highest_score_is_read_from_its_own_type() -> None:
+    runtime = Runtime(
+        lambda x: x, 8, 1, (2,), None, out_quant=(1 / 256, 0), out_dtype=np.dtype(np.uint8)
+    )
+    assert ExportedPredictor(runtime, 4).ceiling == 255 / 256
