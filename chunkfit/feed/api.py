@@ -46,9 +46,47 @@ CHOOSING = (
 
 
 def _feed(store: Store | str | os.PathLike[str], given: dict[str, Any]) -> Feed:
-    """The feed of the settings in ``given``, the ``locals()`` of ``blocks`` or ``dataset``."""
+    """The feed of the settings in ``given``, the ``locals()`` of ``blocks`` or ``dataset``;
+    a validation split that holds no window is refused rather than yielding nothing."""
+    _check_epochs(given["epoch"], given["epochs"])
     opts = fit_options(**{k: given[k] for k in CHOOSING})
-    return Feed(store, opts, split=given["split"], labels=given["labels"])
+    feed = Feed(store, opts, split=given["split"], labels=given["labels"])
+    if not feed.training and feed.epoch_windows() == 0:
+        feed.close()
+        raise UsageError(
+            f"split='validation' holds no windows (received validation={given['validation']}, "
+            f"validation_segments={given['validation_segments']}); pass validation > 0 or "
+            "validation_segments"
+        )
+    return feed
+
+
+def _check_epochs(epoch: int, epochs: int) -> None:
+    if epoch < 0:
+        raise UsageError(f"epoch must be >= 0 (received epoch={epoch})")
+    if epochs < 1:
+        raise UsageError(f"epochs must be >= 1 (received epochs={epochs})")
+
+
+def _check_kind(kind: str, epochs: int, rank: int | None, world_size: int | None) -> None:
+    """Refuse the settings ``kind`` does not use, rather than ignore them."""
+    if kind not in KINDS:
+        raise UsageError(f"kind must be one of {', '.join(KINDS)} (received {kind!r})")
+    if epochs != 1 and kind == "tf":
+        raise UsageError(
+            f"kind='tf' takes no epochs: each pass over the dataset is the next epoch "
+            f"(received epochs={epochs}); use model.fit(ds, epochs={epochs})"
+        )
+    if epochs != 1 and kind == "torch":
+        raise UsageError(
+            f"kind='torch' takes no epochs: each pass yields epoch set_epoch(e) chose "
+            f"(received epochs={epochs}); call ds.set_epoch(e) before each pass"
+        )
+    if kind != "torch" and (rank is not None or world_size is not None):
+        raise UsageError(
+            f"rank and world_size are for kind='torch' (received rank={rank}, "
+            f"world_size={world_size}, kind={kind!r}); leave them out"
+        )
 
 
 def blocks(
@@ -84,6 +122,10 @@ def blocks(
     mean what they mean for ``chunkfit.fit``. ``get_state()``/``set_state()`` save and resume the
     position. ``for x, y, w in chunkfit.blocks(...): model.fit(x, y, sample_weight=w)`` trains each
     training window once per epoch.
+
+    An epoch holds the windows ``chunkfit train`` trains whatever ``mix``; their order is train's
+    only with train's ``mix``: the default here is 1, train's is 4 (``BlockSpec.mix``), so pass
+    ``mix=4`` to follow a run's order. The iterator's end closes a store it opened from a path.
     """
     feed = _feed(store, locals())
     return Blocks(feed, epoch=epoch, epochs=epochs, prefetch=prefetch)
@@ -117,20 +159,25 @@ def dataset(
     """The windows of ``chunkfit.blocks`` as the dataset of ``kind``, in batches of
     ``batch_size`` (a block's last batch may be shorter):
 
-    - ``tf``: a ``tf.data.Dataset`` of ``(x, y[, sample_weight])`` for ``model.fit``; each pass over
-      it is the next epoch, from ``epoch`` (Keras's ``fit(ds, epochs=E)`` sees E shuffles); the
-      windows are gathered from the blocks' raw samples inside the input graph;
+    - ``tf``: a ``tf.data.Dataset`` of ``(x, y[, sample_weight])`` for ``model.fit``; each iterator
+      taken from it is the next epoch, from ``epoch`` (Keras's ``fit(ds, epochs=E)`` sees E
+      shuffles; a ``next(iter(ds))`` peek uses up an epoch too); the windows are gathered from the
+      blocks' raw samples inside the input graph; with ``mix`` > 1 and shuffling, batches run on
+      across groups so that every epoch has as many (chunkfit.feed.tfdata);
     - ``torch``: a ``torch.utils.data.IterableDataset`` of ``(x, y, sample_weight)`` tensors,
       already batched (``DataLoader(ds, batch_size=None, num_workers=...)``), the blocks shared
       out between the loader's workers and ``rank`` of ``world_size`` (default: torch.distributed's,
-      when initialised) without overlap; ``set_epoch(e)`` picks the epoch's order;
+      when initialised) without overlap; ``set_epoch(e)`` picks the epoch's order (it does not
+      reach a ``DataLoader``'s ``persistent_workers``, which keep the first epoch's copy);
     - ``grain``: a ``grain.MapDataset`` of the batches of epochs ``epoch`` .. ``epoch + epochs -
       1``; its iterator's ``get_state``/``set_state`` resume it.
 
-    ``sample_weight`` is left out (tf) or None where ``chunkfit.blocks`` has none.
+    ``sample_weight`` is left out (tf) or None where ``chunkfit.blocks`` has none. ``epochs`` is
+    grain's alone (tf and torch give an epoch per pass) and ``rank``/``world_size`` torch's: given
+    to another kind they are refused. As with ``chunkfit.blocks``, the order is ``chunkfit
+    train``'s only with its ``mix`` (4; the default here is 1).
     """
-    if kind not in KINDS:
-        raise UsageError(f"kind must be one of {', '.join(KINDS)} (received {kind!r})")
+    _check_kind(kind, epochs, rank, world_size)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise UsageError(f"batch_size must be a positive integer (received {batch_size!r})")
     needs = KINDS[kind]

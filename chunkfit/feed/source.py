@@ -47,7 +47,7 @@ class Feed:
             raise UsageError(f"labels must be int or onehot (received {labels!r})")
         self.opts, self.split_name, self.label_kind = opts, split, labels
         self.location = str(store.path) if isinstance(store, Store) else os.fspath(store)
-        self._owned = not isinstance(store, Store)
+        self._owned, self._closed = not isinstance(store, Store), False
         self.store = store if isinstance(store, Store) else open_store(store)
         splits = SplitPlan.of(self.store, opts)
         self.plan: TrainPlan = splits.blocks(opts, opts.blocks.chunk)
@@ -102,6 +102,8 @@ class Feed:
     def read(self, epoch: int, k: int, group: list[Block]) -> BlockData:
         """Group ``k`` of ``epoch``: raw samples, window offsets in their order, class indices."""
         shuffle = self.opts.blocks.shuffle_windows
+        if self._closed:  # an iterator rewound by set_state after its end closed the store
+            self.store, self._closed = open_store(self.location), False
         return self.plan.read(self.store, group, epoch if self.training else None, k, shuffle)
 
     def arrays(self, data: BlockData) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -128,8 +130,10 @@ class Feed:
         return np.asarray(w, dtype=np.float32)[labels]
 
     def close(self) -> None:
-        if self._owned:
+        """Close the store if the feed opened it (a ``Store`` passed in stays the caller's)."""
+        if self._owned and not self._closed:
             self.store.close()
+            self._closed = True
 
     # -- a copy in another process opens the store again -------------------------------------------
     def __getstate__(self) -> dict[str, Any]:

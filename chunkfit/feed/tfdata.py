@@ -6,8 +6,17 @@ to its engine (chunkfit.train.tensorflow.pipeline); each batch's windows are gat
 samples inside the graph (``tf.gather`` of offsets + range), standardised, and the labels made
 one-hot and weighted there, on tf.data's threads. No (windows x window) array is made in Python.
 
-Each pass over the dataset is the next epoch, so ``model.fit(ds, epochs=E)`` trains E epochs of
-chunkfit's order from the first ``epoch``; its length (``cardinality``) is the batches of one epoch.
+Each iterator taken from the dataset is the next epoch, so ``model.fit(ds, epochs=E)`` trains E
+epochs of chunkfit's order from the first ``epoch``; an extra ``iter(ds)`` (a ``next(iter(ds))``
+peek) uses up an epoch too and shifts the ones after it by one.
+
+Its length (``cardinality``) is the batches of one epoch, the same for every epoch, so that Keras
+reads each epoch whole: Keras 3 learns an unknown length from the first epoch and cuts the later
+ones at one batch more. Each group's last batch is short, as in ``chunkfit train``, where the
+groups are the same every epoch (one block a group, mix 1; blocks unshuffled; validation). Where
+they are not (mix > 1 with shuffled blocks), which blocks share a group, and so how many short
+batches an epoch has, changes by epoch: there the batches run on across groups, in the same order
+of windows, and only the epoch's last batch is short.
 """
 
 from __future__ import annotations
@@ -64,9 +73,19 @@ def tf_dataset(feed: Feed, *, batch_size: int, epoch: int = 0) -> tf.data.Datase
     ds = tf.data.Dataset.from_generator(groups, output_signature=spec)
     # one group read ahead of the one being batched, and a few batches ahead of the step
     ds = ds.prefetch(1).flat_map(batches)
-    # every epoch has as many batches: Keras then knows an epoch's steps before the first ends
-    n_batches = sum(-(-feed.group_windows(g) // b) for g in feed.groups(epoch))
+    if fixed_batches(feed):
+        n_batches = sum(-(-feed.group_windows(g) // b) for g in feed.groups(epoch))
+    else:
+        ds = ds.rebatch(b)
+        n_batches = -(-feed.epoch_windows() // b)
     return ds.apply(tf.data.experimental.assert_cardinality(n_batches)).prefetch(4)
+
+
+def fixed_batches(feed: Feed) -> bool:
+    """Whether batches cut group by group come to as many in every epoch: each group rounds its
+    last batch up, so only where the groups are the same each epoch (mix 1, blocks unshuffled,
+    validation)."""
+    return feed.plan.mix == 1 or not feed.plan.shuffle or not feed.training
 
 
 def _normalizer(feed: Feed) -> Any:

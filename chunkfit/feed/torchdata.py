@@ -5,7 +5,9 @@ shard s of S (S = world_size x workers, s = rank x workers + worker id) takes gr
 of the epoch's order, so the shards together yield each training window once per epoch and no two
 overlap. A worker reads its groups itself (the store opened again in the worker's process) and
 yields them as ready batches, so the loader takes ``batch_size=None``. ``set_epoch(e)`` chooses the
-epoch, as with PyTorch's ``DistributedSampler``.
+epoch, as with PyTorch's ``DistributedSampler``; a loader's workers copy the dataset when they
+start, so with ``persistent_workers=True`` they keep the first epoch's and never see a later
+``set_epoch`` (leave it off, or make a loader per epoch).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ class WindowDataset(IterableDataset):  # type: ignore[type-arg]
         self._pid = os.getpid()
 
     def set_epoch(self, epoch: int) -> None:
-        """The epoch the next pass yields (its block and window order)."""
+        """The epoch the next pass yields (its block and window order); not seen by a loader's
+        persistent workers, which keep the copy they started with."""
         self.epoch = epoch
 
     def shard(self) -> tuple[int, int]:

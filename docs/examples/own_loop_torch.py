@@ -19,8 +19,10 @@ if __name__ == "__main__":  # DataLoader workers may import this file again
     data = chunkfit.dataset(
         STORE, kind="torch", window=WINDOW, chunk=CHUNK, batch_size=128, labels="int"
     )
+    # persistent_workers stays off: set_epoch reaches the workers as they start each epoch
     loader = torch.utils.data.DataLoader(data, batch_size=None, num_workers=2)
-    channels = chunkfit.open_store(STORE).n_channels
+    with chunkfit.open_store(STORE) as store:
+        channels = store.n_channels
     model = torch.nn.Sequential(
         torch.nn.Flatten(),
         torch.nn.Linear(WINDOW * channels, 32),

@@ -132,3 +132,52 @@ def test_blocks_load_no_framework(store: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("other", "differs"),
+    [
+        ({"chunk": 101}, "chunk, layout"),  # as many blocks, one window longer
+        ({"shuffle": False}, "shuffle"),
+        ({"validation": 0.21}, "layout"),  # as many blocks of as many windows, at other places
+    ],
+)
+def test_a_state_of_another_chunk_shuffle_or_block_layout_is_refused(
+    store: Path, other: dict[str, Any], differs: str
+) -> None:
+    state = chunkfit.blocks(store, **{"chunk": 100, **RAW}).get_state()
+    again = chunkfit.blocks(store, **{**RAW, "chunk": 100, **other})
+    with pytest.raises(UsageError, match=rf"^this state was saved by .* \({differs}: "):
+        again.set_state(state)
+
+
+def test_a_state_past_the_epoch_s_last_group_is_refused(store: Path) -> None:
+    it = chunkfit.blocks(store, chunk=100, **RAW)
+    state = {**it.get_state(), "position": len(it) + 1}
+    with pytest.raises(UsageError, match=rf"group {len(it) + 1} of epoch 0, which has {len(it)} "):
+        it.set_state(state)
+
+
+def test_the_end_of_iteration_closes_the_store_it_opened(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closed: list[str] = []
+    close = chunkfit.Store.close
+
+    def spy(self: chunkfit.Store) -> None:
+        closed.append(str(self.path))
+        close(self)
+
+    monkeypatch.setattr(chunkfit.Store, "close", spy)
+    it = chunkfit.blocks(store, chunk=1000, **RAW)
+    for _ in it:
+        assert closed == []
+    assert closed == [str(store)]
+
+
+def test_a_loop_rewound_after_the_end_reads_again(store: Path) -> None:
+    it = chunkfit.blocks(store, chunk=100, **RAW)
+    start = it.get_state()
+    first = _pairs(it)
+    it.set_state(start)
+    assert _pairs(it) == first == tail_split(0.2)[0]
