@@ -291,3 +291,58 @@ def test_auto_is_float32_on_a_cpu_without_bfloat16_instructions(tmp_path: Path) 
     if bf16_flags():
         pytest.skip("this CPU has bfloat16 instructions")
     assert choose_from_cache(tmp_path, FAST_BF16, CLOSE)[1] == "float32"
+
+
+ANSWERS = (  # a child that answers every burst at once
+    "import sys\nprint(0, flush=True)\n"
+    "for _ in iter(sys.stdin.readline, ''):\n print(0.01, flush=True)"
+)
+DIES = "import sys\nprint(0, flush=True)\nsys.stdin.readline()"  # exits after one request
+
+CHOOSE_WITH_A_CHILD_THAT_DIES = f"""
+import json, sys
+from chunkfit.config import FitOptions
+from chunkfit.train import choice, choiceprobe
+class Fake(choiceprobe.Child):
+    def command(self, job):
+        return [sys.executable, "-c", {DIES!r} if self.key.startswith("jax") else {ANSWERS!r}]
+choiceprobe.Child = Fake
+opts = FitOptions(precision="float32")
+c = choice.choose("baseline-cnn", opts, channels=1, classes=2, run_windows=10**12)
+print(json.dumps([c.engine, c.engine_by, choice.cache_path().exists()]))
+"""
+
+
+def test_a_child_that_dies_mid_burst_is_not_chosen_and_nothing_is_cached(tmp_path: Path) -> None:
+    """A child that exits during its burst is a failed measurement, not the fastest candidate."""
+    env = {**cli_env(), "CHUNKFIT_CACHE_DIR": str(tmp_path), "KERAS_HOME": str(tmp_path)}
+    env.pop("KERAS_BACKEND", None)
+    result = subprocess.run(
+        [sys.executable, "-c", CHOOSE_WITH_A_CHILD_THAT_DIES],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == ["tensorflow", "the rule: the measurement failed", False]
+
+
+def test_a_child_that_cannot_start_fails_the_measurement_and_the_started_ones_are_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chunkfit.train import choiceprobe
+
+    started: list[choiceprobe.Child] = []
+
+    class Fake(choiceprobe.Child):
+        def command(self, job: str) -> list[str]:
+            if self.key.startswith("jax"):
+                return [str(Path(sys.executable).with_name("no-such-program"))]
+            started.append(self)
+            return [sys.executable, "-c", ANSWERS]
+
+    monkeypatch.setattr(choiceprobe, "Child", Fake)
+    spec = {"batch_size": 32}
+    assert choiceprobe.measure(["tensorflow/float32", "jax/float32"], spec, False) is None
+    assert [child.proc.returncode is not None for child in started] == [True]
