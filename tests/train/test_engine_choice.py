@@ -346,3 +346,56 @@ def test_a_child_that_cannot_start_fails_the_measurement_and_the_started_ones_ar
     spec = {"batch_size": 32}
     assert choiceprobe.measure(["tensorflow/float32", "jax/float32"], spec, False) is None
     assert [child.proc.returncode is not None for child in started] == [True]
+
+
+def pre_choice_folder(path: Path) -> Any:
+    """A run folder whose checkpoint was made before chunkfit chose engines (no "choice")."""
+    from types import SimpleNamespace
+
+    state = {"run": {"config": {}, "model": "baseline-cnn", "store": {}}}
+    return SimpleNamespace(checkpoint=SimpleNamespace(state=state), file=lambda n: path / n)
+
+
+def test_a_checkpoint_made_before_the_choice_resumes_in_float32_on_its_run_json_engine(
+    tmp_path: Path,
+) -> None:
+    from chunkfit.train.fit import _resumed_choice
+
+    (tmp_path / "run.json").write_text(json.dumps({"engine": "jax", "finished": False}))
+    assert _resumed_choice(pre_choice_folder(tmp_path)) == {"engine": "jax", "precision": "float32"}
+
+
+def test_a_checkpoint_made_before_the_choice_without_run_json_resumes_on_tensorflow(
+    tmp_path: Path,
+) -> None:
+    from chunkfit.train.fit import _resumed_choice
+
+    assert _resumed_choice(pre_choice_folder(tmp_path)) == {
+        "engine": "tensorflow",
+        "precision": "float32",
+    }
+
+
+FAIL_IN_BFLOAT16 = """
+import sys, keras, chunkfit
+class Stop(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        raise RuntimeError("stopped")
+try:
+    chunkfit.fit(store=sys.argv[1], window=16, epochs=1, batch_size=32, precision="bfloat16",
+                 callbacks=[Stop()])
+except RuntimeError:
+    print(keras.config.dtype_policy().name)
+"""
+
+
+def test_a_bfloat16_run_that_fails_leaves_the_process_in_float32(store: Path) -> None:
+    """The Python API: after a failed (or interrupted) bfloat16 run, what is built is float32."""
+    result = subprocess.run(
+        [sys.executable, "-c", FAIL_IN_BFLOAT16, str(store)],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.stdout.strip().splitlines()[-1:] == ["float32"], result.stderr[-2000:]
