@@ -12,7 +12,8 @@ with bfloat16 instructions (chunkfit.train.precision). So, for the engine:
   ``--jax-loop dispatch|scan``: JAX);
 - ``--deterministic`` runs and models a child cannot rebuild (``module:function``, whose code runs
   once) take the rule, TensorFlow;
-- else a measurement cached for this CPU, library versions, model and shapes decides
+- else a measurement cached for this CPU (its usable cores), library versions, model and shapes
+  decides
   (``by: cache``);
 - else a run too short for the measurement to cost under ``BUDGET_SHARE`` of it (fewer than
   ``probe_windows()`` training windows) takes the rule, TensorFlow;
@@ -44,6 +45,7 @@ from .backend import configured_backend
 from .precision import bf16_flags, within_tolerance
 from .probing import cpu_name, read_cache, write_cache
 from .steps import cache_dir
+from .tensorflow.threads import usable_cores
 
 if TYPE_CHECKING:
     from ..config import FitOptions
@@ -298,14 +300,15 @@ def _spec(model: str, opts: FitOptions, channels: int, classes: int) -> dict[str
 
 
 def _cache_key(spec: dict[str, Any]) -> str:
-    """What a measurement depends on: CPU, libraries, model and shapes."""
+    """What a measurement depends on: CPU, the cores this process may use, libraries, model and
+    shapes."""
     import hashlib
 
     model = spec["model"]
     if model.endswith(".keras"):
         model = "keras:" + hashlib.sha256(Path(model).read_bytes()).hexdigest()[:16]
     libraries = ",".join(f"{n} {_version(n)}" for n in ("keras", "tensorflow", "jax", "jaxlib"))
-    machine = f"{cpu_name()}|{os.cpu_count()}|{platform.machine()}|{libraries}"
+    machine = f"{cpu_name()}|{usable_cores()}|{platform.machine()}|{libraries}"
     shapes = f"{spec['window']}x{spec['channels']}->{spec['classes']}|batch {spec['batch_size']}"
     return f"{machine}|{model}|{shapes}"
 

@@ -399,3 +399,14 @@ def test_a_bfloat16_run_that_fails_leaves_the_process_in_float32(store: Path) ->
         check=False,
     )
     assert result.stdout.strip().splitlines()[-1:] == ["float32"], result.stderr[-2000:]
+
+
+def test_an_engine_measurement_is_keyed_by_the_cores_this_process_may_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chunkfit.config import FitOptions
+    from chunkfit.train import choice
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert "|1|" in choice._cache_key(choice._spec("baseline-cnn", FitOptions(), 1, 2))
