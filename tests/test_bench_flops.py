@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chunkfit.bench.flops import CpuPeak, count_flops, cpu_peak
+from chunkfit.bench.flops import CpuPeak, count_flops, cpu_peak, physical_cores
 from chunkfit.train.models import build_model
 
 ZEN5 = """processor\t: 0
@@ -85,3 +85,22 @@ def test_peak_is_cores_lanes_units_two_and_clock() -> None:
 def test_bfloat16_flag_is_reported() -> None:
     peak = cpu_peak(ZEN5, lscpu="", cores=2)
     assert peak is not None and "avx512_bf16" in peak.flags
+
+
+SMT = {0: "0:0", 1: "0:1", 2: "0:0", 3: "0:1"}  # two cores, each with two logical CPUs
+
+
+def test_smt_siblings_count_as_one_core() -> None:
+    assert physical_cores([0, 1, 2, 3], SMT, threads_per_core=2) == 2
+
+
+def test_two_siblings_of_one_core_are_one_core() -> None:
+    assert physical_cores([0, 2], SMT, threads_per_core=2) == 1
+
+
+def test_cores_of_another_package_count_apart() -> None:
+    assert physical_cores([0, 1], {0: "0:0", 1: "1:0"}, threads_per_core=2) == 2
+
+
+def test_without_core_ids_the_logical_cpus_are_divided_by_threads_per_core() -> None:
+    assert physical_cores([0, 1, 2, 3], {}, threads_per_core=2) == 2

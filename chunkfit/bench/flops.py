@@ -14,11 +14,13 @@ baseline-cnn at window 104 (one channel, two classes), by hand: Conv1D(24, 9) ov
 32,296 multiply-adds, 64,592 forward FLOPs, 193,776 FLOPs per training window (0.19 MFLOP).
 
 The peak is cores x float32 lanes per FMA unit x FMA units per core x 2 FLOPs per FMA x clock, from
-``/proc/cpuinfo`` and ``lscpu``: lanes are 16 where the FMA units are 512 bits wide (AVX-512 on
-Intel, and on AMD from Zen 5, family 26; Zen 4 splits 512-bit work over 256-bit units), else 8 with
-AVX2 and FMA, else 4; two FMA units per core (what these server cores have; not readable from the
-flags); the clock is ``lscpu``'s "CPU max MHz" where it shows one, else ``/proc/cpuinfo``'s "cpu
-MHz" (under a hypervisor often the nominal clock).
+``/proc/cpuinfo``, sysfs and ``lscpu``: cores are the physical cores under the logical CPUs this
+process may run on (SMT siblings share one core's FMA units, so they count once); lanes are 16
+where the FMA units are 512 bits wide (AVX-512 on Intel, and on AMD from Zen 5, family 26; Zen 4
+splits 512-bit work over 256-bit units), else 8 with AVX2 and FMA, else 4; two FMA units per core
+(what these server cores have; not readable from the flags); the clock is ``lscpu``'s "CPU max
+MHz" where it shows one, else ``/proc/cpuinfo``'s "cpu MHz" (under a hypervisor often the nominal
+clock).
 """
 
 from __future__ import annotations
@@ -189,7 +191,12 @@ def cpu_peak(
     else:
         return None
     if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        cpus = (
+            sorted(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else list(range(os.cpu_count() or 1))
+        )
+        cores = physical_cores(cpus, _core_ids(cpus), _threads_per_core(lscpu))
     shown = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16")
     return CpuPeak(
         cores=cores or 1,
@@ -200,6 +207,35 @@ def cpu_peak(
         model_name=fields.get("model name", "?"),
         flags=tuple(f for f in shown if f in flags),
     )
+
+
+def physical_cores(cpus: list[int], core_ids: dict[int, str], threads_per_core: int) -> int:
+    """The physical cores under the logical CPUs ``cpus``: CPUs with the same ``core_ids`` entry
+    (sysfs's "package:core") are SMT siblings of one core and count once. Where no CPU's core is
+    known, the logical CPUs divided by ``threads_per_core`` (lscpu's "Thread(s) per core").
+    Example: CPUs [0, 1, 2, 3] with core ids {0: "0:0", 1: "0:1", 2: "0:0", 3: "0:1"} are 2 cores;
+    CPUs [0, 2] of those are 1."""
+    if not any(cpu in core_ids for cpu in cpus):
+        return max(1, len(cpus) // max(1, threads_per_core))
+    return len({core_ids.get(cpu, f"cpu {cpu}") for cpu in cpus})
+
+
+def _core_ids(cpus: list[int]) -> dict[int, str]:
+    """Each CPU's "package:core" from sysfs, for those that show one."""
+    out: dict[int, str] = {}
+    for cpu in cpus:
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            package = (topology / "physical_package_id").read_text().strip()
+            out[cpu] = f"{package}:{(topology / 'core_id').read_text().strip()}"
+        except OSError:
+            continue
+    return out
+
+
+def _threads_per_core(lscpu: str) -> int:
+    found = re.search(r"^Thread\(s\) per core:\s*(\d+)", lscpu, re.MULTILINE)
+    return int(found.group(1)) if found else 1
 
 
 def achieved(windows_per_s: float, flops_per_window: int, peak: CpuPeak | None) -> dict[str, Any]:

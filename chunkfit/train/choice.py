@@ -7,24 +7,28 @@ with bfloat16 instructions (chunkfit.train.precision). So, for the engine:
 
 - ``--backend``, ``KERAS_BACKEND`` or a keras.json naming JAX decide, as Keras would; so does a
   Keras imported before the run (its backend is fixed), a resumed run (the engine it started
-  with), an install without jax (TensorFlow, nothing measured), and options only one engine
-  honours (``--devices``, ``TF_CONFIG``, ``--jit off``, ``--compute-threads``: TensorFlow;
+  with; from a checkpoint made before this choice existed, its run.json's engine in float32), an
+  install without jax (TensorFlow, engines not measured: on a bfloat16 CPU ``--precision auto``
+  still measures TensorFlow's two precisions), and options only one engine honours
+  (``--devices``, ``TF_CONFIG``, ``--jit off``, ``--compute-threads``: TensorFlow;
   ``--jax-loop dispatch|scan``: JAX);
 - ``--deterministic`` runs and models a child cannot rebuild (``module:function``, whose code runs
   once) take the rule, TensorFlow;
-- else a measurement cached for this CPU, library versions, model and shapes decides
-  (``by: cache``);
+- else a measurement cached for this CPU (its usable cores), library versions, model and shapes
+  decides (``by: cache``);
 - else a run too short for the measurement to cost under ``BUDGET_SHARE`` of it (fewer than
   ``probe_windows()`` training windows) takes the rule, TensorFlow;
 - else each candidate is measured now, in children of its own (chunkfit.train.choiceprobe), and
-  the faster trains; JAX must beat TensorFlow by ``MARGIN`` (a close call stays with the rule).
+  the faster trains; JAX must beat TensorFlow by ``MARGIN`` (a close call stays with the rule). A
+  child that dies fails the measurement: the rule, nothing cached.
 
 The precision is chosen alongside: ``--precision float32|bfloat16`` decides, a resumed run keeps
 its own, and ``auto`` is float32 except on CPUs with bfloat16 instructions, where the same children
-measure bfloat16 too (long runs only, as above) and it is kept only where it trained faster by
-``MARGIN`` and its held-out figures stayed within tolerance of float32's. The choice, why, and what
-was measured go to the run's one line and run.json (``choice``); the measurements to
-``$CHUNKFIT_CACHE_DIR/engines.json`` (delete it to measure again).
+measure bfloat16 too (a cached measurement decides first, else long runs only, as above) and it is
+kept only where it trained faster by ``MARGIN`` and its held-out figures stayed within tolerance of
+float32's. The choice, why, and what was measured go to the run's one line and run.json
+(``choice``); the measurements to ``$CHUNKFIT_CACHE_DIR/engines.json`` (delete it to measure
+again).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from .backend import configured_backend
 from .precision import bf16_flags, within_tolerance
 from .probing import cpu_name, read_cache, write_cache
 from .steps import cache_dir
+from .tensorflow.threads import usable_cores
 
 if TYPE_CHECKING:
     from ..config import FitOptions
@@ -298,14 +303,15 @@ def _spec(model: str, opts: FitOptions, channels: int, classes: int) -> dict[str
 
 
 def _cache_key(spec: dict[str, Any]) -> str:
-    """What a measurement depends on: CPU, libraries, model and shapes."""
+    """What a measurement depends on: CPU, the cores this process may use, libraries, model and
+    shapes."""
     import hashlib
 
     model = spec["model"]
     if model.endswith(".keras"):
         model = "keras:" + hashlib.sha256(Path(model).read_bytes()).hexdigest()[:16]
     libraries = ",".join(f"{n} {_version(n)}" for n in ("keras", "tensorflow", "jax", "jaxlib"))
-    machine = f"{cpu_name()}|{os.cpu_count()}|{platform.machine()}|{libraries}"
+    machine = f"{cpu_name()}|{usable_cores()}|{platform.machine()}|{libraries}"
     shapes = f"{spec['window']}x{spec['channels']}->{spec['classes']}|batch {spec['batch_size']}"
     return f"{machine}|{model}|{shapes}"
 

@@ -47,13 +47,17 @@ class Child:
         job = json.dumps({**spec, "engine": engine, "precision": precision})
         self.key = key
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "chunkfit.train.choiceprobe", job],
+            self.command(job),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=env,
         )
         self.buffer = b""
+
+    def command(self, job: str) -> list[str]:
+        """The child's command line: this module, serving ``job``."""
+        return [sys.executable, "-m", "chunkfit.train.choiceprobe", job]
 
     def ask(self, request: str | None, deadline: float) -> list[float] | None:
         """Send ``request`` (None: wait for "ready"); the numbers of its answer, or None on failure
@@ -73,6 +77,11 @@ class Child:
         except ValueError:
             return None
 
+    def waited(self, deadline: float) -> bool:
+        """Whether an unanswered request ran out of time with the child still alive (not slow: a
+        child that died or closed its pipe fails, and is never timed as slow)."""
+        return time.monotonic() >= deadline and self.proc.poll() is None
+
     def stop(self) -> None:
         if self.proc.returncode is not None:
             return
@@ -91,18 +100,23 @@ def measure(keys: list[str], spec: dict[str, Any], validate: bool) -> dict[str, 
     """windows/s of each candidate in ``keys`` (the median of its bursts, the children taking turns
     A B A B ..., so that a change in the machine's load hits all alike) and, with ``validate``,
     each one's held-out ``[loss, accuracy]`` after the same steps; None when a child failed or the
-    measurement ran past ``TIMEOUT``."""
+    measurement ran past ``TIMEOUT``. A candidate whose burst outlasts its patience (``OUTRUN``
+    times the fastest) is dropped with the rate that patience gives; one whose child died fails the
+    whole measurement, never timed as fast."""
     deadline = time.monotonic() + TIMEOUT
-    children = [Child(key, spec) for key in keys]
+    children: list[Child] = []
     windows = BURST * spec["batch_size"]
     try:
+        for key in keys:  # each started inside the try: whatever was started is stopped
+            children.append(Child(key, spec))
         bursts: dict[str, list[float]] = {key: [] for key in keys}
         dropped: set[str] = set()
         # a bfloat16 candidate that has not compiled and run its first burst by READY is out
         ready_by = time.monotonic() + READY
         for child in children:
-            if child.ask(None, ready_by if child.key.endswith("bfloat16") else deadline) is None:
-                if not child.key.endswith("bfloat16") or time.monotonic() >= deadline:
+            by = ready_by if child.key.endswith("bfloat16") else deadline
+            if child.ask(None, by) is None:
+                if not child.key.endswith("bfloat16") or by >= deadline or not child.waited(by):
                     return None
                 dropped.add(child.key)
                 bursts[child.key].append(windows / READY)
@@ -119,13 +133,14 @@ def measure(keys: list[str], spec: dict[str, Any], validate: bool) -> dict[str, 
                 fastest = min((windows / max(r) for r in bursts.values() if r), default=None)
                 patience = max(MIN_PATIENCE, OUTRUN * fastest) if fastest else TIMEOUT
                 asked = time.monotonic()
-                answer = child.ask("t", min(deadline, asked + patience))
-                if answer is None and fastest is not None and time.monotonic() < deadline:
+                by = min(deadline, asked + patience)
+                answer = child.ask("t", by)
+                if answer is None and fastest is not None and by < deadline and child.waited(by):
                     dropped.add(child.key)
                     bursts[child.key].append(windows / (time.monotonic() - asked))
                     child.stop()
                     continue
-                if not answer or answer[0] <= 0:
+                if not answer or answer[0] <= 0:  # failed, died, or an answer no burst can give
                     return None
                 bursts[child.key].append(windows / answer[0])
         out: dict[str, Any] = {
@@ -141,6 +156,8 @@ def measure(keys: list[str], spec: dict[str, Any], validate: bool) -> dict[str, 
                 return None
             out["validation"] = {k: [round(x, 5) for x in v or []] for k, v in figures.items()}
         return out
+    except OSError:  # no process to start: out of processes or memory
+        return None
     finally:
         for child in children:
             child.stop()

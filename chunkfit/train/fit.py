@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,8 +28,9 @@ from .loop import Trainer
 from .malloc import cap_arenas
 from .models import DEFAULT_MODEL
 from .picker import pick_width_of
+from .precision import set_policy
 from .remotefolder import RemotePeerFolder, RemoteRunFolder
-from .runfolder import PeerFolder, RunFolder
+from .runfolder import RUN_FILE, PeerFolder, RunFolder
 from .tensorflow.cluster import CLUSTER_TIMEOUT
 from .verdict import TARGETS, check_targets, parse_targets
 
@@ -220,6 +222,7 @@ def fit(
             if out is not None and is_peer
             else None
         )
+        choice: Choice | None = None
         try:
             choice, engine = _choose_engine(
                 model, opts, split, store, folder, distributed=distribution is not None, given=given
@@ -245,6 +248,9 @@ def fit(
             if folder is not None:
                 folder.close(failed=True)
             raise
+        finally:  # finished, failed or interrupted: what the process builds next is float32 again
+            if choice is not None and choice.precision != "float32":
+                set_policy("float32")
         if folder is not None:
             folder.close()
         if targets and not is_peer:
@@ -285,14 +291,13 @@ def _choose_engine(
     given: bool,
 ) -> tuple[Choice, EngineEntry]:
     """The run's engine and precision (chunkfit.train.choice), Keras's backend set to it."""
-    made = folder.checkpoint.state["run"] if folder is not None and folder.checkpoint else None
     choice = choose(
         model,
         opts,
         channels=store.n_channels,
         classes=split.labeller.n_classes,
         run_windows=opts.epochs * split.balance.epoch_windows(),
-        resumed=made.get("choice") if made is not None else None,
+        resumed=_resumed_choice(folder),
         distributed=distributed,
     )
     if not given:
@@ -300,6 +305,22 @@ def _choose_engine(
     engine = ENGINES[choice.engine]
     engine.check(opts)
     return choice, engine
+
+
+def _resumed_choice(folder: RunFolder | None) -> dict[str, Any] | None:
+    """The engine and precision the checkpoint a run resumes from was made with (None: a new run).
+    A checkpoint made before chunkfit chose them records neither: that run trained in float32 on
+    the engine its run.json names (TensorFlow where it names none), and goes on so."""
+    if folder is None or not folder.checkpoint:
+        return None
+    made = folder.checkpoint.state["run"]
+    if made.get("choice"):
+        return dict(made["choice"])
+    try:
+        engine = json.loads(folder.file(RUN_FILE).read_text()).get("engine")
+    except (OSError, ValueError, AttributeError):
+        engine = None
+    return {"engine": engine if engine in ENGINES else "tensorflow", "precision": "float32"}
 
 
 def _distribution(

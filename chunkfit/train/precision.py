@@ -53,6 +53,15 @@ def set_policy(precision: str) -> None:
         keras.config.set_dtype_policy(POLICY[precision])
 
 
+def current_precision() -> str:
+    """The precision Keras's global policy computes in now ("float32" while Keras is not imported:
+    its default), without importing Keras."""
+    if "keras" not in sys.modules:
+        return "float32"
+    name = sys.modules["keras"].config.dtype_policy().name
+    return next((p for p, policy in POLICY.items() if policy == name), name)
+
+
 def within_tolerance(float32: list[float], bfloat16: list[float]) -> bool:
     """Whether bfloat16's held-out ``[loss, accuracy]`` stays within the tolerances of float32's."""
     loss32, acc32 = float32

@@ -49,10 +49,12 @@ def read_line(fd: int, buffer: bytes, deadline: float) -> tuple[bytes | None, by
     """The next line a child wrote on ``fd`` after ``buffer`` (what was read past the last line),
     and what is left; None for the line when the child closed ``fd``, failed or ran past
     ``deadline`` (``time.monotonic``)."""
+    poller = select.poll()  # not select.select: it refuses descriptors past 1023
+    poller.register(fd, select.POLLIN)
     try:
         while b"\n" not in buffer:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0 or not poller.poll(max(1, int(left * 1000))):
                 return None, buffer
             chunk = os.read(fd, 4096)
             if not chunk:

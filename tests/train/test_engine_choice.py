@@ -291,3 +291,122 @@ def test_auto_is_float32_on_a_cpu_without_bfloat16_instructions(tmp_path: Path) 
     if bf16_flags():
         pytest.skip("this CPU has bfloat16 instructions")
     assert choose_from_cache(tmp_path, FAST_BF16, CLOSE)[1] == "float32"
+
+
+ANSWERS = (  # a child that answers every burst at once
+    "import sys\nprint(0, flush=True)\n"
+    "for _ in iter(sys.stdin.readline, ''):\n print(0.01, flush=True)"
+)
+DIES = "import sys\nprint(0, flush=True)\nsys.stdin.readline()"  # exits after one request
+
+CHOOSE_WITH_A_CHILD_THAT_DIES = f"""
+import json, sys
+from chunkfit.config import FitOptions
+from chunkfit.train import choice, choiceprobe
+class Fake(choiceprobe.Child):
+    def command(self, job):
+        return [sys.executable, "-c", {DIES!r} if self.key.startswith("jax") else {ANSWERS!r}]
+choiceprobe.Child = Fake
+opts = FitOptions(precision="float32")
+c = choice.choose("baseline-cnn", opts, channels=1, classes=2, run_windows=10**12)
+print(json.dumps([c.engine, c.engine_by, choice.cache_path().exists()]))
+"""
+
+
+def test_a_child_that_dies_mid_burst_is_not_chosen_and_nothing_is_cached(tmp_path: Path) -> None:
+    """A child that exits during its burst is a failed measurement, not the fastest candidate."""
+    env = {**cli_env(), "CHUNKFIT_CACHE_DIR": str(tmp_path), "KERAS_HOME": str(tmp_path)}
+    env.pop("KERAS_BACKEND", None)
+    result = subprocess.run(
+        [sys.executable, "-c", CHOOSE_WITH_A_CHILD_THAT_DIES],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == ["tensorflow", "the rule: the measurement failed", False]
+
+
+def test_a_child_that_cannot_start_fails_the_measurement_and_the_started_ones_are_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chunkfit.train import choiceprobe
+
+    started: list[choiceprobe.Child] = []
+
+    class Fake(choiceprobe.Child):
+        def command(self, job: str) -> list[str]:
+            if self.key.startswith("jax"):
+                return [str(Path(sys.executable).with_name("no-such-program"))]
+            started.append(self)
+            return [sys.executable, "-c", ANSWERS]
+
+    monkeypatch.setattr(choiceprobe, "Child", Fake)
+    spec = {"batch_size": 32}
+    assert choiceprobe.measure(["tensorflow/float32", "jax/float32"], spec, False) is None
+    assert [child.proc.returncode is not None for child in started] == [True]
+
+
+def pre_choice_folder(path: Path) -> Any:
+    """A run folder whose checkpoint was made before chunkfit chose engines (no "choice")."""
+    from types import SimpleNamespace
+
+    state = {"run": {"config": {}, "model": "baseline-cnn", "store": {}}}
+    return SimpleNamespace(checkpoint=SimpleNamespace(state=state), file=lambda n: path / n)
+
+
+def test_a_checkpoint_made_before_the_choice_resumes_in_float32_on_its_run_json_engine(
+    tmp_path: Path,
+) -> None:
+    from chunkfit.train.fit import _resumed_choice
+
+    (tmp_path / "run.json").write_text(json.dumps({"engine": "jax", "finished": False}))
+    assert _resumed_choice(pre_choice_folder(tmp_path)) == {"engine": "jax", "precision": "float32"}
+
+
+def test_a_checkpoint_made_before_the_choice_without_run_json_resumes_on_tensorflow(
+    tmp_path: Path,
+) -> None:
+    from chunkfit.train.fit import _resumed_choice
+
+    assert _resumed_choice(pre_choice_folder(tmp_path)) == {
+        "engine": "tensorflow",
+        "precision": "float32",
+    }
+
+
+FAIL_IN_BFLOAT16 = """
+import sys, keras, chunkfit
+class Stop(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        raise RuntimeError("stopped")
+try:
+    chunkfit.fit(store=sys.argv[1], window=16, epochs=1, batch_size=32, precision="bfloat16",
+                 callbacks=[Stop()])
+except RuntimeError:
+    print(keras.config.dtype_policy().name)
+"""
+
+
+def test_a_bfloat16_run_that_fails_leaves_the_process_in_float32(store: Path) -> None:
+    """The Python API: after a failed (or interrupted) bfloat16 run, what is built is float32."""
+    result = subprocess.run(
+        [sys.executable, "-c", FAIL_IN_BFLOAT16, str(store)],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.stdout.strip().splitlines()[-1:] == ["float32"], result.stderr[-2000:]
+
+
+def test_an_engine_measurement_is_keyed_by_the_cores_this_process_may_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chunkfit.config import FitOptions
+    from chunkfit.train import choice
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert "|1|" in choice._cache_key(choice._spec("baseline-cnn", FitOptions(), 1, 2))

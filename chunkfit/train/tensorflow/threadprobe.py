@@ -73,7 +73,7 @@ def timed(children: list[ProbeChild], spec: ProbeSpec) -> dict[str, float] | Non
         for mode in spec.modes:
             for child in children:
                 seconds = child.ask("xla" if mode else "graph", deadline)
-                if seconds is None:
+                if seconds is None or seconds <= 0:  # a dead child's or an impossible answer
                     return None
                 key = f"{candidate_key(child.compute, child.halves)}/{'xla' if mode else 'graph'}"
                 bursts.setdefault(key, []).append(PROBE_BATCHES * spec.batch_size / seconds)

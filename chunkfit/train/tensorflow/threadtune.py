@@ -6,8 +6,8 @@ one process the way ``--jit auto`` tries XLA (chunkfit.train.tensorflow.autotune
 one machine was wrong on the next (one compute thread beat every core on one machine and lost on
 another). So, when ``--compute-threads`` is not given:
 
-- a measurement cached for this machine, TensorFlow version, model and shapes is used
-  (``by: cache``);
+- a measurement cached for this machine (its usable cores), TensorFlow version, model, shapes,
+  compile mode measured and precision is used (``by: cache``);
 - else, for a run long enough that measuring costs at most ``BUDGET_SHARE`` of it (at
   ``ASSUMED_RATE``; ``PROBE_SECONDS``), each candidate (``candidates``: every core, one thread, and
   on 2 cores or more each batch as two halves side by side, chunkfit.train.tensorflow.halves, where
@@ -40,13 +40,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from ..precision import current_precision
 from ..probing import cpu_name, read_cache, write_cache
 from ..steps import cache_dir
 from .threadprobe import (
@@ -129,9 +129,18 @@ def cache_path() -> Path:
     return cache_dir() / CACHE_FILE
 
 
-def probe_key(model: str, window: int, channels: int, classes: int, batch_size: int) -> str | None:
-    """What a measurement depends on: machine, TensorFlow, model and shapes. None for a model a
-    probe cannot rebuild."""
+def probe_key(
+    model: str,
+    window: int,
+    channels: int,
+    classes: int,
+    batch_size: int,
+    jit: str = "auto",
+    precision: str = "float32",
+) -> str | None:
+    """What a measurement depends on: machine (the cores this process may use), TensorFlow, model,
+    shapes, the compile mode measured (``measured_mode``) and the precision the run trains in. None
+    for a model a probe cannot rebuild."""
     from ..models import BUILTINS
 
     if model in BUILTINS:
@@ -141,9 +150,17 @@ def probe_key(model: str, window: int, channels: int, classes: int, batch_size: 
     else:
         return None
     machine = (
-        f"{cpu_name()}|{os.cpu_count()}|{platform.machine()}|tensorflow {_tensorflow_version()}"
+        f"{cpu_name()}|{usable_cores()}|{platform.machine()}|tensorflow {_tensorflow_version()}"
     )
-    return f"{machine}|{what}|{window}x{channels}->{classes}|batch {batch_size}"
+    shapes = f"{window}x{channels}->{classes}|batch {batch_size}"
+    return f"{machine}|{what}|{shapes}|{measured_mode(jit)}|{precision}"
+
+
+def measured_mode(jit: str) -> str:
+    """The compile mode a measurement for ``--jit`` times: XLA under ``on``; the fused step without
+    XLA under ``auto`` (the run's own trial then chooses XLA or not); the unfused step under
+    ``off``."""
+    return {"on": "xla", "off": "unfused"}.get(jit, "graph")
 
 
 def _tensorflow_version() -> str:
@@ -182,7 +199,9 @@ def choose_threads(
     if deterministic:
         return ThreadChoice(None, f"--deterministic (a fixed choice: {RULE})")
     key = (
-        probe_key(model, window, channels, classes, batch_size) if isinstance(model, str) else None
+        probe_key(model, window, channels, classes, batch_size, jit, current_precision())
+        if isinstance(model, str)
+        else None
     )
     if key is None:
         return ThreadChoice(None, f"{RULE} (only built-in models and .keras files are measured)")
@@ -276,7 +295,16 @@ def _chosen(spec: ProbeSpec, speeds: dict[str, float] | None, seconds: float) ->
         "seconds": seconds,
         "when": time.strftime("%Y-%m-%d %H:%M"),
     }
-    key = probe_key(spec.model, spec.window, spec.channels, spec.classes, spec.batch_size)
+    jit_flag = "on" if spec.modes == (True,) else "auto" if spec.fuse else "off"
+    key = probe_key(
+        spec.model,
+        spec.window,
+        spec.channels,
+        spec.classes,
+        spec.batch_size,
+        jit_flag,
+        current_precision(),
+    )
     if key is not None:
         _write_cache(key, entry)
     return ThreadChoice(

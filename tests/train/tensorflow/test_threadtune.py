@@ -51,7 +51,8 @@ import_tensorflow_quietly(setup)
 import tensorflow as tf
 assert tf.config.threading.get_intra_op_parallelism_threads() == 1
 assert float(tf.constant(1.0) + 1.0) == 2.0
-out.append(choose_threads(None, "baseline-cnn", deterministic=False, run_windows=1000, **shapes))
+out.append(choose_threads(None, "baseline-cnn", deterministic=False, run_windows=1000,
+                          jit=sys.argv[2], **shapes))
 for c in out:
     print(json.dumps({"compute": c.compute, "by": c.by, "windows_per_s": c.windows_per_s,
                       "jit": c.jit, "seconds": c.seconds, "halves": c.halves}))
@@ -112,6 +113,23 @@ def test_a_long_run_measures_each_candidate_and_mode_caches_the_fastest_and_the_
     assert short["by"].startswith(f"cache ({tmp_path / CACHE_FILE}, measured ")
     again = choose_in_a_fresh_process()
     assert again == [short]  # measured once
+
+
+def test_thread_measurements_are_kept_apart_by_compile_mode_and_precision() -> None:
+    keys = {
+        probe_key("baseline-cnn", **SHAPES, jit=jit, precision=precision)
+        for jit in ("auto", "on", "off")
+        for precision in ("float32", "bfloat16")
+    }
+    assert len(keys) == 6
+
+
+def test_a_thread_measurement_is_keyed_by_the_cores_this_process_may_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert "|1|" in str(probe_key("baseline-cnn", **SHAPES))
 
 
 @pytest.mark.parametrize(
